@@ -1,0 +1,193 @@
+"""Execute the book's chapters with Papermill: ``python -m hybridlib.book run [chapter ...] --preset seminar``.
+
+Chapters run in dependency order. Each executed notebook is written atomically where the book reads it
+(``seminar``: in place under ``notebooks/``; ``gpu``/``paper``: ``book/<preset>/``), with provenance and a
+cache key in its metadata. A chapter whose notebook source, resolved parameters, library code and data
+manifests are unchanged is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from hybridlib import provenance
+from hybridlib.atomic import atomic_path
+from hybridlib.chapters import CHAPTERS, chapter, execution_order
+from hybridlib.params import PRESETS, ChapterSpec, ParameterError, check_choice
+from hybridlib.paths import REPO_ROOT
+
+NOTEBOOKS = REPO_ROOT / "notebooks"
+_CODE_DIRS = ("hybridlib", "kernels")
+
+
+def output_path(spec: ChapterSpec, preset: str, out_dir: Path | None = None) -> Path:
+    """Where the executed notebook of ``spec`` goes for ``preset`` (the book reads these paths)."""
+    if out_dir is not None:
+        return Path(out_dir) / spec.notebook
+    if preset == "seminar":
+        return NOTEBOOKS / spec.notebook
+    return REPO_ROOT / "book" / preset / spec.notebook
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["steps=10", "layouts=[a, b]"]`` -> ``{"steps": 10, "layouts": ["a", "b"]}`` (values read as YAML)."""
+    parsed = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ParameterError(f"-p expects name=value, got {pair!r}")
+        parsed[name.strip()] = yaml.safe_load(value)
+    return parsed
+
+
+def source_digest(notebook: Path) -> str:
+    """Hash of a notebook's cell sources and tags, ignoring outputs and Papermill's injected cell."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    cells = [
+        (c["cell_type"], "".join(c["source"]), sorted(c.get("metadata", {}).get("tags", [])))
+        for c in nb["cells"]
+        if "injected-parameters" not in c.get("metadata", {}).get("tags", [])
+    ]
+    return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
+
+
+def code_digest() -> str:
+    """Hash of the library's Python sources and the data manifests a chapter's results depend on."""
+    h = hashlib.sha256()
+    files = [p for d in _CODE_DIRS for p in (REPO_ROOT / d).rglob("*.py")]
+    files += list((REPO_ROOT / "data" / "manifests").glob("*.json"))
+    for path in sorted(files):
+        h.update(str(path.relative_to(REPO_ROOT)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(spec: ChapterSpec, params: dict[str, Any]) -> str:
+    """Content address of one chapter execution."""
+    parts = [source_digest(NOTEBOOKS / spec.notebook), json.dumps(params, sort_keys=True), code_digest()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def stored_key(path: Path) -> str | None:
+    """The cache key recorded in an executed notebook, if any."""
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("hybridlib", {}).get("cache_key")
+
+
+def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: Path, *, force: bool) -> str:
+    """Execute one chapter unless its cache key matches; returns ``"skipped"`` or ``"executed"``."""
+    import nbformat
+    import papermill
+
+    params = spec.resolve(preset, overrides)
+    key = cache_key(spec, params)
+    if not force and stored_key(out) == key:
+        return "skipped"
+    injected = {"preset": preset, **{k: v for k, v in overrides.items()}}
+    start = time.monotonic()
+    with atomic_path(out) as tmp:
+        papermill.execute_notebook(
+            str(NOTEBOOKS / spec.notebook), str(tmp), parameters=injected, cwd=str(NOTEBOOKS),
+            kernel_name="python3", progress_bar=True, request_save_on_cell_execute=False,
+        )
+        nb = nbformat.read(tmp, as_version=4)
+        record = provenance.collect(preset, params)
+        record["wall_time_s"] = round(time.monotonic() - start, 1)
+        nb.metadata["hybridlib"] = {"chapter": spec.name, "cache_key": key, "provenance": record}
+        nbformat.write(nb, tmp)
+    return "executed"
+
+
+def run(names: Sequence[str], preset: str, overrides: dict[str, Any], *, out_dir: Path | None = None,
+        force: bool = False) -> dict[str, str]:
+    """Run ``names`` (default: every chapter) and their dependencies; returns chapter -> status."""
+    check_choice("preset", preset, PRESETS)
+    order = execution_order(list(names) or None)
+    for name in overrides:
+        if not any(name in {p.name for p in chapter(c).params} for c in order):
+            raise ParameterError(f"no chosen chapter has a parameter {name!r} (chapters: {', '.join(order)}); "
+                                 "see `python -m hybridlib.book params`")
+    statuses = {}
+    for i, name in enumerate(order, 1):
+        spec = chapter(name)
+        own = {k: v for k, v in overrides.items() if k in {p.name for p in spec.params}}
+        out = output_path(spec, preset, out_dir)
+        print(f"[{i}/{len(order)}] {name} ({preset}) -> {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}",
+              flush=True)
+        start = time.monotonic()
+        statuses[name] = run_chapter(spec, preset, own, out, force=force)
+        print(f"      {statuses[name]} in {time.monotonic() - start:.1f} s", flush=True)
+    return statuses
+
+
+def parameter_docs() -> str:
+    """Markdown tables of every chapter's parameters and preset values (book/parameters.md)."""
+    lines = ["# Parameters of every chapter", "",
+             "Generated by `python -m hybridlib.book docs` from `hybridlib/chapters/`; do not edit by hand.", ""]
+    for spec in CHAPTERS.values():
+        lines += [f"## {spec.title}", "", f"Notebook `notebooks/{spec.notebook}`"
+                  + (f"; needs {', '.join(spec.depends_on)} first" if spec.depends_on else "") + ".", "",
+                  "| parameter | type | meaning | " + " | ".join(PRESETS) + " |",
+                  "|---|---|---|" + "---|" * len(PRESETS)]
+        for p in spec.params:
+            cells = [f"`{p.defaults[pr]}`" for pr in PRESETS]
+            lines.append(f"| `{p.name}` | {p.describe()} | {p.doc} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hybridlib.book", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_p = sub.add_parser("run", help="execute chapters with Papermill")
+    run_p.add_argument("chapters", nargs="*", help=f"chapters (default: all): {', '.join(CHAPTERS)}")
+    run_p.add_argument("--preset", default="seminar", help=f"one of {', '.join(PRESETS)}")
+    run_p.add_argument("-p", dest="params", action="append", default=[], metavar="NAME=VALUE",
+                       help="override a parameter (YAML value), e.g. -p train_tokens=100000")
+    run_p.add_argument("--out", type=Path, help="write executed notebooks here instead of where the book reads them")
+    run_p.add_argument("--force", action="store_true", help="execute even when nothing changed")
+    params_p = sub.add_parser("params", help="print the parameters of chapters")
+    params_p.add_argument("chapters", nargs="*")
+    sub.add_parser("docs", help="regenerate book/parameters.md")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            overrides = parse_overrides(args.params)
+            out_dir = args.out if args.out or not overrides else REPO_ROOT / "_build" / "runs" / args.preset
+            run(args.chapters, args.preset, overrides, out_dir=out_dir, force=args.force)
+        elif args.command == "params":
+            for name in args.chapters or CHAPTERS:
+                spec = chapter(name)
+                print(f"{spec.name}: {spec.claim}\n  preset: str (allowed: {', '.join(PRESETS)})")
+                for p in spec.params:
+                    print(f"  {p.name}: {p.describe()} - {p.doc}; defaults {dict(p.defaults)}")
+        else:
+            from hybridlib.atomic import write_text
+
+            write_text(REPO_ROOT / "book" / "parameters.md", parameter_docs())
+    except ParameterError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # papermill execution errors: name the chapter's failing cell, keep old outputs
+        if type(err).__name__ == "PapermillExecutionError":
+            print(f"error: a chapter failed ({err.ename}: {err.evalue}); its previous notebook is unchanged",
+                  file=sys.stderr)
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The book's chapters: one :class:`~hybridlib.params.ChapterSpec` each, in the book's reading order."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from hybridlib.params import ChapterSpec, ParameterError, check_choice
+
+from .efficiency import SPEC as EFFICIENCY
+from .first_fa import SPEC as FIRST_FA
+from .layout_distillation import SPEC as LAYOUT_DISTILLATION
+from .lolcats import SPEC as LOLCATS
+from .softcka import SPEC as SOFTCKA
+
+CHAPTERS: dict[str, ChapterSpec] = {
+    spec.name: spec for spec in (EFFICIENCY, SOFTCKA, FIRST_FA, LOLCATS, LAYOUT_DISTILLATION)
+}
+
+
+def chapter(name: str) -> ChapterSpec:
+    """The chapter called ``name``; an unknown name raises a :class:`ParameterError` listing the chapters."""
+    return CHAPTERS[check_choice("chapter", name, list(CHAPTERS))]
+
+
+def execution_order(names: list[str] | None = None) -> list[str]:
+    """``names`` (default: all) plus everything they depend on, dependencies first."""
+    order: list[str] = []
+
+    def visit(name: str, stack: tuple[str, ...]) -> None:
+        if name in stack:
+            raise ParameterError(f"chapter dependency cycle: {' -> '.join(stack + (name,))}")
+        if name not in order:
+            for dep in chapter(name).depends_on:
+                visit(dep, stack + (name,))
+            order.append(name)
+
+    for name in names or list(CHAPTERS):
+        visit(name, ())
+    return order
+
+
+def notebook_params(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve a notebook's parameters from its global ``namespace`` (the ``parameters`` cell's variables).
+
+    Variables left ``None`` take the preset's default; every value is validated.
+    """
+    spec = chapter(name)
+    overrides = {p.name: namespace.get(p.name) for p in spec.params}
+    return spec.resolve(namespace.get("preset", "seminar"), overrides)

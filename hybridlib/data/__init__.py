@@ -1,0 +1,1 @@
+"""Offline multilingual data: language table, UDHR, Bible corpus, training corpus, tokenizers."""

@@ -1,0 +1,67 @@
+"""The few calls every chapter notebook makes: start (parameters, seed, plot style), tables, verdict, provenance."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hybridlib import provenance
+from hybridlib.chapters import chapter, notebook_params
+from hybridlib.params import check_choice
+
+VERDICTS = ("reproduced", "partly reproduced", "not reproduced at this scale", "contradicted", "not yet run")
+
+
+def _display(obj: Any) -> None:
+    try:
+        from IPython.display import display
+
+        display(obj)
+    except ImportError:  # plain Python: print instead
+        print(obj)
+
+
+def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve and validate the chapter's parameters from the notebook's globals, seed everything, set plot style.
+
+    Returns the resolved parameters (``preset`` included) and shows them as a table.
+    """
+    params = notebook_params(name, namespace)
+    random.seed(params.get("seed", 0))
+    np.random.seed(params.get("seed", 0))
+    try:
+        import torch
+
+        torch.manual_seed(params.get("seed", 0))
+    except ImportError:
+        pass
+    import seaborn as sns
+
+    sns.set_theme(context="notebook", style="whitegrid")
+    spec = chapter(name)
+    rows = [(p.name, params[p.name], p.doc) for p in spec.params]
+    _display(pd.DataFrame([("preset", params["preset"], "preset the defaults come from"), *rows],
+                          columns=["parameter", "value", "meaning"]).set_index("parameter"))
+    return params
+
+
+def paper_vs_book(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The side-by-side table: one row per claim with keys metric, paper, book, verdict (and optional note).
+
+    ``verdict`` must be one of :data:`VERDICTS`.
+    """
+    for row in rows:
+        check_choice("verdict", row["verdict"], VERDICTS)
+    table = pd.DataFrame(rows, columns=["metric", "paper", "book", "verdict", "note"]).fillna("")
+    return table.set_index("metric")
+
+
+def provenance_table(params: dict[str, Any]) -> pd.DataFrame:
+    """Preset, device, versions, commit and wall time of this execution as a two-column table."""
+    record = provenance.collect(params.get("preset"), params)
+    flat = {k: v for k, v in record.items() if k not in ("params", "versions")}
+    flat.update({f"version: {k}": v for k, v in record["versions"].items()})
+    return pd.DataFrame({"value": {k: str(v) for k, v in flat.items()}})

@@ -1,0 +1,70 @@
+"""Provenance of a result: preset, parameters, library versions, git commit, device, wall time."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import platform
+import subprocess
+import time
+from typing import Any
+
+from hybridlib.paths import REPO_ROOT
+
+_PACKAGES = ("torch", "transformers", "flash-linear-attention", "datasets", "peft", "numpy", "jupyter-book")
+_START = time.monotonic()
+
+
+def git_commit() -> str:
+    """``HEAD``'s short hash, with ``+dirty`` when tracked files changed; ``unknown`` outside a checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def device_name() -> str:
+    """The CUDA device's name when one is visible, else the CPU's model and core count."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+        threads = torch.get_num_threads()
+    except ImportError:
+        threads = None
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"CPU {cpu} ({threads} torch threads)"
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of the packages a result depends on (absent ones omitted)."""
+    found = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def collect(preset: str | None = None, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything needed to say where a number came from; ``wall_time_s`` counts from this module's import."""
+    return {
+        "preset": preset,
+        "params": params,
+        "git_commit": git_commit(),
+        "device": device_name(),
+        "versions": versions(),
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "wall_time_s": round(time.monotonic() - _START, 1),
+    }

@@ -1,0 +1,252 @@
+"""SoftCKA: cross-lingual alignment of hidden states without token alignment (paper A, Appendix D).
+
+For one parallel pair with states ``X1 [T1, d]`` and ``X2 [T2, d]`` (lengths may differ) build RBF
+kernels ``K11 [T1, T1]``, ``K22 [T2, T2]`` and the cross kernel ``K12[i, j] = k(x1_i, x2_j)``
+``[T1, T2]``, centre rows and columns (``H_T1 K H_T2``; square or rectangular alike), and take squared
+Frobenius norms ``h11, h22, h12``. Over a corpus ``D`` of pairs::
+
+    SoftCKA(D) = sum_s h12(s) / sqrt(sum_s h11(s) * sum_s h22(s))
+
+Kernel: ``k(x, y) = exp(-||x - y||^2 / (2 sigma^2))``. Bandwidth rules (``bandwidth=``):
+
+* ``"median"`` (default): per pair, ``sigma^2`` = median of the squared distances between all distinct
+  points of the union ``X1 u X2`` (``(T1+T2)(T1+T2-1)/2`` values, usual median: mean of the two middle
+  values). Chosen because it needs no corpus pass, adapts to each pair's spread (layers and positions
+  differ in norm by orders of magnitude), uses one kernel for K11/K22/K12 (so a set against itself
+  scores exactly 1) and makes the score invariant to rotation, translation and isotropic scaling.
+* ``"corpus-median"``: one ``sigma^2`` for all pairs of the call: the median squared distance over
+  the union of every state of every pair, on at most ``CORPUS_MEDIAN_POINTS`` points taken at evenly
+  spaced indices (deterministic). Same invariances; pairs share one kernel.
+* a positive float: a fixed ``sigma`` in hidden-state units (not scale invariant).
+
+All arithmetic is float64. Baselines the paper argues against: :func:`linear_cka` (Kornblith et al.
+2019) on mean-pooled or last-token states, one row per pair (:func:`layerwise_linear_cka`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+Bandwidth = Union[str, float]
+LayerStates = Union[Sequence[Sequence[Tensor]], Mapping[int, Sequence[Tensor]]]
+
+BANDWIDTH_RULES = ("median", "corpus-median")
+POOLINGS = ("mean", "last")
+CORPUS_MEDIAN_POINTS = 4000
+
+
+def _as_states(x: Tensor, name: str) -> Tensor:
+    """Validate one state matrix ``[T, d]`` (T >= 1) and return it as float64."""
+    x = torch.as_tensor(x)
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"{name} must be a non-empty [T, d] matrix, got shape {tuple(x.shape)}")
+    return x.detach().to(dtype=torch.float64, device="cpu")
+
+
+def _check_pair(x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
+    x1, x2 = _as_states(x1, "x1"), _as_states(x2, "x2")
+    if x1.shape[1] != x2.shape[1]:
+        raise ValueError(f"x1 and x2 must share the hidden size d, got {x1.shape[1]} and {x2.shape[1]}")
+    return x1, x2
+
+
+def _sq_dist(a: Tensor, b: Tensor) -> Tensor:
+    """Squared Euclidean distances ``[Ta, Tb]`` between the rows of ``a`` and ``b``, clamped at 0."""
+    d = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
+    return d.clamp_min_(0.0)
+
+
+def _upper(d: Tensor) -> Tensor:
+    """Strict upper triangle of a square matrix, flattened."""
+    i, j = torch.triu_indices(d.shape[0], d.shape[1], offset=1)
+    return d[i, j]
+
+
+def _median(values: Tensor) -> float:
+    """Usual median (mean of the two middle values) of squared distances; must be positive."""
+    if values.numel() == 0:
+        raise ValueError("the median bandwidth needs at least two states")
+    med = float(np.median(values.numpy()))
+    if med <= 0.0:
+        raise ValueError("median squared distance is 0 (all states identical); pass a fixed bandwidth")
+    return med
+
+
+def _corpus_sigma2(pairs: Sequence[tuple[Tensor, Tensor]]) -> float:
+    """``sigma^2`` of the ``"corpus-median"`` rule over all states of all pairs."""
+    union = torch.cat([x for pair in pairs for x in pair])
+    idx = torch.linspace(0, union.shape[0] - 1, min(union.shape[0], CORPUS_MEDIAN_POINTS)).round().long()
+    pts = union[idx]
+    return _median(_upper(_sq_dist(pts, pts)))
+
+
+def _centred_sq_norm(k: Tensor) -> float:
+    """``||H_m K H_n||_F^2`` for ``K [m, n]`` (centre rows and columns)."""
+    kc = k - k.mean(0, keepdim=True) - k.mean(1, keepdim=True) + k.mean()
+    return float((kc * kc).sum())
+
+
+def _terms(x1: Tensor, x2: Tensor, sigma2: float | None) -> tuple[float, float, float]:
+    """``(h11, h22, h12)`` for validated float64 states; ``sigma2=None`` means the per-pair median."""
+    d11, d22, d12 = _sq_dist(x1, x1), _sq_dist(x2, x2), _sq_dist(x1, x2)
+    if sigma2 is None:
+        sigma2 = _median(torch.cat([_upper(d11), _upper(d22), d12.flatten()]))
+    g = -0.5 / sigma2
+    return tuple(_centred_sq_norm(torch.exp(d * g)) for d in (d11, d22, d12))  # type: ignore[return-value]
+
+
+def _fixed_sigma2(bandwidth: Bandwidth) -> float | None:
+    """``sigma^2`` for a fixed float bandwidth; ``None`` for a rule; error for anything else."""
+    if isinstance(bandwidth, str):
+        if bandwidth not in BANDWIDTH_RULES:
+            raise ValueError(f"bandwidth must be one of {BANDWIDTH_RULES} or a positive float, got {bandwidth!r}")
+        return None
+    if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or not bandwidth > 0:
+        raise ValueError(f"bandwidth must be one of {BANDWIDTH_RULES} or a positive float, got {bandwidth!r}")
+    return float(bandwidth) ** 2
+
+
+def soft_cka_terms(x1: Tensor, x2: Tensor, bandwidth: Bandwidth = "median") -> tuple[float, float, float]:
+    """Per-pair terms ``(h11, h22, h12)`` for ``x1 [T1, d]``, ``x2 [T2, d]``.
+
+    ``"corpus-median"`` on a single pair equals ``"median"`` (the pair is the corpus).
+    """
+    x1, x2 = _check_pair(x1, x2)
+    sigma2 = _fixed_sigma2(bandwidth)
+    return _terms(x1, x2, sigma2)
+
+
+def soft_cka_terms_batch(pairs: Sequence[tuple[Tensor, Tensor]], bandwidth: Bandwidth = "median") -> np.ndarray:
+    """Terms of every pair: ``[n_pairs, 3]`` with columns ``(h11, h22, h12)``."""
+    if len(pairs) == 0:
+        raise ValueError("pairs must contain at least one (x1, x2) pair")
+    checked = [_check_pair(x1, x2) for x1, x2 in pairs]
+    sigma2 = _fixed_sigma2(bandwidth)
+    if bandwidth == "corpus-median":
+        sigma2 = _corpus_sigma2(checked)
+    return np.array([_terms(x1, x2, sigma2) for x1, x2 in checked], dtype=np.float64).reshape(-1, 3)
+
+
+def aggregate(terms: np.ndarray) -> np.ndarray:
+    """Corpus SoftCKA from terms ``[..., n_pairs, 3]`` -> ``[...]`` (a 0-d array for one corpus)."""
+    terms = np.asarray(terms, dtype=np.float64)
+    if terms.ndim < 2 or terms.shape[-1] != 3 or terms.shape[-2] == 0:
+        raise ValueError(f"terms must have shape [..., n_pairs>0, 3], got {terms.shape}")
+    h11, h22, h12 = np.moveaxis(terms.sum(-2), -1, 0)
+    return h12 / np.sqrt(h11 * h22)
+
+
+def soft_cka(pairs: Sequence[tuple[Tensor, Tensor]], *, bandwidth: Bandwidth = "median") -> float:
+    """SoftCKA of a corpus of parallel pairs ``[(x1 [T1, d], x2 [T2, d]), ...]``; a float in [0, 1]."""
+    return float(aggregate(soft_cka_terms_batch(pairs, bandwidth)))
+
+
+def _layer_pairs(states_a: LayerStates, states_b: LayerStates) -> list[list[tuple[Tensor, Tensor]]]:
+    """Pairs per layer from ``states[layer][pair]`` (a sequence, or a mapping ordered by layer key)."""
+    a, b = ([s[k] for k in sorted(s)] if isinstance(s, Mapping) else list(s) for s in (states_a, states_b))
+    if len(a) == 0 or len(a) != len(b):
+        raise ValueError(f"states_a and states_b must have the same number (>0) of layers, got {len(a)}, {len(b)}")
+    for layer, (pa, pb) in enumerate(zip(a, b)):
+        if len(pa) != len(pb):
+            raise ValueError(f"layer {layer}: states_a has {len(pa)} pairs, states_b has {len(pb)}")
+    return [list(zip(pa, pb)) for pa, pb in zip(a, b)]
+
+
+def layerwise_soft_cka_terms(
+    states_a: LayerStates, states_b: LayerStates, *, bandwidth: Bandwidth = "median"
+) -> np.ndarray:
+    """Terms per layer and pair: ``[n_layers, n_pairs, 3]``.
+
+    ``states_a[layer][pair]`` is a ``[T, d]`` tensor (the layout :func:`hybridlib.probe.capture` returns
+    per signal); pair ``s`` of ``states_a`` is matched with pair ``s`` of ``states_b``.
+    """
+    return np.stack([soft_cka_terms_batch(pairs, bandwidth) for pairs in _layer_pairs(states_a, states_b)])
+
+
+def layerwise_soft_cka(
+    states_a: LayerStates, states_b: LayerStates, *, bandwidth: Bandwidth = "median"
+) -> np.ndarray:
+    """SoftCKA per layer: ``[n_layers]`` (see :func:`layerwise_soft_cka_terms` for the layout)."""
+    return aggregate(layerwise_soft_cka_terms(states_a, states_b, bandwidth=bandwidth))
+
+
+def bootstrap_ci(
+    terms: np.ndarray,
+    *,
+    statistic: Callable[[np.ndarray], np.ndarray] | None = None,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Percentile bootstrap over pairs: ``(point, low, high)``.
+
+    ``terms [n_layers, n_pairs, 3]`` (or ``[n_pairs, 3]``); every replicate resamples the same pairs at
+    every layer, so statistics across layers are valid. ``statistic`` maps SoftCKA scores
+    ``[..., n_layers]`` to any array (default: the scores), e.g. the jump at layer ``l``:
+    ``lambda s: s[..., l] - s[..., l - 1]``.
+    """
+    terms = np.asarray(terms, dtype=np.float64)
+    if terms.ndim == 2:
+        terms = terms[None]
+    if terms.ndim != 3 or terms.shape[-1] != 3 or terms.shape[1] == 0:
+        raise ValueError(f"terms must have shape [n_layers, n_pairs>0, 3] or [n_pairs>0, 3], got {terms.shape}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    stat = statistic if statistic is not None else (lambda s: s)
+    n_pairs = terms.shape[1]
+    idx = np.random.default_rng(seed).integers(0, n_pairs, size=(n_boot, n_pairs))
+    sums = terms[:, idx].sum(2)  # [n_layers, n_boot, 3]
+    scores = (sums[..., 2] / np.sqrt(sums[..., 0] * sums[..., 1])).T  # [n_boot, n_layers]
+    reps = np.asarray(stat(scores))
+    alpha = (1.0 - level) / 2.0
+    low, high = np.quantile(reps, [alpha, 1.0 - alpha], axis=0)
+    return np.asarray(stat(aggregate(terms))), low, high
+
+
+def derangement(n: int, seed: int = 0) -> np.ndarray:
+    """A permutation of ``range(n)`` with no fixed point (n >= 2): the shuffled, non-parallel control."""
+    if n < 2:
+        raise ValueError(f"n must be >= 2 for a derangement, got {n}")
+    rng = np.random.default_rng(seed)
+    while True:
+        perm = rng.permutation(n)
+        if not np.any(perm == np.arange(n)):
+            return perm
+
+
+def linear_cka(x: Tensor, y: Tensor) -> float:
+    """Linear CKA (Kornblith et al. 2019) of ``x [n, d1]`` and ``y [n, d2]`` (rows are matched examples).
+
+    ``||Yc^T Xc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F)`` with column-centred ``Xc, Yc``; float64.
+    """
+    x, y = _as_states(x, "x"), _as_states(y, "y")
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x and y must have the same number of rows, got {x.shape[0]} and {y.shape[0]}")
+    if x.shape[0] < 2:
+        raise ValueError(f"x and y need at least 2 rows, got {x.shape[0]}")
+    xc, yc = x - x.mean(0), y - y.mean(0)
+    cross = torch.linalg.matrix_norm(yc.T @ xc) ** 2
+    return float(cross / (torch.linalg.matrix_norm(xc.T @ xc) * torch.linalg.matrix_norm(yc.T @ yc)))
+
+
+def pool(states: Sequence[Tensor], how: str = "mean") -> Tensor:
+    """One row per sequence: ``[n, d]`` from ``[T_i, d]`` states by ``"mean"`` or ``"last"`` token."""
+    if how not in POOLINGS:
+        raise ValueError(f"how must be one of {POOLINGS}, got {how!r}")
+    if len(states) == 0:
+        raise ValueError("states must contain at least one sequence")
+    rows = [_as_states(s, f"states[{i}]") for i, s in enumerate(states)]
+    return torch.stack([r.mean(0) if how == "mean" else r[-1] for r in rows])
+
+
+def layerwise_linear_cka(states_a: LayerStates, states_b: LayerStates, *, pooling: str = "mean") -> np.ndarray:
+    """Linear CKA per layer ``[n_layers]`` across the corpus, one pooled row per pair."""
+    layers = _layer_pairs(states_a, states_b)
+    return np.array([linear_cka(*(pool([p[i] for p in pairs], pooling) for i in (0, 1))) for pairs in layers])
