@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import kernels
+from kernels.ops.gated_delta_rule import gated_delta_rule
 
 
 @dataclass
@@ -62,10 +62,10 @@ class GatedRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
-        return (x * F.silu(gate.float())).to(dtype)
+        dtype, f32 = x.dtype, torch.promote_types(x.dtype, torch.float32)
+        x = x.to(f32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.to(f32)
+        return (x * F.silu(gate.to(f32))).to(dtype)
 
 
 class GatedDeltaNet(nn.Module):
@@ -134,9 +134,10 @@ class GatedDeltaNet(nn.Module):
         k = k.view(B, T, self.num_heads, self.head_k_dim)
         v = v.view(B, T, self.num_heads, self.head_v_dim)
 
-        g = -self.A_log.float().exp() * F.softplus(self.a_proj(hidden_states).float() + self.dt_bias.float())
-        beta = self.b_proj(hidden_states).float().sigmoid()
-        o, state.recurrent = kernels.gated_delta_rule(
+        f32 = torch.promote_types(hidden_states.dtype, torch.float32)  # gates in float32 at least
+        g = -self.A_log.to(f32).exp() * F.softplus(self.a_proj(hidden_states).to(f32) + self.dt_bias.to(f32))
+        beta = self.b_proj(hidden_states).to(f32).sigmoid()
+        o, state.recurrent = gated_delta_rule(
             q, k, v, g, beta,
             initial_state=state.recurrent,
             output_final_state=cache is not None,

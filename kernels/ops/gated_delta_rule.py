@@ -76,7 +76,7 @@ def gated_delta_rule(
     if impl == "fla":
         return _fla(q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm, chunk_size)
 
-    dtype = compute_dtype(q, k, v, g, beta)
+    out_dtype, dtype = q.dtype, compute_dtype(q, k, v, g, beta)
     # [B, T, H, D] -> [B, HV, T, D] in the compute dtype; q/k heads repeated for grouped values.
     q, k = (x.to(dtype).repeat_interleave(HV // H, dim=2).transpose(1, 2) for x in (q, k))
     v, g, beta = (x.to(dtype).transpose(1, 2) for x in (v, g, beta))
@@ -90,7 +90,7 @@ def gated_delta_rule(
     )
     run = _naive if impl == "naive" else _chunk
     o, state = run(q * scale, k, v, g, beta, state, chunk_size)
-    return o.transpose(1, 2).to(q.dtype if q.dtype != dtype else dtype), (state if output_final_state else None)
+    return o.transpose(1, 2).to(out_dtype), (state if output_final_state else None)
 
 
 def _check_shapes(q, k, v, g, beta, initial_state) -> tuple[int, int]:

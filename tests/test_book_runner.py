@@ -1,0 +1,83 @@
+"""The Papermill runner: overrides parsing, cache keys, atomic output, bad input, generated docs."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hybridlib import book
+from hybridlib.atomic import atomic_path, write_json
+from hybridlib.chapters import chapter
+from hybridlib.params import ParameterError
+from hybridlib.paths import REPO_ROOT
+
+
+def test_parse_overrides_reads_yaml_values():
+    assert book.parse_overrides(["train_tokens=1000", "layouts=[sandwich, reverse_periodic]", "fa_fraction=0.5"]) == {
+        "train_tokens": 1000, "layouts": ["sandwich", "reverse_periodic"], "fa_fraction": 0.5}
+    with pytest.raises(ParameterError, match="name=value"):
+        book.parse_overrides(["train_tokens"])
+
+
+def test_cache_key_changes_with_parameters_only_when_they_change():
+    spec = chapter("lolcats")
+    k1 = book.cache_key(spec, spec.resolve("seminar"))
+    assert k1 == book.cache_key(spec, spec.resolve("seminar"))
+    assert k1 != book.cache_key(spec, spec.resolve("seminar", {"window": 8}))
+
+
+def test_source_digest_ignores_outputs_and_injected_cell(tmp_path):
+    nb = json.loads((REPO_ROOT / "notebooks" / chapter("efficiency").notebook).read_text())
+    path = tmp_path / "a.ipynb"
+    path.write_text(json.dumps(nb))
+    before = book.source_digest(path)
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "changed"}]
+    nb["cells"].insert(1, {"cell_type": "code", "source": "x = 1", "metadata": {"tags": ["injected-parameters"]},
+                           "outputs": [], "execution_count": None})
+    path.write_text(json.dumps(nb))
+    assert book.source_digest(path) == before
+    nb["cells"][0]["source"] = "# another claim"
+    path.write_text(json.dumps(nb))
+    assert book.source_digest(path) != before
+
+
+def test_output_paths_per_preset(tmp_path):
+    spec = chapter("efficiency")
+    assert book.output_path(spec, "seminar") == REPO_ROOT / "notebooks" / spec.notebook
+    assert book.output_path(spec, "gpu") == REPO_ROOT / "book" / "gpu" / spec.notebook
+    assert book.output_path(spec, "gpu", tmp_path) == tmp_path / spec.notebook
+
+
+def test_unknown_parameter_for_the_chosen_chapters_is_refused(capsys):
+    assert book.main(["run", "efficiency", "-p", "train_tokens=5"]) == 2
+    assert "no chosen chapter has a parameter 'train_tokens'" in capsys.readouterr().err
+    assert book.main(["run", "nochapter"]) == 2
+    assert book.main(["run", "efficiency", "--preset", "laptop"]) == 2
+
+
+def test_atomic_write_leaves_old_content_on_failure(tmp_path):
+    target = tmp_path / "result.json"
+    write_json(target, {"v": 1})
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("interrupted")
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert os.listdir(tmp_path) == ["result.json"]
+
+
+def test_parameter_page_is_up_to_date():
+    assert (REPO_ROOT / "book" / "parameters.md").read_text() == book.parameter_docs(), \
+        "run `python -m hybridlib.book docs`"
+
+
+def test_committed_notebooks_carry_provenance():
+    for nb_path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+        meta = json.loads(nb_path.read_text())["metadata"].get("hybridlib")
+        assert meta, f"{nb_path.name} was not executed by the runner"
+        prov = meta["provenance"]
+        assert prov["preset"] == "seminar" and prov["git_commit"] and prov["versions"]["torch"]
+        assert prov["wall_time_s"] > 0

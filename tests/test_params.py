@@ -1,0 +1,73 @@
+"""Chapter specs and parameter validation: every bad input names the parameter and the allowed values."""
+
+import pytest
+
+from hybridlib.chapters import CHAPTERS, chapter, execution_order, notebook_params
+from hybridlib.params import PRESETS, ChapterSpec, Param, ParameterError
+
+
+def test_every_chapter_resolves_on_every_preset():
+    for spec in CHAPTERS.values():
+        for preset in PRESETS:
+            values = spec.resolve(preset)
+            assert values["preset"] == preset
+            assert set(values) == {"preset", *(p.name for p in spec.params)}
+
+
+def test_none_takes_the_preset_default_and_overrides_win():
+    values = notebook_params("layout_distillation", {"preset": "gpu", "train_tokens": 123, "seq_len": None})
+    assert values["train_tokens"] == 123
+    assert values["seq_len"] == chapter("layout_distillation").param("seq_len").defaults["gpu"]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"device": "tpu"}, "device"),
+        ({"bench_lengths": "512"}, "must be a list"),
+        ({"bench_lengths": [512, 8]}, "bench_lengths[1]"),
+        ({"seed": 1.5}, "must be of type int"),
+        ({"seed": True}, "must be of type int"),
+        ({"languages": ["eng", "xx"]}, "cpu" if False else "eng, tel"),
+        ({"not_a_param": 1}, "has no parameter 'not_a_param'"),
+    ],
+)
+def test_bad_values_name_the_parameter(overrides, message):
+    with pytest.raises(ParameterError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        chapter("efficiency").resolve("seminar", overrides)
+
+
+def test_unknown_preset_and_chapter_list_the_allowed():
+    with pytest.raises(ParameterError, match="seminar, gpu, paper"):
+        chapter("efficiency").resolve("laptop")
+    with pytest.raises(ParameterError, match="efficiency, softcka"):
+        chapter("nope")
+
+
+def test_int_accepted_for_float():
+    assert chapter("layout_distillation").resolve("seminar", {"fa_fraction": 1})["fa_fraction"] == 1.0
+
+
+def test_execution_order_puts_dependencies_first():
+    order = execution_order(["softcka"])
+    assert order == ["layout_distillation", "softcka"]
+    full = execution_order()
+    assert sorted(full) == sorted(CHAPTERS)
+    for name in full:
+        for dep in chapter(name).depends_on:
+            assert full.index(dep) < full.index(name)
+
+
+def test_param_needs_every_preset():
+    with pytest.raises(ValueError, match="gpu"):
+        Param("x", int, "doc", defaults={"seminar": 1, "paper": 1})
+
+
+def test_dependency_cycle_is_reported(monkeypatch):
+    import hybridlib.chapters as chapters
+
+    a = ChapterSpec("a", "A", "a.ipynb", "claim", (), depends_on=("b",))
+    b = ChapterSpec("b", "B", "b.ipynb", "claim", (), depends_on=("a",))
+    monkeypatch.setattr(chapters, "CHAPTERS", {"a": a, "b": b})
+    with pytest.raises(ParameterError, match="cycle"):
+        chapters.execution_order(["a"])
