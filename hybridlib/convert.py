@@ -162,13 +162,18 @@ def convert_to_hybrid(
     return student
 
 
-def load_hybrid(path: str | Path, dtype: torch.dtype | None = None) -> PreTrainedModel:
-    """Rebuild a student saved with ``save_pretrained`` from its config and load its weights (strict)."""
+def load_hybrid(
+    path: str | Path, dtype: torch.dtype | None = None, attn_implementation: str | None = None
+) -> PreTrainedModel:
+    """Rebuild a student saved with ``save_pretrained`` from its config and load its weights (strict).
+
+    ``attn_implementation`` (HF's; e.g. "eager", "sdpa") is not stored in a config: pass it again.
+    """
     path = Path(path)
     config = AutoConfig.from_pretrained(path)
     if getattr(config, "hybrid_mixer", None) is None:
         raise ValueError(f"{path} holds no hybrid student: its config has no 'hybrid_mixer' / 'hybrid_layout'")
-    model = AutoModelForCausalLM.from_config(config)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
     layout = Layout.from_list(config.num_hidden_layers, config.hybrid_layout)
     for idx in layout.recurrent_layers:
         decoder_layer = _decoder_layers(model)[idx]
@@ -234,6 +239,11 @@ def _record_hybrid_config(config, layout: Layout, mixer: str, swa_window: int, c
 
 def _decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     return model.model.layers
+
+
+def _untie_lm_head(model: PreTrainedModel) -> None:
+    """Give the LM head its own trainable copy of the (possibly tied) embedding matrix."""
+    model.lm_head.weight = nn.Parameter(model.lm_head.weight.detach().clone())
 
 
 def _new_mixer(config, teacher_attn: nn.Module, layer_idx: int) -> nn.Module:

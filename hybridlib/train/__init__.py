@@ -1,0 +1,9 @@
+"""Generic trainer: cross-entropy pre-training, forward-KL distillation and LoRA share one loop."""
+
+from hybridlib.train.batches import PackedBatches
+from hybridlib.train.config import TrainConfig
+from hybridlib.train.objectives import causal_lm_loss, distillation_loss
+from hybridlib.train.optim import lr_at
+from hybridlib.train.trainer import History, train
+
+__all__ = ["History", "PackedBatches", "TrainConfig", "causal_lm_loss", "distillation_loss", "lr_at", "train"]
