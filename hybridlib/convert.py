@@ -31,8 +31,8 @@ padding exact for the real tokens); left padding is not supported through the HF
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from safetensors.torch import load_file
@@ -64,7 +64,12 @@ class GatedDeltaNetAttention(nn.Module):
         self.layer_idx = layer_idx
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         self.gdn = GatedDeltaNet(
-            config.hidden_size, config.num_attention_heads, head_dim, head_dim, conv_size, norm_eps=config.rms_norm_eps
+            config.hidden_size,
+            config.num_attention_heads,
+            head_dim,
+            head_dim,
+            conv_size,
+            norm_eps=config.rms_norm_eps,
         )
 
     def forward(
@@ -75,6 +80,7 @@ class GatedDeltaNetAttention(nn.Module):
         cache: Cache | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, None]:
+        cache = cache if cache is not None else kwargs.get("past_key_values")  # transformers < 5.24 name
         if cache is None:
             return self.gdn(hidden_states), None
         state = self._load_state(cache)
@@ -109,13 +115,18 @@ class SlidingWindowAttention(nn.Module):
         cache: Cache | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        past = cache.get_seq_length(self.layer_idx) if cache is not None else 0
-        if past and cache.is_sliding[self.layer_idx]:
+        cache_seen = cache if cache is not None else kwargs.get("past_key_values")  # transformers < 5.24 name
+        past = cache_seen.get_seq_length(self.layer_idx) if cache_seen is not None else 0
+        if past and cache_seen.is_sliding[self.layer_idx]:
             raise NotImplementedError("mixer='swa' cannot decode on a layer whose cache is already sliding")
         mask = self._window_mask(attention_mask, hidden_states, past)
-        return self.attn(hidden_states, position_embeddings=position_embeddings, attention_mask=mask, cache=cache, **kwargs)
+        return self.attn(
+            hidden_states, position_embeddings=position_embeddings, attention_mask=mask, cache=cache, **kwargs
+        )
 
-    def _window_mask(self, incoming: torch.Tensor | None, hidden_states: torch.Tensor, past: int) -> torch.Tensor:
+    def _window_mask(
+        self, incoming: torch.Tensor | None, hidden_states: torch.Tensor, past: int
+    ) -> torch.Tensor:
         """Bool (sdpa) or additive float (eager) mask [B|1, 1, T, past + T]: causal, within the window, and
         allowed by ``incoming``."""
         T, device = hidden_states.shape[1], hidden_states.device
@@ -126,8 +137,9 @@ class SlidingWindowAttention(nn.Module):
             if self.attn.config._attn_implementation == "sdpa":
                 return allowed[None, None]
             return torch.zeros(allowed.shape, dtype=hidden_states.dtype, device=device).masked_fill(
-                ~allowed, torch.finfo(hidden_states.dtype).min)[None, None]
-        allowed = allowed[..., -incoming.shape[-1]:]
+                ~allowed, torch.finfo(hidden_states.dtype).min
+            )[None, None]
+        allowed = allowed[..., -incoming.shape[-1] :]
         if incoming.dtype == torch.bool:
             return incoming & allowed
         return incoming.masked_fill(~allowed, torch.finfo(incoming.dtype).min)
@@ -157,7 +169,9 @@ def convert_to_hybrid(
         decoder_layer.self_attn = _new_mixer(student.config, teacher_attn, idx)
         if mixer == "gdn":
             _init_gdn_from_attention(decoder_layer.self_attn.gdn, teacher_attn, student.config, generator)
-            decoder_layer.self_attn.to(device=teacher_attn.q_proj.weight.device, dtype=teacher_attn.q_proj.weight.dtype)
+            decoder_layer.self_attn.to(
+                device=teacher_attn.q_proj.weight.device, dtype=teacher_attn.q_proj.weight.dtype
+            )
     _untie_lm_head(student)
     return student
 
@@ -172,7 +186,9 @@ def load_hybrid(
     path = Path(path)
     config = AutoConfig.from_pretrained(path)
     if getattr(config, "hybrid_mixer", None) is None:
-        raise ValueError(f"{path} holds no hybrid student: its config has no 'hybrid_mixer' / 'hybrid_layout'")
+        raise ValueError(
+            f"{path} holds no hybrid student: its config has no 'hybrid_mixer' / 'hybrid_layout'"
+        )
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
     layout = Layout.from_list(config.num_hidden_layers, config.hybrid_layout)
     for idx in layout.recurrent_layers:
@@ -189,7 +205,7 @@ def load_hybrid(
 
 
 def is_recurrent_parameter(name: str) -> bool:
-    """True for a parameter of a GDN mixer (name contains ``.self_attn.gdn.``): the trainer's name predicate."""
+    """True for a parameter of a GDN mixer (``.self_attn.gdn.`` in the name); a trainer predicate."""
     return ".self_attn.gdn." in name
 
 
@@ -198,23 +214,33 @@ def recurrent_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
     return {n: p for n, p in model.named_parameters() if is_recurrent_parameter(n)}
 
 
-def parameter_groups(model: nn.Module, lr_recurrent: float = LR_RECURRENT, lr_rest: float = LR_REST) -> list[dict]:
+def parameter_groups(
+    model: nn.Module, lr_recurrent: float = LR_RECURRENT, lr_rest: float = LR_REST
+) -> list[dict]:
     """Two optimizer groups, recurrent (``lr_recurrent``) and all other parameters (``lr_rest``)."""
     named = list(model.named_parameters())
     return [
-        {"name": "recurrent", "lr": lr_recurrent, "params": [p for n, p in named if is_recurrent_parameter(n)]},
+        {
+            "name": "recurrent",
+            "lr": lr_recurrent,
+            "params": [p for n, p in named if is_recurrent_parameter(n)],
+        },
         {"name": "rest", "lr": lr_rest, "params": [p for n, p in named if not is_recurrent_parameter(n)]},
     ]
 
 
 def _check_arguments(config, layout, mixer: str, swa_window: int, conv_size: int) -> Layout:
     if config.model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"teacher model_type={config.model_type!r} is not supported; allowed: {SUPPORTED_MODEL_TYPES}")
+        raise ValueError(
+            f"teacher model_type={config.model_type!r} is not supported; allowed: {SUPPORTED_MODEL_TYPES}"
+        )
     if mixer not in MIXERS:
         raise ValueError(f"mixer={mixer!r} is not allowed; choose one of {MIXERS}")
     if mixer == "swa" and config._attn_implementation not in SWA_IMPLEMENTATIONS:
-        raise ValueError(f"mixer='swa' needs attn_implementation in {SWA_IMPLEMENTATIONS}, "
-                         f"got {config._attn_implementation!r}")
+        raise ValueError(
+            f"mixer='swa' needs attn_implementation in {SWA_IMPLEMENTATIONS}, "
+            f"got {config._attn_implementation!r}"
+        )
     if not isinstance(swa_window, int) or swa_window < 1:
         raise ValueError(f"swa_window must be a positive integer, got {swa_window!r}")
     if not isinstance(conv_size, int) or conv_size < 1:
@@ -224,7 +250,9 @@ def _check_arguments(config, layout, mixer: str, swa_window: int, conv_size: int
     if not isinstance(layout, Layout):
         layout = Layout.from_list(config.num_hidden_layers, layout)
     if layout.n_layers != config.num_hidden_layers:
-        raise ValueError(f"layout has n_layers={layout.n_layers} but the teacher has {config.num_hidden_layers} layers")
+        raise ValueError(
+            f"layout has n_layers={layout.n_layers} but the teacher has {config.num_hidden_layers} layers"
+        )
     return layout
 
 
@@ -255,11 +283,13 @@ def _new_mixer(config, teacher_attn: nn.Module, layer_idx: int) -> nn.Module:
 
 @torch.no_grad()
 def _init_gdn_from_attention(gdn: GatedDeltaNet, attn: nn.Module, config, generator: torch.Generator) -> None:
-    """Algorithm 1's initialisation of ``gdn`` from the teacher's attention module ``attn`` (see module doc)."""
+    """Algorithm 1's initialisation of ``gdn`` from the teacher's ``attn`` (module doc)."""
     n_heads, n_kv = config.num_attention_heads, config.num_key_value_heads
     q_gain, k_gain = _norm_gain(getattr(attn, "q_norm", None)), _norm_gain(getattr(attn, "k_norm", None))
     gdn.q_proj.weight.copy_(_scale_heads(attn.q_proj.weight, n_heads, q_gain))
-    gdn.k_proj.weight.copy_(_repeat_heads(_scale_heads(attn.k_proj.weight, n_kv, k_gain), n_kv, n_heads // n_kv))
+    gdn.k_proj.weight.copy_(
+        _repeat_heads(_scale_heads(attn.k_proj.weight, n_kv, k_gain), n_kv, n_heads // n_kv)
+    )
     gdn.v_proj.weight.copy_(_repeat_heads(attn.v_proj.weight, n_kv, n_heads // n_kv))
     gdn.o_proj.weight.copy_(attn.o_proj.weight)
     for conv in (gdn.q_conv, gdn.k_conv, gdn.v_conv):
@@ -288,5 +318,7 @@ def _scale_heads(weight: torch.Tensor, n_heads: int, gain: torch.Tensor | None) 
 
 
 def _repeat_heads(weight: torch.Tensor, n_kv: int, n_rep: int) -> torch.Tensor:
-    """[n_kv * d, D] -> [n_kv * n_rep * d, D]: KV head j serves query heads j * n_rep ... (j + 1) * n_rep - 1."""
-    return weight.view(n_kv, -1, weight.shape[-1]).repeat_interleave(n_rep, dim=0).reshape(-1, weight.shape[-1])
+    """[n_kv * d, D] -> [n_kv * n_rep * d, D]: KV head j serves query heads j*n_rep..(j+1)*n_rep-1."""
+    return (
+        weight.view(n_kv, -1, weight.shape[-1]).repeat_interleave(n_rep, dim=0).reshape(-1, weight.shape[-1])
+    )

@@ -23,8 +23,8 @@ The four paper alternatives share only layer 0 (checked in ``tests/test_layouts.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 BASELINE = "standard_periodic"
 
@@ -122,11 +122,11 @@ class Layout:
         object.__setattr__(self, "fa_layers", _check_fa_layers(self.n_layers, self.fa_layers, None))
 
     @classmethod
-    def from_name(cls, name: str, n_layers: int, n_full: int) -> "Layout":
+    def from_name(cls, name: str, n_layers: int, n_full: int) -> Layout:
         return cls(n_layers, make_layout(name, n_layers, n_full), name)
 
     @classmethod
-    def from_list(cls, n_layers: int, fa_layers: Iterable[int], n_full: int | None = None) -> "Layout":
+    def from_list(cls, n_layers: int, fa_layers: Iterable[int], n_full: int | None = None) -> Layout:
         """An explicit layout; ``n_full`` (optional) checks the FA budget."""
         return cls(n_layers, _check_fa_layers(n_layers, fa_layers, n_full))
 
@@ -138,5 +138,5 @@ class Layout:
         return layer_idx in self.fa_layers
 
     def pattern(self) -> str:
-        """One character a layer, ``A`` for FA and ``.`` for recurrent, e.g. ``...A...A`` (for plots, logs)."""
+        """One character a layer, ``A`` for FA and ``.`` for recurrent, e.g. ``...A...A``."""
         return "".join("A" if i in self.fa_layers else "." for i in range(self.n_layers))

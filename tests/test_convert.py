@@ -4,7 +4,14 @@ import math
 
 import pytest
 import torch
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
 from hybridlib.convert import (
     GatedDeltaNetAttention,
@@ -17,8 +24,16 @@ from hybridlib.convert import (
 from hybridlib.layouts import Layout
 from kernels.layers import GatedDeltaNet, GatedDeltaNetState
 
-SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
-             head_dim=16, tie_word_embeddings=True, attn_implementation="eager")
+SMALL = {
+    "vocab_size": 97,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "tie_word_embeddings": True,
+    "attn_implementation": "eager",
+}
 
 
 def tiny(family: str, n_layers: int = 4):
@@ -28,7 +43,9 @@ def tiny(family: str, n_layers: int = 4):
     elif family == "qwen3":
         model = Qwen3ForCausalLM(Qwen3Config(num_hidden_layers=n_layers, **SMALL))
     else:
-        cfg = Gemma3TextConfig(num_hidden_layers=n_layers, sliding_window=4, query_pre_attn_scalar=16, **SMALL)
+        cfg = Gemma3TextConfig(
+            num_hidden_layers=n_layers, sliding_window=4, query_pre_attn_scalar=16, **SMALL
+        )
         model = Gemma3ForCausalLM(cfg)
     with torch.no_grad():  # random q/k norm gains, so folding them is visible
         for p in model.parameters():
@@ -123,9 +140,9 @@ def test_student_decodes_token_by_token_through_hf_cache(family):
     with torch.no_grad():
         full = student(x, use_cache=False).logits
         out = student(x[:, :4], use_cache=True)
-        logits, cache = [out.logits], out.past_key_values
+        logits, cache = [out.logits], out.cache
         for t in range(4, 10):
-            out = student(x[:, t : t + 1], past_key_values=cache, use_cache=True)
+            out = student(x[:, t : t + 1], cache=cache, use_cache=True)
             logits.append(out.logits)
     torch.testing.assert_close(torch.cat(logits, 1), full, rtol=0, atol=1e-10)
 
@@ -134,8 +151,13 @@ def test_swa_student_equals_a_sliding_window_teacher():
     teacher = tiny("qwen3")
     student = convert_to_hybrid(teacher, [0], "swa", swa_window=3)
     assert isinstance(student.model.layers[2].self_attn, SlidingWindowAttention)
-    cfg = Qwen3Config(num_hidden_layers=4, layer_types=["full_attention"] + ["sliding_attention"] * 3,
-                      sliding_window=3, use_sliding_window=True, **SMALL)
+    cfg = Qwen3Config(
+        num_hidden_layers=4,
+        layer_types=["full_attention"] + ["sliding_attention"] * 3,
+        sliding_window=3,
+        use_sliding_window=True,
+        **SMALL,
+    )
     reference = Qwen3ForCausalLM(cfg).eval()
     reference.load_state_dict(teacher.state_dict())
     x = ids()
@@ -147,7 +169,9 @@ def test_swa_student_equals_a_sliding_window_teacher():
 
 @pytest.mark.parametrize("mixer", ["gdn", "swa"])
 def test_save_and_load_round_trip(tmp_path, mixer):
-    student = convert_to_hybrid(tiny("qwen3"), Layout.from_name("reverse_periodic", 4, 2), mixer, swa_window=5)
+    student = convert_to_hybrid(
+        tiny("qwen3"), Layout.from_name("reverse_periodic", 4, 2), mixer, swa_window=5
+    )
     student.save_pretrained(tmp_path)
     loaded = load_hybrid(tmp_path, attn_implementation="eager")
     assert loaded.config.hybrid_layout == [0, 2] and loaded.config.hybrid_mixer == mixer
@@ -173,10 +197,10 @@ def test_parameter_groups():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(layout=[0], mixer="mamba"), "mixer='mamba' is not allowed"),
-        (dict(layout=[7]), "out of range"),
-        (dict(layout=Layout.from_list(6, [0])), "n_layers=6"),
-        (dict(layout=[0], mixer="swa", swa_window=0), "swa_window"),
+        ({"layout": [0], "mixer": "mamba"}, "mixer='mamba' is not allowed"),
+        ({"layout": [7]}, "out of range"),
+        ({"layout": Layout.from_list(6, [0])}, "n_layers=6"),
+        ({"layout": [0], "mixer": "swa", "swa_window": 0}, "swa_window"),
     ],
 )
 def test_bad_arguments(kwargs, message):

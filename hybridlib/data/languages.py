@@ -40,8 +40,7 @@ LANGUAGES: dict[str, Language] = {
         _L("khm", "Khmer", "Khmr", "Austroasiatic", "low", "khm", None, "khm_Khmr", "khm_Khmr"),
         _L("tha", "Thai", "Thai", "Kra-Dai", "mid", "tha", None, "tha_Thai", "tha_Thai"),
         _L("arb", "Arabic", "Arab", "Afro-Asiatic", "high", "arb", "y", "arb_Arab", "arb_Arab"),
-        _L("cmn_hans", "Chinese (Simplified)", "Hans", "Sino-Tibetan", "high", "cmn_hans", "c", "cmn_Hani",
-           "cmn_Hans"),
+        _L("cmn_hans", "Chinese", "Hans", "Sino-Tibetan", "high", "cmn_hans", "c", "cmn_Hani", "cmn_Hans"),
         _L("rus", "Russian", "Cyrl", "Indo-European", "high", "rus", "r", "rus_Cyrl", "rus_Cyrl"),
         _L("hin", "Hindi", "Deva", "Indo-European", "mid", "hin", "i", "hin_Deva", "hin_Deva"),
         _L("yor", "Yoruba", "Latn", "Niger-Congo", "low", "yor", None, "yor_Latn", "yor_Latn"),
@@ -68,7 +67,19 @@ LANGUAGES: dict[str, Language] = {
 }
 
 UDHR_LANGUAGES: tuple[str, ...] = (
-    "eng", "tel", "mal", "tam", "mya", "khm", "tha", "arb", "cmn_hans", "rus", "hin", "yor", "sot",
+    "eng",
+    "tel",
+    "mal",
+    "tam",
+    "mya",
+    "khm",
+    "tha",
+    "arb",
+    "cmn_hans",
+    "rus",
+    "hin",
+    "yor",
+    "sot",
 )
 """English plus the paper's 13 comparison languages (the parallel set for SoftCKA and inflation)."""
 
@@ -86,7 +97,9 @@ def language(code: str) -> Language:
         raise ValueError(f"unknown language code {code!r}; known: {', '.join(LANGUAGES)}") from None
 
 
-def check_languages(languages: object, allowed: tuple[str, ...], parameter: str = "languages") -> tuple[str, ...]:
+def check_languages(
+    languages: object, allowed: tuple[str, ...], parameter: str = "languages"
+) -> tuple[str, ...]:
     """Validate a sequence of language codes against ``allowed``; return it as a de-duplicated tuple."""
     if isinstance(languages, str) or not hasattr(languages, "__iter__"):
         raise TypeError(f"{parameter} must be a sequence of language codes, got {languages!r}")

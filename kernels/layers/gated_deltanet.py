@@ -87,8 +87,13 @@ class GatedDeltaNet(nn.Module):
         norm_eps: float = 1e-6,
     ):
         super().__init__()
-        for name, value in [("hidden_size", hidden_size), ("num_heads", num_heads), ("head_k_dim", head_k_dim),
-                            ("head_v_dim", head_v_dim), ("conv_size", conv_size)]:
+        for name, value in [
+            ("hidden_size", hidden_size),
+            ("num_heads", num_heads),
+            ("head_k_dim", head_k_dim),
+            ("head_v_dim", head_v_dim),
+            ("conv_size", conv_size),
+        ]:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.hidden_size, self.num_heads = hidden_size, num_heads
@@ -123,7 +128,9 @@ class GatedDeltaNet(nn.Module):
         B, T, _ = hidden_states.shape
         if attention_mask is not None:
             if attention_mask.dim() != 2:
-                raise ValueError(f"attention_mask must be a [B, T] padding mask, got shape {tuple(attention_mask.shape)}")
+                raise ValueError(
+                    f"attention_mask must be a [B, T] padding mask, got shape {tuple(attention_mask.shape)}"
+                )
             hidden_states = hidden_states * attention_mask[:, -T:, None].to(hidden_states.dtype)
         state = cache if cache is not None else GatedDeltaNetState()
 
@@ -138,7 +145,11 @@ class GatedDeltaNet(nn.Module):
         g = -self.A_log.to(f32).exp() * F.softplus(self.a_proj(hidden_states).to(f32) + self.dt_bias.to(f32))
         beta = self.b_proj(hidden_states).to(f32).sigmoid()
         o, state.recurrent = gated_delta_rule(
-            q, k, v, g, beta,
+            q,
+            k,
+            v,
+            g,
+            beta,
             initial_state=state.recurrent,
             output_final_state=cache is not None,
             use_qk_l2norm=True,
@@ -149,12 +160,17 @@ class GatedDeltaNet(nn.Module):
         return self.o_proj(o.reshape(B, T, -1))
 
 
-def sample_dt(n: int, dt_min: float = 1e-3, dt_max: float = 1e-1, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_dt(
+    n: int, dt_min: float = 1e-3, dt_max: float = 1e-1, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """``n`` time steps, log-uniform in [dt_min, dt_max] (Mamba-2 / fla initialisation), float32."""
     u = torch.rand(n, generator=generator)
-    return torch.exp(u * (torch.log(torch.tensor(dt_max)) - torch.log(torch.tensor(dt_min))) + torch.log(torch.tensor(dt_min)))
+    return torch.exp(
+        u * (torch.log(torch.tensor(dt_max)) - torch.log(torch.tensor(dt_min)))
+        + torch.log(torch.tensor(dt_min))
+    )
 
 
 def inverse_softplus(x: torch.Tensor) -> torch.Tensor:
-    """``y`` with ``softplus(y) == x`` for ``x > 0``: ``log(expm1(x))``, written as ``x + log(-expm1(-x))``."""
+    """``y`` with ``softplus(y) == x`` for ``x > 0``: ``log(expm1(x)) = x + log(-expm1(-x))``."""
     return x + torch.log(-torch.expm1(-x))

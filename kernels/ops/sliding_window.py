@@ -47,12 +47,11 @@ def sliding_window_attention(
 
     n_blocks = -(-T // window)
     pad = n_blocks * window - T
-    # [B, T, H, D] -> [B, N, H, window, D]
-    q, k, v = (F.pad(x, (0, 0, 0, 0, 0, pad)).view(B, n_blocks, window, Hq, -1).transpose(2, 3) for x in (q, k, v))
-    k, v = (pair_blocks(x, dim=1) for x in (k, v))  # [B, N, H, 2*window, D]
+    # [B, T, H, D] -> [B, N, window, H, D]; keys and values get the previous block too: [B, N, 2*window, H, D]
+    q, k, v = (F.pad(x, (0, 0, 0, 0, 0, pad)).view(B, n_blocks, window, Hq, -1) for x in (q, k, v))
+    k, v = (pair_blocks(x, dim=1) for x in (k, v))
+    q, k, v = (x.transpose(2, 3).reshape(B * n_blocks, Hq, x.shape[2], x.shape[-1]) for x in (q, k, v))
     in_window, _ = local_masks(0, n_blocks, window, (0, T), window, False, device)
     mask = in_window[None, :, None].expand(B, -1, -1, -1, -1).reshape(B * n_blocks, 1, window, 2 * window)
-    out = F.scaled_dot_product_attention(
-        *(x.reshape(B * n_blocks, Hq, x.shape[-2], x.shape[-1]) for x in (q, k, v)), attn_mask=mask, scale=scale
-    )
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     return out.view(B, n_blocks, Hq, window, -1).transpose(2, 3).reshape(B, n_blocks * window, Hq, -1)[:, :T]

@@ -1,0 +1,335 @@
+"""Benchmark the token mixers: SDPA full attention, Gated DeltaNet (every available path),
+LoLCATs window + linear attention and sliding-window attention.
+
+    python -m kernels.bench --device cpu --modes fwd,fwd_bwd,decode --lengths 512,1024 \\
+        --shapes smollm2-135m --out data/results/kernels/bench_cpu.json
+
+Modes: ``fwd`` (no autograd), ``fwd_bwd`` (forward + backward of a random output gradient),
+``decode`` (one new token after T: SDPA reads a KV cache of T tokens, GDN its recurrent state,
+window + linear its window cache + linear state, SWA a cache of ``window`` tokens). Latency is the
+median over repeats (CUDA events on GPU); peak memory is the CUDA allocator's peak above the inputs
+(not measured on CPU). Out-of-memory points are recorded as "oom", never estimated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from hybridlib.atomic import write_json
+from hybridlib.paths import REPO_ROOT
+from kernels.ops import gated_delta_rule, sliding_window_attention, window_linear_attention
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Head shapes of one layer. GDN gets one head per query head (the paper's conversion clones the
+    grouped K/V heads to every query head), with K = V = head_dim."""
+
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+
+
+SHAPES = {
+    "qwen3-4b": Shape(32, 8, 128),
+    "gemma3-270m": Shape(4, 1, 256),
+    "smollm2-135m": Shape(9, 3, 64),
+}
+MODES = ("fwd", "fwd_bwd", "decode")
+WL_WINDOW = 64  # LoLCATs' default window
+SWA_WINDOW = 512  # Gemma 3's sliding window
+CHUNK_MAX_T = {"cpu": 1 << 30, "cuda": 32768}  # pure-PyTorch chunk GDN on GPU is slow beyond
+
+
+# ---------------------------------------------------------------- timing
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(fn: Callable[[], object], device: str, repeats: int, budget_s: float) -> dict:
+    """Median latency (ms) of ``fn`` after one warm-up, and the CUDA peak memory above the baseline."""
+    try:
+        _sync(device)
+        t = time.perf_counter()
+        fn()  # warm-up (and JIT compilation)
+        _sync(device)
+        first = time.perf_counter() - t
+        n = max(1, min(repeats, int(budget_s / max(first, 1e-6))))
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        times = []
+        for _ in range(n):
+            if device == "cuda":
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                stop.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(stop))
+            else:
+                t = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t) * 1e3)
+        peak = torch.cuda.max_memory_allocated() - base if device == "cuda" else None
+        return {"ms": statistics.median(times), "repeats": n, "peak_bytes": peak}
+    except torch.OutOfMemoryError:
+        return {"ms": "oom", "repeats": 0, "peak_bytes": None}
+    finally:
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------- workloads
+def _randn(*shape, device, dtype, grad=False):
+    return torch.randn(*shape, device=device, dtype=dtype).requires_grad_(grad)
+
+
+def _run(fwd: Callable[[], torch.Tensor], inputs: list[torch.Tensor], mode: str) -> Callable[[], object]:
+    """Wrap a forward closure for ``fwd`` (no autograd) or ``fwd_bwd`` mode."""
+    if mode == "fwd":
+        def call():
+            with torch.no_grad():
+                return fwd()
+        return call
+
+    def call_bwd():
+        for x in inputs:
+            x.grad = None
+        out = fwd()
+        out.backward(torch.ones_like(out))
+    return call_bwd
+
+
+def sequence_workload(mixer: str, impl: str, s: Shape, T: int, mode: str, device: str, dtype) -> Callable:
+    """Closure running one mixer over a sequence of T tokens (batch 1)."""
+    grad = mode == "fwd_bwd"
+    H, D = s.q_heads, s.head_dim
+    r = lambda *shape, d=dtype: _randn(*shape, device=device, dtype=d, grad=grad)  # noqa: E731
+    if mixer == "sdpa":
+        q, k, v = r(1, H, T, D), r(1, s.kv_heads, T, D), r(1, s.kv_heads, T, D)
+        return _run(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), [q, k, v], mode)
+    if mixer == "swa":
+        q, k, v = r(1, T, H, D), r(1, T, s.kv_heads, D), r(1, T, s.kv_heads, D)
+        return _run(lambda: sliding_window_attention(q, k, v, window=SWA_WINDOW), [q, k, v], mode)
+    if mixer == "window_linear":
+        q, k, v, qf, kf = r(1, T, H, D), r(1, T, H, D), r(1, T, H, D), r(1, T, H, D), r(1, T, H, D)
+        qf, kf = (x.detach().softmax(-1).requires_grad_(grad) for x in (qf, kf))  # Hedgehog-like features
+        gamma = torch.full((H,), 0.5, device=device, dtype=dtype)
+        return _run(
+            lambda: window_linear_attention(q, k, v, qf, kf, window=WL_WINDOW, softmax_weight=gamma)[0],
+            [q, k, v, qf, kf], mode,
+        )
+    q, k, v = r(1, T, H, D), r(1, T, H, D), r(1, T, H, D)
+    g = F.logsigmoid(_randn(1, T, H, device=device, dtype=torch.float32) + 4).requires_grad_(grad)
+    beta = torch.sigmoid(_randn(1, T, H, device=device, dtype=dtype)).requires_grad_(grad)
+    inputs = [q, k, v, g, beta]
+    if impl == "fla_raw":  # fla called directly: the reference for our wrapper's overhead
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+        return _run(lambda: chunk_gated_delta_rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)[0], inputs, mode)
+    return _run(lambda: gated_delta_rule(q, k, v, g, beta, use_qk_l2norm=True, impl=impl)[0], inputs, mode)
+
+
+def decode_workload(mixer: str, impl: str, s: Shape, T: int, device: str, dtype) -> tuple[Callable, int]:
+    """Closure generating one token after a context of T tokens, and the bytes of cache/state it reads."""
+    H, D = s.q_heads, s.head_dim
+    r = lambda *shape, d=dtype: _randn(*shape, device=device, dtype=d)  # noqa: E731
+    if mixer in ("sdpa", "swa"):
+        L = T if mixer == "sdpa" else min(T, SWA_WINDOW)
+        q, k, v = r(1, H, 1, D), r(1, s.kv_heads, L, D), r(1, s.kv_heads, L, D)
+        fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # noqa: E731
+        return _nograd(fn), 2 * k.numel() * k.element_size()
+    if mixer == "window_linear":
+        ctx = [r(1, T, H, D) for _ in range(5)]
+        ctx[3], ctx[4] = ctx[3].softmax(-1), ctx[4].softmax(-1)
+        gamma = torch.full((H,), 0.5, device=device, dtype=dtype)
+        with torch.no_grad():
+            _, state = window_linear_attention(*ctx, window=WL_WINDOW, softmax_weight=gamma, output_state=True)
+        step = [x[:, -1:].clone() for x in ctx]
+        fn = lambda: window_linear_attention(*step, window=WL_WINDOW, softmax_weight=gamma, state=state)  # noqa: E731
+        return _nograd(fn), state.nbytes
+    q, k, v = r(1, 1, H, D), r(1, 1, H, D), r(1, 1, H, D)
+    g = F.logsigmoid(_randn(1, 1, H, device=device, dtype=torch.float32) + 4)
+    beta = torch.sigmoid(r(1, 1, H))
+    state = torch.randn(1, H, D, D, device=device, dtype=torch.float32)
+    fn = lambda: gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True,  # noqa: E731
+                                  use_qk_l2norm=True, impl=impl)
+    return _nograd(fn), state.numel() * state.element_size()
+
+
+def _nograd(fn: Callable) -> Callable:
+    def call():
+        with torch.no_grad():
+            return fn()
+    return call
+
+
+def gdn_impls(device: str) -> list[str]:
+    """GDN paths available on this device."""
+    if device != "cuda":
+        return ["chunk", "naive"]
+    try:
+        import fla.ops.gated_delta_rule  # noqa: F401
+    except ImportError:
+        return ["chunk", "naive"]
+    return ["fla", "fla_raw", "chunk", "naive"]
+
+
+def runs_at(impl: str, mode: str, T: int, device: str) -> bool:
+    """Which (impl, mode, T) points are worth running: naive fwd only at T <= 512 (its fwd+bwd is
+    measured once, by ``naive_vs_chunk``), chunk capped on GPU."""
+    if impl == "naive":
+        return mode == "decode" or (mode == "fwd" and T <= 512)
+    if impl == "chunk":
+        return T <= CHUNK_MAX_T[device] or mode == "decode"
+    return True
+
+
+# ---------------------------------------------------------------- driver
+def crossovers(rows: list[dict]) -> dict:
+    """Per shape and mode: the shortest length from which the fastest GDN path beats SDPA at every
+    longer measured length (None if it never does)."""
+    out = {}
+    for shape in sorted({r["shape"] for r in rows}):
+        for mode in sorted({r["mode"] for r in rows}):
+            pick = [r for r in rows if r["shape"] == shape and r["mode"] == mode and isinstance(r["ms"], float)]
+            sdpa = {r["T"]: r["ms"] for r in pick if r["mixer"] == "sdpa"}
+            gdn: dict[int, float] = {}
+            for r in pick:
+                if r["mixer"] == "gdn" and r["impl"] != "naive":
+                    gdn[r["T"]] = min(gdn.get(r["T"], math.inf), r["ms"])
+            lengths = sorted(set(sdpa) & set(gdn))
+            wins = [T for T in lengths if all(gdn[u] < sdpa[u] for u in lengths if u >= T)]
+            out[f"{shape}/{mode}"] = min(wins) if wins else None
+    return out
+
+
+def naive_vs_chunk(device: str, dtype, T: int = 2048) -> dict:
+    """GDN fwd+bwd at T=2048, smollm2-135m head shape: per-token recurrence vs chunked form."""
+    s = SHAPES["smollm2-135m"]
+    res = {impl: measure(sequence_workload("gdn", impl, s, T, "fwd_bwd", device, dtype), device, 1, 0.0)["ms"]
+           for impl in ("chunk", "naive")}
+    return {"shape": "smollm2-135m", "T": T, "mode": "fwd_bwd", "chunk_ms": res["chunk"],
+            "naive_ms": res["naive"], "speedup": res["naive"] / res["chunk"]}
+
+
+def provenance(device: str) -> dict:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                                check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
+    return {
+        "command": "python -m kernels.bench " + " ".join(sys.argv[1:]),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": commit,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": device,
+        "device_name": name,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m kernels.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--modes", default="fwd,fwd_bwd,decode")
+    p.add_argument("--lengths", default="512,1024,2048,4096,8192")
+    p.add_argument("--bwd-max-length", type=int, default=None, help="longest T for fwd_bwd (default: all)")
+    p.add_argument("--shapes", default="smollm2-135m")
+    p.add_argument("--repeats", type=int, default=None, help="timed repeats (default 3 on CPU, 10 on GPU)")
+    p.add_argument("--point-budget", type=float, default=None, help="seconds of timed repeats per point")
+    p.add_argument("--time-budget", type=float, default=float("inf"), help="stop measuring after this (s)")
+    p.add_argument("--naive-vs-chunk", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    modes = a.modes.split(",")
+    shapes = a.shapes.split(",")
+    for m in modes:
+        if m not in MODES:
+            p.error(f"--modes: {m!r} not in {MODES}")
+    for sname in shapes:
+        if sname not in SHAPES:
+            p.error(f"--shapes: {sname!r} not in {tuple(SHAPES)}")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: CUDA is not available")
+    lengths = [int(x) for x in a.lengths.split(",")]
+    dtype = torch.bfloat16 if a.device == "cuda" else torch.float32
+    repeats = a.repeats or (10 if a.device == "cuda" else 3)
+    budget = a.point_budget or (2.0 if a.device == "cuda" else 6.0)
+    t_start = time.perf_counter()
+
+    mixers = [("sdpa", "flash" if a.device == "cuda" else "sdpa")]
+    mixers += [("gdn", impl) for impl in gdn_impls(a.device)]
+    mixers += [("window_linear", "chunk"), ("swa", "sdpa_band")]
+    rows = []
+    print(f"{'shape':>13} {'mode':>8} {'mixer':>13} {'impl':>8} {'T':>7} {'ms':>10} {'peak MiB':>9} {'state MiB':>9}")
+    for sname in shapes:
+        s = SHAPES[sname]
+        for mode in modes:
+            for T in lengths:
+                if mode == "fwd_bwd" and a.bwd_max_length and T > a.bwd_max_length:
+                    continue
+                for mixer, impl in mixers:
+                    if mixer == "gdn" and not runs_at(impl, mode, T, a.device):
+                        continue
+                    row = {"shape": sname, "mode": mode, "mixer": mixer, "impl": impl, "T": T,
+                           "dtype": str(dtype).removeprefix("torch."), "state_bytes": None}
+                    if time.perf_counter() - t_start > a.time_budget:
+                        row.update(ms="not run (time budget)", repeats=0, peak_bytes=None)
+                    else:
+                        try:
+                            if mode == "decode":
+                                fn, row["state_bytes"] = decode_workload(mixer, impl, s, T, a.device, dtype)
+                            else:
+                                fn = sequence_workload(mixer, impl, s, T, mode, a.device, dtype)
+                            row.update(measure(fn, a.device, repeats, budget))
+                        except torch.OutOfMemoryError:
+                            row.update(ms="oom", repeats=0, peak_bytes=None)
+                        fn = None
+                        if a.device == "cuda":
+                            torch.cuda.empty_cache()
+                    rows.append(row)
+                    ms = f"{row['ms']:.3f}" if isinstance(row["ms"], float) else row["ms"]
+                    mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"  # noqa: E731
+                    print(f"{sname:>13} {mode:>8} {mixer:>13} {impl:>8} {T:>7} {ms:>10} "
+                          f"{mib(row['peak_bytes']):>9} {mib(row['state_bytes']):>9}", flush=True)
+
+    result = {
+        "provenance": provenance(a.device),
+        "config": {"shapes": {n: vars(SHAPES[n]) for n in shapes}, "batch": 1, "dtype": str(dtype),
+                   "wl_window": WL_WINDOW, "wl_feature_dim": "head_dim (softmax features)",
+                   "swa_window": SWA_WINDOW, "gdn_heads": "one per query head, K = V = head_dim",
+                   "gdn_use_qk_l2norm": True, "repeats": repeats, "point_budget_s": budget},
+        "results": rows,
+        "crossover_T_gdn_beats_sdpa": crossovers(rows),
+    }
+    if a.naive_vs_chunk and time.perf_counter() - t_start < a.time_budget:
+        result["naive_vs_chunk"] = naive_vs_chunk(a.device, dtype)
+        print("naive vs chunk GDN fwd+bwd:", result["naive_vs_chunk"])
+    result["wall_s"] = round(time.perf_counter() - t_start, 1)
+    print("crossover (first T from which GDN beats SDPA):", result["crossover_T_gdn_beats_sdpa"])
+    if a.out:
+        write_json(a.out, result)
+        print("wrote", a.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()

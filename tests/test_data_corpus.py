@@ -1,0 +1,99 @@
+"""Training corpus recipe: fixed held-out chapters, English share, tier budgets, packing, caching."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+
+import pytest
+
+from hybridlib.data import heldout_documents, iter_documents, load_tokenizer, split_documents, training_corpus
+from hybridlib.data.corpus import DEFAULT_TIER_WEIGHTS, _budgets
+
+
+class DocumentIdTokenizer:
+    """Encodes a whole text as one id derived from its hash: training ids then name their documents."""
+
+    eos_token_id = 0
+
+    def encode(self, text: str) -> list[int]:
+        return [1 + int(hashlib.sha256(text.encode()).hexdigest()[:7], 16)]
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
+
+
+def test_heldout_chapters_are_fixed_parallel_and_disjoint():
+    eng, rus = split_documents("eng"), split_documents("rus")
+    assert eng["validation"][:3] == ["19:025", "24:035", "26:034"]  # pinned: the hash must never change
+    assert (len(eng["validation"]), len(eng["test"]), len(eng["train"])) == (59, 56, 1074)
+    assert eng["validation"] == rus["validation"] and eng["test"] == rus["test"]
+    assert not set(eng["validation"]) & set(eng["test"]) and not set(eng["train"]) & set(eng["test"])
+    subset = heldout_documents("test", ["eng", "swh"], per_language=4)
+    assert subset["doc_id"] == eng["test"][:4] * 2 and subset["lang"] == ["eng"] * 4 + ["swh"] * 4
+
+
+def test_training_sequences_never_contain_heldout_documents_for_any_seed():
+    tok = DocumentIdTokenizer()
+    heldout = {
+        tok.encode(d.text)[0]
+        for split in ("validation", "test")
+        for d in iter_documents(["eng", "fra"], split)
+    }
+    train = {tok.encode(d.text)[0] for d in iter_documents(["eng", "fra"], "train")}
+    for seed in (0, 1):
+        corpus = training_corpus(tok, tokens=2000, seq_len=10, languages=["eng", "fra"], seed=seed)
+        used = {i for row in corpus["input_ids"] for i in row} - {tok.eos_token_id}
+        assert used <= train and not used & heldout
+
+
+def test_english_share_tier_budgets_and_exact_seq_len():
+    tok = load_tokenizer("gpt2")
+    corpus = training_corpus(tok, tokens=64 * 200, seq_len=64, languages=["eng", "fra", "hin", "swh"])
+    counts = Counter(corpus["lang"])
+    assert len(corpus) == 200 and counts["eng"] == 60  # 30% of 200
+    # 140 left, by tier weight high:mid:low = 2:1.5:1 -> 62.2, 46.7, 31.1 -> largest remainder 62, 47, 31
+    assert (counts["fra"], counts["hin"], counts["swh"]) == (62, 47, 31)
+    assert {len(row) for row in corpus["input_ids"]} == {64}
+    assert corpus["lang"] != sorted(corpus["lang"])  # shuffled across languages
+
+
+def test_budgets_sum_exactly():
+    budgets = _budgets(101, 0.3, ("eng", "fra", "tur", "swh", "tgl"), DEFAULT_TIER_WEIGHTS)
+    assert sum(budgets.values()) == 101 and budgets["eng"] == 30
+
+
+def test_bos_cache_and_seed():
+    tok = load_tokenizer("gpt2")
+    args = {"tokens": 32 * 20, "seq_len": 32, "languages": ["eng", "deu"], "bos_token_id": 7}
+    first = training_corpus(tok, **args)
+    assert all(row[0] == 7 and len(row) == 32 for row in first["input_ids"])
+    assert training_corpus(tok, **args)["input_ids"] == first["input_ids"]
+    assert training_corpus(tok, seed=1, **args)["input_ids"] != first["input_ids"]
+
+
+def test_repeating_text_warns():
+    with pytest.warns(UserWarning, match="swh .*the text repeats"):
+        training_corpus(DocumentIdTokenizer(), tokens=6000, seq_len=10, languages=["eng", "swh"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"tokens": 5, "seq_len": 10}, "tokens must be"),
+        ({"tokens": 100, "seq_len": 10, "english_share": 1.5}, "english_share must be"),
+        ({"tokens": 100, "seq_len": 10, "languages": ["fra"]}, "'eng' is not in languages"),
+        ({"tokens": 100, "seq_len": 10, "languages": ["tel"]}, "not allowed"),
+        ({"tokens": 100, "seq_len": 10, "tier_weights": {"high": 1}}, "tier_weights must map"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        training_corpus(DocumentIdTokenizer(), **kwargs)
+
+
+def test_bad_split_is_named():
+    with pytest.raises(ValueError, match="split must be one of"):
+        heldout_documents("train")
