@@ -57,7 +57,7 @@ def _check_pair(x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
 
 def _sq_dist(a: Tensor, b: Tensor) -> Tensor:
     """Squared Euclidean distances ``[Ta, Tb]`` between the rows of ``a`` and ``b``, clamped at 0."""
-    d = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
+    d = torch.addmm((b * b).sum(1)[None, :], a, b.T, alpha=-2.0).add_((a * a).sum(1)[:, None])
     return d.clamp_min_(0.0)
 
 
@@ -86,9 +86,10 @@ def _corpus_sigma2(pairs: Sequence[tuple[Tensor, Tensor]]) -> float:
 
 
 def _centred_sq_norm(k: Tensor) -> float:
-    """``||H_m K H_n||_F^2`` for ``K [m, n]`` (centre rows and columns)."""
-    kc = k - k.mean(0, keepdim=True) - k.mean(1, keepdim=True) + k.mean()
-    return float((kc * kc).sum())
+    """``||H_m K H_n||_F^2`` for ``K [m, n]`` (centre rows and columns); overwrites ``k``."""
+    row, col, grand = k.mean(1, keepdim=True), k.mean(0, keepdim=True), k.mean()
+    k.sub_(row).sub_(col).add_(grand)
+    return float(torch.linalg.vector_norm(k) ** 2)
 
 
 def _terms(x1: Tensor, x2: Tensor, sigma2: float | None) -> tuple[float, float, float]:
@@ -97,7 +98,7 @@ def _terms(x1: Tensor, x2: Tensor, sigma2: float | None) -> tuple[float, float, 
     if sigma2 is None:
         sigma2 = _median(torch.cat([_upper(d11), _upper(d22), d12.flatten()]))
     g = -0.5 / sigma2
-    return tuple(_centred_sq_norm(torch.exp(d * g)) for d in (d11, d22, d12))  # type: ignore[return-value]
+    return tuple(_centred_sq_norm(d.mul_(g).exp_()) for d in (d11, d22, d12))  # type: ignore[return-value]
 
 
 def _fixed_sigma2(bandwidth: Bandwidth) -> float | None:

@@ -196,7 +196,7 @@ def runs_at(impl: str, mode: str, T: int, device: str) -> bool:
         return mode == "decode" or (mode == "fwd" and T <= 512)
     if impl == "chunk":
         return T <= CHUNK_MAX_T[device] or mode == "decode"
-    return True
+    return not (impl == "fla_raw" and mode == "decode")
 
 
 # ---------------------------------------------------------------- driver
@@ -302,6 +302,8 @@ def main(argv: list[str] | None = None) -> dict:
                             row.update(measure(fn, a.device, repeats, budget))
                         except torch.OutOfMemoryError:
                             row.update(ms="oom", repeats=0, peak_bytes=None)
+                        except Exception as err:  # recorded, so that one broken point does not lose the run
+                            row.update(ms=f"error: {type(err).__name__}: {err}"[:300], repeats=0, peak_bytes=None)
                         fn = None
                         if a.device == "cuda":
                             torch.cuda.empty_cache()

@@ -57,7 +57,7 @@ class LinearizedAttention(nn.Module):
     """Window + linear attention reusing a teacher attention module ``attn`` (see the module docstring).
 
     Args:
-        attn: the teacher's Llama / Gemma 3 attention module (kept, not copied).
+        attn: the teacher's Llama / Qwen3 / Gemma 3 attention module (kept, not copied).
         feature_map: ``"hedgehog"`` or ``"t2r"``.
         feature_dim: width of ``xW`` (Hedgehog outputs twice that); default ``head_dim // 2`` for Hedgehog
             (the paper's 128 -> 64), ``head_dim`` for T2R.

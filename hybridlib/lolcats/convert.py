@@ -1,4 +1,4 @@
-"""Swap a HF Llama / Gemma 3 model's attention for :class:`LinearizedAttention` (LoLCATs' conversion).
+"""Swap a HF Llama / Qwen3 / Gemma 3 model's attention for :class:`LinearizedAttention` (LoLCATs' conversion).
 
 Variants: linear only (``window=0``), window + linear (``window=w``, sliding or ``terraced``), and
 keep-some-layers-softmax (``softmax_layers``: those layers keep the teacher's module untouched; the
@@ -16,7 +16,7 @@ from transformers import PreTrainedModel
 
 from hybridlib.lolcats.attention import LinearizedAttention, check_feature_map
 
-SUPPORTED_MODEL_TYPES = ("llama", "gemma3_text")
+SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "gemma3_text")
 
 
 def alternate_layers(n_layers: int) -> tuple[int, ...]:

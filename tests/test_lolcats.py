@@ -1,0 +1,184 @@
+"""LoLCATs: linearised attention, attention transfer, LoRA, passkey and cloze evaluations (tiny random models)."""
+
+import copy
+
+import pytest
+import torch
+from transformers import Gemma3TextConfig, Gemma3ForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+from hybridlib.lolcats import (
+    LinearizedAttention,
+    alternate_layers,
+    attention_parameters,
+    attention_transfer,
+    cloze_accuracy,
+    cloze_items,
+    decode,
+    layer_mse,
+    linearize,
+    lora_finetune,
+    mse_by_layer,
+    passkey_item,
+)
+from hybridlib.lolcats.convert import linearized_modules
+from hybridlib.train import PackedBatches, TrainConfig
+
+SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, max_position_embeddings=256)
+
+
+def _model(kind: str, attn: str = "eager", init: float = 0.02):
+    torch.manual_seed(0)
+    if kind == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**SMALL, initializer_range=init, attn_implementation=attn))
+    elif kind == "qwen3":
+        model = Qwen3ForCausalLM(Qwen3Config(**SMALL, initializer_range=init, attn_implementation=attn))
+    else:
+        config = Gemma3TextConfig(**SMALL, initializer_range=init, query_pre_attn_scalar=24, sliding_window=512,
+                                  attn_implementation=attn)
+        model = Gemma3ForCausalLM(config)
+        with torch.no_grad():  # non-trivial q/k norm gains, so a missing norm would show
+            for layer in model.model.layers:
+                layer.self_attn.q_norm.weight.normal_(0, 0.5)
+                layer.self_attn.k_norm.weight.normal_(0, 0.5)
+    return model.eval()
+
+
+@pytest.mark.parametrize("kind,attn", [("llama", "eager"), ("llama", "sdpa"), ("qwen3", "sdpa"), ("gemma3", "eager")])
+@pytest.mark.parametrize("feature_map", ["hedgehog", "t2r"])
+def test_window_covering_the_sequence_reproduces_the_teachers_softmax_attention(kind, attn, feature_map):
+    teacher = _model(kind, attn, init=0.2)
+    ids = torch.randint(97, (2, 24))
+    student = linearize(teacher, feature_map=feature_map, window=24)
+    layer = student.model.layers[1].self_attn
+    assert isinstance(layer, LinearizedAttention)
+    h = torch.randn(2, 24, 64)
+    pe = teacher.model.rotary_emb(h, torch.arange(24)[None])
+    mask = torch.full((24, 24), float("-inf")).triu(1)[None, None]
+    expected = teacher.model.layers[1].self_attn(h, position_embeddings=pe, attention_mask=mask)[0]
+    got = layer(h, position_embeddings=pe, attention_mask=mask)[0]
+    torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(student(input_ids=ids).logits, teacher(input_ids=ids).logits, atol=2e-4, rtol=1e-4)
+    # a window shorter than the sequence is not softmax attention any more
+    short = linearize(teacher, feature_map=feature_map, window=4)
+    assert (short(input_ids=ids).logits - teacher(input_ids=ids).logits).abs().max() > 1e-3
+
+
+def test_conversion_variants_and_bad_input():
+    teacher = _model("llama")
+    hybrid = linearize(teacher, feature_map="t2r", softmax_layers=alternate_layers(2))
+    assert [type(layer.self_attn).__name__ for layer in hybrid.model.layers] == ["LlamaAttention", "LinearizedAttention"]
+    assert alternate_layers(5) == (0, 2, 4)
+    trainable = {n for n, p in linearize(teacher, window=8, terraced=True).named_parameters() if p.requires_grad}
+    assert trainable == set(attention_parameters(linearize(teacher, window=8)))
+    assert trainable and all("phi_" in n or "window_factors" in n for n in trainable)
+    with pytest.raises(ValueError, match="feature_map='elu'"):
+        linearize(teacher, feature_map="elu")
+    with pytest.raises(ValueError, match="window must be"):
+        linearize(teacher, window=-1)
+    with pytest.raises(ValueError, match="terraced=True needs a window"):
+        linearize(teacher, terraced=True)
+    with pytest.raises(ValueError, match="softmax_layers"):
+        linearize(teacher, softmax_layers=(7,))
+
+
+@pytest.mark.parametrize("window,terraced", [(0, False), (8, False), (8, True)])
+def test_cached_decoding_matches_full_recomputation(window, terraced):
+    student = linearize(_model("llama", init=0.2), window=window, terraced=terraced)
+    ids = torch.randint(97, (2, 19))
+    out = decode(student, ids, 6)
+    full = ids
+    for _ in range(6):
+        full = torch.cat([full, student(input_ids=full).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(out, full[:, 19:])
+
+
+def test_attention_transfer_lowers_every_layers_mse_teacher_forced():
+    teacher = _model("llama", init=0.3)  # peaky softmax attention: the untrained feature maps are far off
+    rows = torch.randint(97, (64, 32))
+    student = linearize(teacher, feature_map="hedgehog")
+    held = [rows[:8]]
+    before = mse_by_layer(student, held)
+    attention_transfer(student, PackedBatches(rows[8:], 8), TrainConfig(
+        batch_size=8, seq_len=32, steps=60, lrs={"rest": 1e-2}, warmup_frac=0.0, progress=False))
+    after = mse_by_layer(student, held)
+    assert len(before) == 2 and all(a < 0.7 * b for a, b in zip(after, before)), (before, after)
+    # teacher forcing: layer 1's error does not depend on layer 0's feature maps
+    ref = layer_mse(student, rows[:4])[1]
+    with torch.no_grad():
+        linearized_modules(student)[0].phi_q.weight.mul_(5.0)
+    assert layer_mse(student, rows[:4])[1] == ref
+    assert all(not p.requires_grad for p in student.parameters())
+
+
+def test_lora_trains_only_adapters():
+    student = linearize(_model("llama"), feature_map="hedgehog", window=8)
+    frozen = {n: p.detach().clone() for n, p in student.named_parameters()}
+    rows = torch.randint(97, (16, 32))
+    peft_model, history = lora_finetune(student, PackedBatches(rows, 8), TrainConfig(
+        batch_size=8, seq_len=32, steps=3, lrs={"rest": 1e-2}, warmup_frac=0.0, progress=False))
+    assert len(history.train) == 3
+    named = dict(peft_model.named_parameters())
+    trainable = {n for n, p in named.items() if p.requires_grad}
+    assert trainable and all(".lora_" in n for n in trainable)
+    assert {n.split(".")[-4] for n in trainable} == {"q_proj", "k_proj", "v_proj", "o_proj"}
+    for name, value in frozen.items():  # base weights and feature maps unchanged (peft renames base layers)
+        match = [p for n, p in named.items() if n.replace(".base_layer", "").endswith(name)]
+        assert len(match) == 1 and torch.equal(match[0], value), name
+    assert any(not torch.all(named[n] == 0) for n in trainable if "lora_B" in n)  # B starts at 0 and moved
+    peft_model.train()
+    peft_model(input_ids=rows[:2]).logits.sum().backward()
+    assert {n for n, p in named.items() if p.grad is not None} <= trainable
+
+
+class CharTokenizer:
+    """Characters as ids: enough for building passkey and cloze items."""
+
+    eos_token_id = 0
+
+    def encode(self, text: str) -> list[int]:
+        return [1 + ord(c) % 250 for c in text]
+
+
+@pytest.mark.parametrize("depth", [0.0, 0.1, 0.5, 0.9, 1.0])
+def test_passkey_generator_places_the_key_at_the_requested_depth(depth):
+    tok = CharTokenizer()
+    item = passkey_item(tok, length=1500, depth=depth, key="71432", start=[5])
+    assert len(item.prompt) + len(item.answer) <= 1500 and item.prompt[0] == 5
+    text = "".join(chr(i - 1) for i in item.prompt[1:])
+    needle = " The pass key is 71432."
+    assert text.count(needle) == 1 and item.answer == tok.encode(" 71432")
+    first, end = item.filler_span
+    filler_len = end - first - len(tok.encode(" The pass key is 71432. Remember it. 71432 is the pass key."))
+    where = (item.needle_start - first) / filler_len
+    sentence = max(len(tok.encode(s)) for s in [" The grass is green.", " There and back again."]) / filler_len
+    assert abs(where - depth) <= sentence
+    assert text.index(needle) + 1 == item.needle_start
+    with pytest.raises(ValueError, match="depth"):
+        passkey_item(tok, length=1500, depth=1.5, key="1")
+
+
+class Oracle(torch.nn.Module):
+    """Predicts, at each position, the next token of whichever true sequence the row starts with."""
+
+    def __init__(self, truths):
+        super().__init__()
+        self.truths = truths
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids):
+        logits = torch.zeros(*input_ids.shape, 256)
+        for b, row in enumerate(input_ids.tolist()):
+            truth = next(t for t in self.truths if row[:len(t) - 1] == t[:len(t) - 1] or row[:len(t)] == t)
+            for i in range(min(len(row), len(truth)) - 1):
+                logits[b, i, truth[i + 1]] = 20.0
+        return type("Out", (), {"logits": logits})
+
+
+def test_cloze_with_the_answer_given_scores_100_percent():
+    items = cloze_items(CharTokenizer(), languages=["eng", "fra"], per_language=6, seed=1)
+    assert len(items) == 12 and {i.answer for i in items} != {items[0].answer}  # answer position varies
+    truths = [item.context + item.choices[item.answer] for item in items]
+    assert cloze_accuracy(Oracle(truths), items) == 1.0
+    wrong = [item.context + item.choices[(item.answer + 1) % 4] for item in items]
+    assert cloze_accuracy(Oracle(wrong), items) == 0.0
