@@ -20,7 +20,9 @@ def shift_labels(input_ids: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> t
     return labels
 
 
-def next_token_ce(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
+def next_token_ce(
+    logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX
+) -> torch.Tensor:
     """Mean cross-entropy (nats/token, float32) over positions whose label is not ``ignore_index``."""
     if logits.shape[:-1] != labels.shape:
         raise ValueError(f"logits {tuple(logits.shape)} and labels {tuple(labels.shape)} disagree on [B, T]")
@@ -46,8 +48,8 @@ def forward_kl(
 
     Computed ``chunk_size`` tokens at a time in float32, so only one chunk of each distribution exists in
     float32 at once (the inputs may be bf16); with autograd on, each chunk is recomputed in backward
-    (activation checkpointing) instead of keeping its float32 log-probabilities alive. ``mask`` ``[B, T]`` (bool) selects the counted tokens
-    (default: all). Returns the mean, and with ``per_token=True`` also the ``[B, T]`` float32 values
+    (activation checkpointing) instead of keeping its float32 log-probabilities alive.
+    ``mask`` ``[B, T]`` (bool) selects the counted tokens (default: all). Returns the mean, and with ``per_token=True`` also the ``[B, T]`` float32 values
     (``tau^2 * KL``, zero where masked out). Gradients flow to ``student_logits`` only.
     """
     if student_logits.shape != teacher_logits.shape:
@@ -61,7 +63,11 @@ def forward_kl(
     shape = student_logits.shape[:-1]
     student = student_logits.reshape(-1, student_logits.shape[-1])
     teacher = teacher_logits.detach().reshape(-1, teacher_logits.shape[-1])
-    keep = torch.ones(student.shape[0], dtype=torch.bool, device=student.device) if mask is None else mask.reshape(-1)
+    keep = (
+        torch.ones(student.shape[0], dtype=torch.bool, device=student.device)
+        if mask is None
+        else mask.reshape(-1)
+    )
     if keep.shape[0] != student.shape[0]:
         raise ValueError(f"mask {tuple(mask.shape)} does not match logits [B, T] = {tuple(shape)}")
     values = []

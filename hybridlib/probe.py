@@ -33,16 +33,17 @@ SIGNALS = ("attn_in", "attn_delta", "mlp_delta")
 Captured = dict[str, dict[int, list[Tensor]]]
 
 
-def decoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The decoder layers of a causal LM (``model.model.layers``) or of a bare decoder (``model.layers``)."""
-    for owner in (getattr(model, "model", None), model):
-        layers = getattr(owner, "layers", None)
+def decoder(model: nn.Module) -> tuple[nn.Module, nn.ModuleList]:
+    """``(base, layers)``: the decoder stack without LM head (``model.model``, or ``model`` itself when it
+    is a bare decoder) and its layers (``base.layers``). Probes run ``base`` to skip the logits."""
+    for base in (getattr(model, "model", None), model):
+        layers = getattr(base, "layers", None)
         if isinstance(layers, nn.ModuleList) and len(layers) > 0:
             for i, layer in enumerate(layers):
                 if not (hasattr(layer, "self_attn") and hasattr(layer, "mlp")):
                     raise TypeError(f"{type(model).__name__}: decoder layer {i} ({type(layer).__name__}) has no "
                                     "self_attn/mlp; probe supports Llama/Qwen3/Gemma3-style layers")
-            return layers
+            return base, layers
     raise TypeError(f"{type(model).__name__} is not supported: expected decoder layers at model.model.layers "
                     "(Llama, SmolLM2, Qwen3, Gemma3 causal LMs and hybridlib students)")
 
@@ -159,7 +160,7 @@ def capture(
         raise ValueError(f"signals must be a non-empty subset of {SIGNALS}, got {list(signals)}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    stack = decoder_layers(model)
+    base, stack = decoder(model)
     chosen = _resolve_layers(len(stack), layers)
     items = encode(tokenizer, texts, bos_id=bos_id, special_ids=special_ids)
     pad_id = getattr(tokenizer, "pad_token_id", None) or 0  # any id works: padding is masked and dropped
@@ -191,7 +192,7 @@ def capture(
             bar = tqdm(total=len(items), desc="capture", unit="text", disable=not progress)
             for ids, mask, keep in _batches(items, batch_size, pad_id):
                 keep_now[:] = [keep]
-                model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
+                base(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
                 bar.update(len(ids))
             bar.close()
     finally:
@@ -239,7 +240,7 @@ def attention_locality(
     """
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
-    stack = decoder_layers(model)
+    base, stack = decoder(model)
     chosen = _resolve_layers(len(stack), layers)
     seqs = [torch.as_tensor(s, dtype=torch.long) for s in ids]
     if not seqs or any(s.ndim != 1 or len(s) == 0 for s in seqs):
@@ -267,7 +268,7 @@ def attention_locality(
     try:
         with _eager_attention(model), _hooks(handles):
             for s in tqdm(seqs, desc="locality", unit="seq", disable=not progress):
-                model(input_ids=s[None].to(device), use_cache=False)
+                base(input_ids=s[None].to(device), use_cache=False)
     finally:
         model.train(was_training)
     return Locality(

@@ -80,7 +80,9 @@ def test_ce_by_hand_and_uniform_bound():
     labels = torch.tensor([[1, IGNORE_INDEX]])
     assert next_token_ce(logits, labels).item() == pytest.approx(-math.log(0.75), rel=1e-6)
     uniform = torch.zeros(2, 3, 17)
-    assert next_token_ce(uniform, torch.randint(0, 17, (2, 3))).item() == pytest.approx(math.log(17), rel=1e-6)
+    assert next_token_ce(uniform, torch.randint(0, 17, (2, 3))).item() == pytest.approx(
+        math.log(17), rel=1e-6
+    )
     with pytest.raises(ValueError, match="disagree"):
         next_token_ce(uniform, torch.zeros(2, 4, dtype=torch.long))
 

@@ -26,11 +26,20 @@ def tiny_qwen_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-qwen3")
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel()
-    tok.train_from_iterator(["All human beings are born free and equal in dignity and rights."] * 10,
-                            trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>"], show_progress=False))
+    tok.train_from_iterator(
+        ["All human beings are born free and equal in dignity and rights."] * 10,
+        trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>"], show_progress=False),
+    )
     PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="<s>").save_pretrained(folder)
-    config = Qwen3Config(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+    config = Qwen3Config(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+    )
     torch.manual_seed(0)
     Qwen3ForCausalLM(config).save_pretrained(folder)
     return folder
@@ -58,8 +67,14 @@ def test_local_path_override_loads_and_describes(offline, tiny_qwen_dir):
     assert isinstance(model, Qwen3ForCausalLM) and not model.training
     card = describe("qwen3-4b-base", path=tiny_qwen_dir)
     assert card.n_params == sum(p.numel() for p in model.parameters())
-    assert (card.architecture, card.n_layers, card.hidden_size, card.n_heads, card.n_kv_heads, card.head_dim) == (
-        "Qwen3ForCausalLM", 2, 32, 4, 2, 8)
+    assert (
+        card.architecture,
+        card.n_layers,
+        card.hidden_size,
+        card.n_heads,
+        card.n_kv_heads,
+        card.head_dim,
+    ) == ("Qwen3ForCausalLM", 2, 32, 4, 2, 8)
     assert card.layer_types == ["full_attention"] * 2 and card.vocab_size == 300
     assert card.source.startswith("local:") and card.licence == "Apache-2.0" and not card.observe_only
     ids = encode(tokenizer, "All human beings", card)

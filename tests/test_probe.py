@@ -63,7 +63,7 @@ def test_residual_decomposition(kind):
 def test_gemma_delta_is_post_norm_output_not_raw_attention():
     """Hooking Gemma's raw self_attn output (the Llama rule) breaks the identity: the test can fail."""
     model = _model("gemma3")
-    layer = probe.decoder_layers(model)[0]
+    layer = probe.decoder(model)[1][0]
     assert probe.block_outputs(layer)["attn_delta"] is layer.post_attention_layernorm
     raw = []
     handle = layer.self_attn.register_forward_hook(lambda m, a, o: raw.append(o[0][0, 1:-1]))
@@ -115,7 +115,7 @@ def test_uniform_attention_locality_is_hand_checkable():
     """Zero key weights -> uniform causal attention (eager softmax runs in float32): query i has distance i/2, local share min(i+1,w)/(i+1)."""
     model = _model("llama")
     with torch.no_grad():
-        for layer in probe.decoder_layers(model):
+        for layer in probe.decoder(model)[1]:
             layer.self_attn.k_proj.weight.zero_()
     T, w = 6, 2
     loc = probe.attention_locality(model, [torch.arange(4, 4 + T)], layers=[0, 2], window=w)
@@ -130,7 +130,7 @@ def test_uniform_attention_locality_is_hand_checkable():
 def test_self_attending_layer_has_zero_distance():
     """W_k = W_q with q/k RMS norms scaled up: each query's logit peaks sharply on its own key."""
     model = _model("gemma3")
-    attn = probe.decoder_layers(model)[1].self_attn
+    attn = probe.decoder(model)[1][1].self_attn
     with torch.no_grad():
         groups = attn.q_proj.out_features // attn.k_proj.out_features  # query heads per KV head
         k_heads = attn.k_proj.weight.view(-1, attn.head_dim, attn.k_proj.in_features)
@@ -140,6 +140,30 @@ def test_self_attending_layer_has_zero_distance():
     loc = probe.attention_locality(model, [list(range(4, 14))], layers=[1], window=1)
     assert loc.mean_distance[0] < 1e-6
     assert loc.local_share[0] == pytest.approx(1.0, abs=1e-6)
+
+
+class _Mixer(torch.nn.Module):
+    """Stand-in for a hybrid student's recurrent mixer: same call signature, no attention probabilities."""
+
+    def __init__(self, inner: torch.nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, hidden_states, **kwargs):
+        return 0.5 * self.inner(hidden_states, **kwargs)[0], None
+
+
+def test_swapped_mixer_is_probed_and_refused_by_locality():
+    model = _model("gemma3")
+    layer = probe.decoder(model)[1][0]
+    layer.self_attn = _Mixer(layer.self_attn)
+    out = probe.capture(model, _tokenizer(), TEXTS[:2], signals=probe.SIGNALS, dtype=torch.float64, progress=False)
+    for i in range(2):
+        recon = out["attn_in"][0][i] + out["attn_delta"][0][i] + out["mlp_delta"][0][i]
+        torch.testing.assert_close(recon, out["attn_in"][1][i], rtol=0, atol=1e-12)
+    assert probe.attention_locality(model, [[4, 5, 6]], layers=[1]).mean_distance.shape == (1,)
+    with pytest.raises(ValueError, match="layer 0 \\(_Mixer\\) returns no attention probabilities"):
+        probe.attention_locality(model, [[4, 5, 6]], layers=[0, 1])
 
 
 def test_bad_input_errors():
@@ -155,7 +179,7 @@ def test_bad_input_errors():
     with pytest.raises(ValueError, match="no non-special tokens"):
         probe.capture(model, tok, [""], progress=False)
     with pytest.raises(TypeError, match="Linear is not supported"):
-        probe.decoder_layers(torch.nn.Linear(2, 2))
+        probe.decoder(torch.nn.Linear(2, 2))
     with pytest.raises(ValueError, match="window"):
         probe.attention_locality(model, [[4, 5]], layers=[0], window=0)
 

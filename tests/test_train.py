@@ -1,5 +1,6 @@
 """Trainer: schedule vs hand values, parameter groups, batches, bit-exact resume, history file."""
 
+import itertools
 import json
 import math
 
@@ -16,9 +17,16 @@ SEQ, BATCH, VOCAB = 8, 4, 32
 
 def tiny_model(dropout: float = 0.0, seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-                         attention_dropout=dropout)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        attention_dropout=dropout,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -28,24 +36,36 @@ def tiny_batches(seed: int = 0) -> PackedBatches:
 
 
 def config(**kw) -> TrainConfig:
-    base = dict(batch_size=BATCH, seq_len=SEQ, steps=6, lrs={"rest": 1e-2}, warmup_frac=0.2, progress=False)
+    base = {
+        "batch_size": BATCH,
+        "seq_len": SEQ,
+        "steps": 6,
+        "lrs": {"rest": 1e-2},
+        "warmup_frac": 0.2,
+        "progress": False,
+    }
     return TrainConfig(**(base | kw))
 
 
 def test_lr_schedule_hand_values():
     # 10 steps, 2 warm-up: 0.5, 1.0, then cosine over steps 2..9 (span 7) down to min 0.1
-    kw = dict(peak=1.0, total_steps=10, warmup_steps=2, min_lr=0.1)
+    kw = {"peak": 1.0, "total_steps": 10, "warmup_steps": 2, "min_lr": 0.1}
     got = [lr_at(s, **kw) for s in range(10)]
     assert got[:3] == pytest.approx([0.5, 1.0, 1.0])
     assert got[9] == pytest.approx(0.1)
     # step 5 is 3/7 of the way: 0.1 + 0.9 * (1 + cos(3 pi / 7)) / 2
     assert got[5] == pytest.approx(0.1 + 0.45 * (1 + math.cos(3 * math.pi / 7)))
-    assert all(a >= b for a, b in zip(got[1:], got[2:]))
+    assert all(a >= b for a, b in itertools.pairwise(got[1:]))
 
 
 def test_trainer_applies_per_group_schedule():
-    cfg = config(lrs={"embed": 0.02, "rest": 0.01}, group_patterns={"embed": r"embed_tokens"}, min_lr=0.001,
-                 steps=5, warmup_frac=0.2)
+    cfg = config(
+        lrs={"embed": 0.02, "rest": 0.01},
+        group_patterns={"embed": r"embed_tokens"},
+        min_lr=0.001,
+        steps=5,
+        warmup_frac=0.2,
+    )
     history = train(tiny_model(), tiny_batches(), causal_lm_loss, cfg)
     for record in history.train:
         s = record["step"] - 1
@@ -117,19 +137,35 @@ def _kill_at(k):
 def test_resume_after_kill_is_bit_identical(tmp_path):
     """Dropout (torch RNG), shuffled data and AdamW state must all be restored exactly."""
     cfg = config(steps=7, checkpoint_every_steps=2, eval_every_tokens=2 * BATCH * SEQ)
-    evaluate = lambda m: {"w0": m.lm_head.weight[0, 0].item()}  # noqa: E731
+    evaluate = lambda m: {"w0": m.lm_head.weight[0, 0].item()}
     straight = tiny_model(dropout=0.3)
-    h_straight = train(straight, tiny_batches(), causal_lm_loss, config(**(cfg.to_dict() | {"out_dir": None})),
-                       evaluate=evaluate)
+    h_straight = train(
+        straight,
+        tiny_batches(),
+        causal_lm_loss,
+        config(**(cfg.to_dict() | {"out_dir": None})),
+        evaluate=evaluate,
+    )
 
     out = tmp_path / "run"
     killed = tiny_model(dropout=0.3)
     with pytest.raises(Killed):
-        train(killed, tiny_batches(), causal_lm_loss, config(**(cfg.to_dict() | {"out_dir": str(out)})),
-              evaluate=evaluate, callbacks=[_kill_at(5)])
+        train(
+            killed,
+            tiny_batches(),
+            causal_lm_loss,
+            config(**(cfg.to_dict() | {"out_dir": str(out)})),
+            evaluate=evaluate,
+            callbacks=[_kill_at(5)],
+        )
     resumed = tiny_model(dropout=0.3, seed=99)  # different init: everything must come from the checkpoint
-    h_resumed = train(resumed, tiny_batches(), causal_lm_loss, config(**(cfg.to_dict() | {"out_dir": str(out)})),
-                      evaluate=evaluate)
+    h_resumed = train(
+        resumed,
+        tiny_batches(),
+        causal_lm_loss,
+        config(**(cfg.to_dict() | {"out_dir": str(out)})),
+        evaluate=evaluate,
+    )
     for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
         assert torch.equal(a, b)
     assert [r["loss"] for r in h_resumed.train] == [r["loss"] for r in h_straight.train]

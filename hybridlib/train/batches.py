@@ -3,7 +3,8 @@ and the per-rank / per-micro-batch slicing of one batch."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -21,7 +22,9 @@ class PackedBatches:
         if rows.ndim != 2:
             raise ValueError(f"rows must be [N, seq_len], got shape {tuple(rows.shape)}")
         if not 1 <= batch_size <= rows.shape[0]:
-            raise ValueError(f"batch_size must be in [1, {rows.shape[0]}] (the number of rows), got {batch_size}")
+            raise ValueError(
+                f"batch_size must be in [1, {rows.shape[0]}] (the number of rows), got {batch_size}"
+            )
         self.rows, self.batch_size, self.seed = rows, batch_size, seed
         self._order: tuple[int, torch.Tensor] | None = None
 

@@ -58,8 +58,13 @@ def save_checkpoint(
     model_state, optim_state = get_state_dict(model, optimizer, options=_FULL)
     rngs = gather_objects(rng_state(), world)
     if world.is_main:
-        state = {"model": model_state, "optimizer": optim_state, "scheduler": scheduler.state_dict(),
-                 "rng": rngs, **progress}
+        state = {
+            "model": model_state,
+            "optimizer": optim_state,
+            "scheduler": scheduler.state_dict(),
+            "rng": rngs,
+            **progress,
+        }
         with atomic_path(Path(out_dir) / CHECKPOINT_NAME) as tmp:
             torch.save(state, tmp)
     barrier(world)
@@ -79,9 +84,16 @@ def load_checkpoint(
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
     if len(state["rng"]) != world.size:
-        raise ValueError(f"{path} was written by {len(state['rng'])} ranks; this run has world_size={world.size}")
-    set_state_dict(model, optimizer, model_state_dict=state.pop("model"), optim_state_dict=state.pop("optimizer"),
-                   options=StateDictOptions(full_state_dict=True))
+        raise ValueError(
+            f"{path} was written by {len(state['rng'])} ranks; this run has world_size={world.size}"
+        )
+    set_state_dict(
+        model,
+        optimizer,
+        model_state_dict=state.pop("model"),
+        optim_state_dict=state.pop("optimizer"),
+        options=StateDictOptions(full_state_dict=True),
+    )
     scheduler.load_state_dict(state.pop("scheduler"))
     set_rng_state(state.pop("rng")[world.rank])
     return state

@@ -47,7 +47,9 @@ def wrap(model: nn.Module, world: World, strategy: str) -> nn.Module:
     if world.size == 1:
         return model
     if strategy == "ddp":
-        return nn.parallel.DistributedDataParallel(model, device_ids=[world.device] if world.device.type == "cuda" else None)
+        return nn.parallel.DistributedDataParallel(
+            model, device_ids=[world.device] if world.device.type == "cuda" else None
+        )
     from torch.distributed.fsdp import fully_shard
 
     layer_classes = set(getattr(model, "_no_split_modules", None) or ())

@@ -67,12 +67,23 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
     return torch.optim.AdamW(groups, betas=config.betas)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, config: TrainConfig
+) -> torch.optim.lr_scheduler.LambdaLR:
     """Per-group ``lr_at`` schedule (each group keeps its own peak, all end at ``config.min_lr``)."""
 
     def factor(peak: float):
-        return lambda step: lr_at(
-            step, peak=peak, total_steps=config.total_steps, warmup_steps=config.warmup_steps, min_lr=config.min_lr
-        ) / peak if peak > 0 else 0.0
+        return lambda step: (
+            lr_at(
+                step,
+                peak=peak,
+                total_steps=config.total_steps,
+                warmup_steps=config.warmup_steps,
+                min_lr=config.min_lr,
+            )
+            / peak
+            if peak > 0
+            else 0.0
+        )
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, [factor(g["lr"]) for g in optimizer.param_groups])

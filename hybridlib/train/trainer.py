@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -61,27 +62,41 @@ def _grad_sync(runner: nn.Module, model: nn.Module, sync: bool) -> contextlib.Ab
 def _check_batch(batch: Batch, config: TrainConfig, step: int) -> None:
     shape = (batch_rows(batch), batch["input_ids"].shape[1])
     if shape != (config.batch_size, config.seq_len):
-        raise ValueError(f"batches[{step}] has shape {shape}; config says (batch_size, seq_len) = "
-                         f"{(config.batch_size, config.seq_len)}")
+        raise ValueError(
+            f"batches[{step}] has shape {shape}; config says (batch_size, seq_len) = "
+            f"{(config.batch_size, config.seq_len)}"
+        )
 
 
-def _step(runner: nn.Module, model: nn.Module, batch: Batch, loss_fn: LossFn, optimizer: torch.optim.Optimizer,
-          config: TrainConfig, world: World) -> tuple[float, float]:
+def _step(
+    runner: nn.Module,
+    model: nn.Module,
+    batch: Batch,
+    loss_fn: LossFn,
+    optimizer: torch.optim.Optimizer,
+    config: TrainConfig,
+    world: World,
+) -> tuple[float, float]:
     """One optimizer update on one global batch; returns (mean loss over ranks, gradient norm)."""
     parts = list(micro_batches(batch, world.rank, world.size, config.micro_batch_size))
     total = torch.zeros((), device=world.device)
     for i, part in enumerate(parts):
-        with _grad_sync(runner, model, i == len(parts) - 1), torch.autocast(
-            world.device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"
+        with (
+            _grad_sync(runner, model, i == len(parts) - 1),
+            torch.autocast(world.device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"),
         ):
             loss = loss_fn(runner, _to(part, world.device)) / len(parts)
         loss.backward()
         total += loss.detach().float()
     max_norm = config.max_grad_norm if config.max_grad_norm is not None else math.inf
-    grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm)
+    grad_norm = torch.nn.utils.clip_grad_norm_(
+        [p for p in model.parameters() if p.grad is not None], max_norm
+    )
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return mean_over_ranks(total, world).item(), float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
+    return mean_over_ranks(total, world).item(), float(
+        grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+    )
 
 
 def _evaluate(model: nn.Module, evaluate: Evaluate) -> dict[str, float]:
@@ -100,9 +115,13 @@ def _resume(config: TrainConfig, model, optimizer, scheduler, world: World) -> t
     state = load_checkpoint(config.out_dir, model, optimizer, scheduler, world)
     if state is None:
         return 0, fresh
-    changed = sorted(k for k, v in config.to_dict().items() if k not in _RESUME_FREE and state["config"].get(k) != v)
+    changed = sorted(
+        k for k, v in config.to_dict().items() if k not in _RESUME_FREE and state["config"].get(k) != v
+    )
     if changed:
-        raise ValueError(f"{config.out_dir} holds a run with different settings {changed}; use another out_dir")
+        raise ValueError(
+            f"{config.out_dir} holds a run with different settings {changed}; use another out_dir"
+        )
     return state["step"], History(**state["history"])
 
 
@@ -133,8 +152,14 @@ def train(
     step, history = _resume(config, model, optimizer, scheduler, world)
     tps = config.tokens_per_step
     history_path = Path(config.out_dir) / "history.json" if config.out_dir else None
-    bar = tqdm(total=config.total_steps * tps, initial=step * tps, unit="tok", unit_scale=True,
-               disable=not (config.progress and world.is_main), dynamic_ncols=True)
+    bar = tqdm(
+        total=config.total_steps * tps,
+        initial=step * tps,
+        unit="tok",
+        unit_scale=True,
+        disable=not (config.progress and world.is_main),
+        dynamic_ncols=True,
+    )
     while step < config.total_steps:
         start = time.perf_counter()
         batch = batches[step]
@@ -144,8 +169,16 @@ def train(
         scheduler.step()
         step += 1
         speed = tps / (time.perf_counter() - start)
-        history.train.append({"step": step, "tokens": step * tps, "loss": loss, "grad_norm": grad_norm,
-                              "lr": lrs, "tokens_per_s": speed})
+        history.train.append(
+            {
+                "step": step,
+                "tokens": step * tps,
+                "loss": loss,
+                "grad_norm": grad_norm,
+                "lr": lrs,
+                "tokens_per_s": speed,
+            }
+        )
         bar.update(tps)
         bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{speed:,.0f}")
         every = config.eval_every_tokens
@@ -154,11 +187,19 @@ def train(
             history.evals.append({"step": step, "tokens": step * tps, **_evaluate(model, evaluate)})
         for callback in callbacks:
             callback(step, history)
-        if config.out_dir and config.checkpoint_every_steps and (
-            step % config.checkpoint_every_steps == 0 or step == config.total_steps
+        if (
+            config.out_dir
+            and config.checkpoint_every_steps
+            and (step % config.checkpoint_every_steps == 0 or step == config.total_steps)
         ):
-            save_checkpoint(config.out_dir, model, optimizer, scheduler, world,
-                            {"step": step, "history": asdict(history), "config": config.to_dict()})
+            save_checkpoint(
+                config.out_dir,
+                model,
+                optimizer,
+                scheduler,
+                world,
+                {"step": step, "history": asdict(history), "config": config.to_dict()},
+            )
         if history_path and world.is_main and (due or step == config.total_steps):
             history.save(history_path)
     bar.close()

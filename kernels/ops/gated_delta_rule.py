@@ -16,6 +16,8 @@ with ``a_t = exp(g_t)`` (decay, ``g_t <= 0``) and ``b_t = beta_t`` in (0, 1). Pa
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 
@@ -143,6 +145,7 @@ def _resolve_impl(impl: str, device: torch.device, dtype: torch.dtype, chunk_siz
     return "fla"
 
 
+@functools.cache
 def _import_fla():
     """Import fla's gated delta rule kernels (lazily: Triton cannot run on CPU)."""
     try:

@@ -1,0 +1,445 @@
+"""Layout distillation (PAPERS.md A, Finding 7): convert a full-attention teacher into a hybrid with a given
+FA layout (Algorithm 1, :func:`hybridlib.convert.convert_to_hybrid`) and train every student parameter with
+forward KL to the frozen teacher through the generic trainer.
+
+``distill_layout(teacher, layout, ...)`` returns a :class:`DistillRun` (learning curve, speed, MFU) and caches
+the trained student under ``cache_dir("students", <key>)``; the key hashes every setting that changes the
+result (teacher identity = its weight files, the FA layer set, the recipe, the data seed, this code), so the
+SoftCKA chapters get the same students with :func:`load_student`, and layouts that coincide on a shallow
+teacher (e.g. sandwich = endpoint spread on 6 layers) share one student. A killed run resumes from its
+trainer checkpoint. Schedule: linear warm-up over 3% of the steps, cosine to ``MIN_LR_RATIO * lr_rest``
+(the paper: 1e-5 = lr_rest / 2). Model-initialisation and trainer seeds are fixed; ``data_seed`` orders the
+data; validation / test documents are the corpus' fixed held-out chapters (independent of the seed).
+
+Learning rates per teacher (:data:`RECIPES`) keep the paper's recurrent : rest ratio 7e-5 : 2e-5 (3.5 : 1)
+and scale the peak up for small models and short runs; DESIGN.md 8 reports a GDN rate of 1e-3 diverging on
+SmolLM2-135M, so that teacher's recurrent peak stays at 7e-4. ``RECIPES`` documents each choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import re
+import shutil
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+
+from hybridlib import convert, losses, metrics
+from hybridlib.atomic import write_json
+from hybridlib.convert import MIXERS, convert_to_hybrid, load_hybrid
+from hybridlib.data.corpus import heldout_documents, training_corpus
+from hybridlib.data.tokenizers import tokenizer_fingerprint
+from hybridlib.layouts import LAYOUT_NAMES, Layout
+from hybridlib.models import describe, encode, load
+from hybridlib.paths import cache_dir
+from hybridlib.train import PackedBatches, TrainConfig, distillation_loss, train
+from hybridlib.train import trainer as _trainer
+
+PRECISIONS = ("fp32", "bf16")
+PEAK_BF16_FLOPS = 694e12  # measured bf16 matmul ceiling of one H200 (DESIGN.md 5)
+MIN_LR_RATIO = 0.5  # cosine floor = 0.5 * lr_rest (the paper: 1e-5 with lr_rest 2e-5)
+WARMUP_FRAC = 0.03
+MODEL_SEED = 0  # conversion (new GDN parameters) and trainer seed; only the data order varies
+RECURRENT_PATTERN = re.escape(".self_attn.gdn.")  # the same parameters as convert.is_recurrent_parameter
+_VERSION = 1  # bump when the recipe in this file changes meaning
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Per-teacher defaults. Tokens and lengths in tokens; learning rates are peaks of the two groups."""
+
+    fa_fraction: float
+    train_tokens: int
+    seq_len: int
+    batch_size: int
+    lr_recurrent: float
+    lr_rest: float
+    eval_every_tokens: int
+    val_docs_per_language: int
+    tau: float = 1.0
+    note: str = ""
+
+
+RECIPES: dict[str, Recipe] = {
+    # 6 layers, d=256, 5M parameters, ~0.2M tokens: 30x the paper's peaks (a short run on a tiny model).
+    "tiny-teacher": Recipe(0.25, 196_608, 128, 8, 2.1e-3, 6e-4, 16_384, 2,
+                           note="30x the paper's lrs, ratio 3.5:1; stable for every layout on CPU"),
+    # 30 layers, 135M parameters, a few M tokens: 10x the paper's peaks, GDN below the 1e-3 that diverged.
+    "smollm2-135m": Recipe(0.25, 4_194_304, 512, 32, 7e-4, 2e-4, 262_144, 4,
+                           note="10x the paper's lrs; GDN 1e-3 diverged (DESIGN.md 8)"),
+    "gemma3-270m": Recipe(0.25, 4_194_304, 512, 32, 3.5e-4, 1e-4, 262_144, 4,
+                          note="5x the paper's lrs: wider model, 262k vocabulary"),
+    "qwen3-4b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, note="the paper's"),
+    "granite-4.1-3b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000,
+                                  note="the paper's"),
+}
+
+
+def recipe(teacher_name: str) -> Recipe:
+    """The defaults for ``teacher_name``; an unknown teacher raises naming the known ones."""
+    if teacher_name not in RECIPES:
+        raise ValueError(f"teacher_name={teacher_name!r} has no distillation recipe; allowed: {sorted(RECIPES)}")
+    return RECIPES[teacher_name]
+
+
+def fa_count(n_layers: int, fa_fraction: float) -> int:
+    """FA layers kept: ``fa_fraction * n_layers`` rounded half up, at least 1 (30 x 0.25 -> 8, 6 x 0.25 -> 2)."""
+    if not 0 < fa_fraction <= 1:
+        raise ValueError(f"fa_fraction must be in (0, 1], got {fa_fraction!r}")
+    return max(1, math.floor(fa_fraction * n_layers + 0.5))
+
+
+@dataclass(frozen=True)
+class DistillSettings:
+    """Everything that determines a trained student; :meth:`key` is its content hash."""
+
+    teacher_name: str
+    teacher_identity: str
+    fa_layers: tuple[int, ...]
+    mixer: str
+    train_tokens: int
+    seq_len: int
+    batch_size: int
+    lr_recurrent: float
+    lr_rest: float
+    tau: float
+    data_seed: int
+    eval_every_tokens: int
+    val_docs_per_language: int
+    languages: tuple[str, ...] | None
+    precision: str
+
+    def key(self) -> str:
+        payload = json.dumps([_VERSION, _code_version(), asdict(self)], sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+@dataclass
+class DistillRun:
+    """A finished distillation. ``evals``: one record per validation (tokens, ce, kl, ce_teacher, delta,
+    ``ce_by_lang``, ``kl_by_lang``; nats/token), the first at 0 tokens (the converted, untrained student).
+    ``tokens_per_s``: median over steps; ``mfu``: model FLOPs utilisation vs :data:`PEAK_BF16_FLOPS` (CUDA only),
+    counting ``6 N_student + 2 N_teacher`` FLOPs a token (N = non-embedding parameters + LM head)."""
+
+    key: str
+    path: str
+    layout_name: str
+    pattern: str
+    settings: dict[str, Any]
+    evals: list[dict[str, Any]]
+    train_loss: list[tuple[int, float]]
+    grad_norm_max: float
+    tokens_trained: int
+    tokens_per_s: float
+    flops_per_token: float
+    mfu: float | None
+    cpu_s_per_1m_tokens: float
+    wall_s: float
+    device: str
+    teacher_compiled: bool
+    n_params: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The layout name, with the mixer for non-GDN students (``standard_periodic+swa``)."""
+        mixer = self.settings["mixer"]
+        return self.layout_name if mixer == "gdn" else f"{self.layout_name}+{mixer}"
+
+    def curve(self, metric: str = "ce") -> pd.Series:
+        """Validation ``metric`` (``ce``, ``kl``, ``delta``) indexed by training tokens (> 0)."""
+        points = {e["tokens"]: e[metric] for e in self.evals if e["tokens"] > 0}
+        return pd.Series(points, name=self.label, dtype=float).rename_axis("tokens")
+
+    def final(self, metric: str = "ce") -> float:
+        return float(self.evals[-1][metric])
+
+    def load_model(self, device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> PreTrainedModel:
+        """The trained student (eval mode) rebuilt from its cache folder."""
+        return load_hybrid(Path(self.path) / "student", dtype=dtype).to(device)
+
+    def save(self) -> None:
+        write_json(Path(self.path) / "run.json", asdict(self))
+
+    @classmethod
+    def read(cls, path: str | Path) -> DistillRun:
+        record = json.loads((Path(path) / "run.json").read_text(encoding="utf-8"))
+        return cls(**record)
+
+
+def _code_version() -> str:
+    """Hash of the sources a student depends on (this module, the converter, losses, trainer, GDN layer)."""
+    import kernels.layers.gated_deltanet as gdn
+    from hybridlib.train import objectives, optim
+
+    h = hashlib.sha256()
+    for module in (inspect.getmodule(_code_version), convert, losses, _trainer, objectives, optim, gdn):
+        h.update(inspect.getsource(module).encode())
+    return h.hexdigest()[:16]
+
+
+def teacher_identity(model: PreTrainedModel) -> str:
+    """Content hash of a loaded teacher: its folder's config and weight files (or its hub id and revision)."""
+    source = Path(str(model.name_or_path))
+    h = hashlib.sha256()
+    if source.is_dir():
+        for path in sorted(source.glob("*.json")) + sorted(source.glob("*.safetensors")):
+            h.update(path.name.encode())
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 24):
+                    h.update(chunk)
+    else:
+        h.update(f"{model.name_or_path}@{getattr(model.config, '_commit_hash', None)}".encode())
+    return h.hexdigest()[:20]
+
+
+def start_token(tokenizer: Any, card: Any) -> int | None:
+    """The id ``models.encode`` puts before every text (so corpus rows start like held-out documents), or None."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = encode(tokenizer, "a", card)
+    return full[0] if len(full) == len(plain) + 1 else None
+
+
+def heldout_ids(
+    tokenizer: Any, card: Any, split: str, languages: Sequence[str] | None, per_language: int, max_length: int
+) -> list[dict[str, Any]]:
+    """Held-out chapters as ``{lang, doc_id, input_ids}`` (cut to ``max_length`` tokens), cached as JSON.
+
+    The cache (``cache_dir("heldout")``) lets a machine without the Bible database run on prepared ids.
+    """
+    key = hashlib.sha256(json.dumps([tokenizer_fingerprint(tokenizer), card.bos_policy, card.bos_id, split,
+                                     list(languages or []), per_language, max_length]).encode()).hexdigest()[:20]
+    path = cache_dir("heldout") / f"{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    docs = heldout_documents(split, languages, per_language=per_language)
+    records = [{"lang": lang, "doc_id": doc, "input_ids": encode(tokenizer, text, card)[:max_length]}
+               for lang, doc, text in zip(docs["lang"], docs["doc_id"], docs["text"])]
+    write_json(path, records)
+    return records
+
+
+def matmul_params(model: nn.Module) -> int:
+    """N for FLOP counting: parameters outside the input embedding, plus the LM head even when tied."""
+    embed, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    total = sum(p.numel() for p in model.parameters()) - embed.numel()
+    return total + (head.numel() if head.data_ptr() == embed.data_ptr() else 0)
+
+
+def scores_summary(frame: pd.DataFrame) -> dict[str, Any]:
+    """Pooled (token-weighted) ce, ce_teacher, kl, delta and per-language ce / kl of an ``evaluate_pair`` frame."""
+    w = frame["tokens"] / frame["tokens"].sum()
+    by_lang = metrics.per_language(frame)
+    return {"ce": float((frame["ce_student"] * w).sum()), "ce_teacher": float((frame["ce_teacher"] * w).sum()),
+            "kl": float((frame["kl"] * w).sum()), "delta": metrics.ce_gap(frame),
+            "ce_by_lang": by_lang["ce_student"].round(6).to_dict(), "kl_by_lang": by_lang["kl"].round(6).to_dict()}
+
+
+def _autocast(device: torch.device, precision: str):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def _resolve_device(device: str | torch.device | None, precision: str | None) -> tuple[torch.device, str]:
+    device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    precision = precision or ("bf16" if device.type == "cuda" else "fp32")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} is not allowed; choose one of {PRECISIONS}")
+    return device, precision
+
+
+def _compiled_teacher(teacher: nn.Module, example: torch.Tensor, device: torch.device, precision: str) -> tuple[nn.Module, bool]:
+    """``torch.compile(teacher)`` on CUDA if one forward on ``example`` works, else the eager teacher."""
+    if device.type != "cuda":
+        return teacher, False
+    compiled = torch.compile(teacher)
+    try:
+        with torch.no_grad(), _autocast(device, precision):
+            compiled(input_ids=example.to(device))
+    except Exception as err:  # noqa: BLE001 - any compiler failure falls back to the eager teacher
+        warnings.warn(f"torch.compile of the teacher failed ({type(err).__name__}: {err}); running it eagerly")
+        return teacher, False
+    return compiled, True
+
+
+def _layout(teacher: PreTrainedModel, layout_name: str, fa_fraction: float) -> Layout:
+    if layout_name not in LAYOUT_NAMES:
+        raise ValueError(f"layout_name={layout_name!r} is not allowed; choose one of {LAYOUT_NAMES}")
+    n_layers = teacher.config.num_hidden_layers
+    return Layout.from_name(layout_name, n_layers, fa_count(n_layers, fa_fraction))
+
+
+def _check_args(mixer: str, data_seed: int, values: dict[str, Any]) -> None:
+    if mixer not in MIXERS:
+        raise ValueError(f"mixer={mixer!r} is not allowed; choose one of {MIXERS}")
+    if not isinstance(data_seed, int) or data_seed < 0:
+        raise ValueError(f"data_seed must be an integer >= 0, got {data_seed!r}")
+    for name in ("train_tokens", "seq_len", "batch_size", "eval_every_tokens", "val_docs_per_language"):
+        if not isinstance(values[name], int) or values[name] < 1:
+            raise ValueError(f"{name} must be a positive integer, got {values[name]!r}")
+    for name in ("lr_recurrent", "lr_rest", "tau"):
+        if not values[name] > 0:
+            raise ValueError(f"{name} must be > 0, got {values[name]!r}")
+
+
+def distill_layout(
+    teacher_name: str,
+    layout_name: str,
+    *,
+    mixer: str = "gdn",
+    fa_fraction: float | None = None,
+    train_tokens: int | None = None,
+    seq_len: int | None = None,
+    batch_size: int | None = None,
+    lr_recurrent: float | None = None,
+    lr_rest: float | None = None,
+    tau: float | None = None,
+    data_seed: int = 0,
+    eval_every_tokens: int | None = None,
+    val_docs_per_language: int | None = None,
+    languages: Sequence[str] | None = None,
+    device: str | torch.device | None = None,
+    precision: str | None = None,
+    teacher_path: str | Path | None = None,
+    progress: bool = True,
+) -> DistillRun:
+    """Distil ``teacher_name`` (registry name; ``teacher_path`` = a local folder instead) into the hybrid
+    ``layout_name`` with ``mixer`` ("gdn" or "swa") in the non-FA layers; cached, resumable.
+
+    ``None`` arguments take :data:`RECIPES` values; ``languages`` (Bible codes) default to all 22;
+    ``device`` defaults to CUDA when visible; ``precision`` "bf16" (CUDA default: autocast, teacher in bf16)
+    or "fp32". ``device``, ``teacher_path`` and ``progress`` do not enter the cache key.
+    """
+    r = recipe(teacher_name)
+    values = {k: v if v is not None else getattr(r, k) for k, v in {
+        "fa_fraction": fa_fraction, "train_tokens": train_tokens, "seq_len": seq_len, "batch_size": batch_size,
+        "lr_recurrent": lr_recurrent, "lr_rest": lr_rest, "tau": tau, "eval_every_tokens": eval_every_tokens,
+        "val_docs_per_language": val_docs_per_language}.items()}
+    _check_args(mixer, data_seed, values)
+    device, precision = _resolve_device(device, precision)
+    teacher, tokenizer = load(teacher_name, path=teacher_path)
+    layout = _layout(teacher, layout_name, values.pop("fa_fraction"))
+    settings = DistillSettings(teacher_name=teacher_name, teacher_identity=teacher_identity(teacher),
+                               fa_layers=layout.fa_layers, mixer=mixer, data_seed=data_seed,
+                               languages=tuple(languages) if languages else None, precision=precision, **values)
+    folder = cache_dir("students", settings.key())
+    if (folder / "run.json").is_file():
+        return replace(DistillRun.read(folder), layout_name=layout_name)
+    card = describe(teacher_name, path=teacher_path)
+    run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress)
+    run.save()
+    shutil.rmtree(folder / "train", ignore_errors=True)  # the checkpoint (with optimizer state) is no longer needed
+    return replace(DistillRun.read(folder), layout_name=layout_name)  # as a later cache hit returns it
+
+
+def load_student(teacher_name: str, layout_name: str, *, device: str | torch.device = "cpu",
+                 **kwargs: Any) -> PreTrainedModel:
+    """The student ``distill_layout(teacher_name, layout_name, **kwargs)`` caches (trained first if absent)."""
+    return distill_layout(teacher_name, layout_name, **kwargs).load_model(device)
+
+
+def _corpus_batches(tokenizer: Any, card: Any, s: DistillSettings, steps: int) -> PackedBatches:
+    corpus = training_corpus(tokenizer, tokens=steps * s.batch_size * s.seq_len, seq_len=s.seq_len,
+                             languages=s.languages, seed=s.data_seed, bos_token_id=start_token(tokenizer, card))
+    return PackedBatches.from_dataset(corpus, s.batch_size, seed=s.data_seed)
+
+
+def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout, s: DistillSettings,
+             folder: Path, device: torch.device, progress: bool) -> DistillRun:
+    student = convert_to_hybrid(teacher, layout, s.mixer, seed=MODEL_SEED).to(device)
+    teacher = teacher.to(device, torch.bfloat16 if s.precision == "bf16" else torch.float32)
+    config = TrainConfig(
+        batch_size=s.batch_size, seq_len=s.seq_len, total_tokens=s.train_tokens,
+        lrs={"recurrent": s.lr_recurrent, "rest": s.lr_rest}, group_patterns={"recurrent": RECURRENT_PATTERN},
+        warmup_frac=WARMUP_FRAC, min_lr=MIN_LR_RATIO * min(s.lr_rest, s.lr_recurrent), precision=s.precision,
+        eval_every_tokens=s.eval_every_tokens, seed=MODEL_SEED, out_dir=str(folder / "train"),
+        checkpoint_every_steps=max(1, s.eval_every_tokens // (s.batch_size * s.seq_len)), progress=progress)
+    batches = _corpus_batches(tokenizer, card, s, config.total_steps)
+    val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)
+    evaluate = _Validator(teacher, val_docs, device, s.precision)
+    initial = _initial_eval(folder / "train" / "initial.json", student, evaluate)
+    loss_teacher, compiled = _compiled_teacher(teacher, batches[0]["input_ids"], device, s.precision)
+    steps_here: list[int] = []  # steps trained by this process (a resumed run did the others before)
+    cpu0, wall0, eval_cpu0 = time.process_time(), time.perf_counter(), evaluate.cpu_s
+    history = train(student, batches, distillation_loss(loss_teacher, s.tau), config, evaluate=evaluate,
+                    callbacks=[_stop_if_diverged, lambda step, _: steps_here.append(step)])
+    cpu = time.process_time() - cpu0 - (evaluate.cpu_s - eval_cpu0)
+    wall = time.perf_counter() - wall0
+    student.save_pretrained(folder / "student")
+    tokens_per_s = float(pd.Series([r["tokens_per_s"] for r in history.train[1:] or history.train]).median())
+    flops = 6 * matmul_params(student) + 2 * matmul_params(teacher)
+    return DistillRun(
+        key=s.key(), path=str(folder), layout_name=layout.name, pattern=layout.pattern(), settings=asdict(s),
+        evals=[{"step": 0, "tokens": 0, **initial}, *history.evals],
+        train_loss=[(r["tokens"], r["loss"]) for r in history.train],
+        grad_norm_max=max(r["grad_norm"] for r in history.train), tokens_trained=history.train[-1]["tokens"],
+        tokens_per_s=tokens_per_s, flops_per_token=float(flops),
+        mfu=tokens_per_s * flops / PEAK_BF16_FLOPS if device.type == "cuda" else None,
+        cpu_s_per_1m_tokens=cpu / (max(1, len(steps_here)) * config.tokens_per_step) * 1e6, wall_s=wall,
+        device=str(torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
+        teacher_compiled=compiled,
+        n_params={"student": sum(p.numel() for p in student.parameters()), "student_matmul": matmul_params(student),
+                  "teacher_matmul": matmul_params(teacher)},
+    )
+
+
+class _Validator:
+    """``evaluate(student)`` for the trainer: pooled and per-language validation scores vs the teacher;
+    ``cpu_s`` accumulates the CPU time spent (so training speed can exclude it)."""
+
+    def __init__(self, teacher: nn.Module, docs: list[dict[str, Any]], device: torch.device, precision: str):
+        self.teacher, self.docs, self.device, self.precision = teacher, docs, device, precision
+        self.cpu_s = 0.0
+
+    def __call__(self, student: nn.Module) -> dict[str, Any]:
+        start = time.process_time()
+        with _autocast(self.device, self.precision):
+            frame = metrics.evaluate_pair(student, self.teacher, self.docs, batch_size=8, device=self.device)
+        self.cpu_s += time.process_time() - start
+        return scores_summary(frame)
+
+
+def _initial_eval(path: Path, student: nn.Module, evaluate: Callable) -> dict[str, Any]:
+    """Validation of the untrained student, kept beside the checkpoint so a resumed run reuses it."""
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    student.eval()
+    with torch.no_grad():
+        result = evaluate(student)
+    write_json(path, result)
+    return result
+
+
+def _stop_if_diverged(step: int, history: _trainer.History) -> None:
+    loss = history.train[-1]["loss"]
+    if not math.isfinite(loss):
+        raise FloatingPointError(f"distillation diverged at step {step} (loss {loss}); lower lr_recurrent / lr_rest")
+
+
+def heldout_scores(run: DistillRun, per_language: int, split: str = "test", *,
+                   device: str | torch.device | None = None, teacher_path: str | Path | None = None) -> pd.DataFrame:
+    """``evaluate_pair`` frame of the trained student vs its teacher on the first ``per_language`` held-out
+    chapters of ``split`` per language (cut to the run's seq_len); cached in the student's folder."""
+    path = Path(run.path) / f"{split}-{per_language}.json"
+    if path.is_file():
+        return pd.read_json(path, orient="records")
+    s = run.settings
+    device, precision = _resolve_device(device, s["precision"])
+    teacher, tokenizer = load(s["teacher_name"], path=teacher_path)
+    card = describe(s["teacher_name"], path=teacher_path)
+    docs = heldout_ids(tokenizer, card, split, s["languages"], per_language, s["seq_len"])
+    teacher.to(device, torch.bfloat16 if precision == "bf16" else torch.float32)
+    with _autocast(device, precision):
+        frame = metrics.evaluate_pair(run.load_model(device), teacher, docs, batch_size=8, device=device)
+    write_json(path, frame.to_dict("records"))
+    return frame

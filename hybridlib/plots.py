@@ -1,0 +1,49 @@
+"""Seaborn figure helpers shared by the chapters (each returns the matplotlib Figure it drew)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+
+def _require(frame: pd.DataFrame, columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame lacks column(s) {missing}; it has {list(frame.columns)}")
+
+
+def heatmap(table: pd.DataFrame, title: str, fmt: str = ".1f", cmap: str = "rocket_r", center: float | None = None,
+            size: tuple[float, float] = (9, 5)) -> Figure:
+    """Annotated heat map of a wide ``table`` (rows x columns as laid out)."""
+    fig, ax = plt.subplots(figsize=size)
+    sns.heatmap(table, annot=True, fmt=fmt, cmap=cmap, center=center, ax=ax, cbar_kws={"shrink": 0.8})
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def lines_vs_context(frame: pd.DataFrame, x: str, y: str, hue: str, title: str, col: str | None = None,
+                     style: str | None = None, logx: bool = True, logy: bool = False, ylabel: str | None = None,
+                     hlines: dict[str, float] | None = None) -> Figure:
+    """Line plot of ``y`` against context ``x`` per ``hue`` (optionally faceted by ``col``), log-x by default.
+
+    ``hlines`` draws labelled horizontal reference lines (e.g. card capacities) on every facet.
+    """
+    _require(frame, [c for c in (x, y, hue, col, style) if c])
+    grid = sns.relplot(data=frame, x=x, y=y, hue=hue, col=col, style=style, kind="line", marker="o",
+                       height=3.6, aspect=1.25, facet_kws={"sharey": False})
+    for ax in grid.axes.flat:
+        if logx:
+            ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        for label, value in (hlines or {}).items():
+            ax.axhline(value, color="grey", lw=0.8, ls="--")
+            ax.text(ax.get_xlim()[0], value, f" {label}", va="bottom", fontsize=8, color="grey")
+        ax.set_ylabel(ylabel or y)
+    grid.figure.suptitle(title, y=1.03)
+    return grid.figure

@@ -1,0 +1,185 @@
+"""Layout distillation: KL falls, the student cache, resume wiring, and the chapter's analysis helpers."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+import hybridlib.distill as distill
+from hybridlib import distill_report as report
+from hybridlib.convert import is_recurrent_parameter
+from hybridlib.models.tiny import TinySpec, train_tokenizer
+
+LANGS = ("eng", "fra")
+ARGS = dict(fa_fraction=0.25, train_tokens=4 * 32 * 12, seq_len=32, batch_size=4, lr_recurrent=1e-2,
+            lr_rest=3e-3, eval_every_tokens=4 * 32 * 4, val_docs_per_language=1, languages=LANGS,
+            device="cpu", progress=False)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny matrices: one thread avoids the synchronisation cost that dominates on shared cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tmp_path_factory):
+    """A random 4-layer Llama with a 300-token BPE tokenizer trained on English and French chapters."""
+    folder = tmp_path_factory.mktemp("teacher")
+    tokenizer = train_tokenizer(TinySpec(vocab_size=300, tokenizer_chars_per_language=4000, languages=LANGS))
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                         max_position_embeddings=64, tie_word_embeddings=True))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def run(teacher_dir, layout="standard_periodic", **kw):
+    return distill.distill_layout("tiny-teacher", layout, teacher_path=teacher_dir, **(ARGS | kw))
+
+
+def forbid_training(monkeypatch):
+    def fail(*a, **k):
+        raise AssertionError("trained although the student is cached")
+
+    monkeypatch.setattr(distill, "train", fail)
+
+
+def test_distillation_lowers_validation_kl_and_caches(teacher_dir, cache, monkeypatch):
+    runs = {name: run(teacher_dir, name) for name in ("standard_periodic", "reverse_periodic")}
+    assert runs["standard_periodic"].settings["fa_layers"] == [3] and runs["reverse_periodic"].pattern == "A..."
+    for r in runs.values():
+        assert [e["tokens"] for e in r.evals] == [0, 512, 1024, 1536]
+        assert r.final("kl") < 0.8 * r.evals[0]["kl"]
+        assert set(r.evals[-1]["kl_by_lang"]) == set(LANGS)
+        assert r.tokens_per_s > 0 and r.cpu_s_per_1m_tokens > 0 and r.mfu is None
+    forbid_training(monkeypatch)
+    again = run(teacher_dir, "reverse_periodic")
+    assert again.key == runs["reverse_periodic"].key and again.evals == runs["reverse_periodic"].evals
+    a, b = runs["reverse_periodic"].load_model(), again.load_model()
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    with pytest.raises(AssertionError, match="trained although"):
+        run(teacher_dir, "reverse_periodic", data_seed=1)
+
+
+def test_coinciding_layouts_share_one_student(teacher_dir, cache, monkeypatch):
+    first = run(teacher_dir, "reverse_periodic", train_tokens=256)
+    forbid_training(monkeypatch)
+    same = run(teacher_dir, "sandwich", train_tokens=256)  # 4 layers, 1 FA layer: both are [0]
+    assert same.key == first.key and same.layout_name == "sandwich"
+
+
+def test_killed_run_resumes_to_identical_weights(teacher_dir, cache, tmp_path, monkeypatch):
+    straight = run(teacher_dir).load_model()
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path / "other"))
+    real_train = distill.train
+
+    def killed(*args, callbacks=(), **kw):
+        def kill(step, history):
+            if step == 6:  # after the checkpoint at step 4
+                raise KeyboardInterrupt
+
+        return real_train(*args, callbacks=[*callbacks, kill], **kw)
+
+    monkeypatch.setattr(distill, "train", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run(teacher_dir)
+    steps = []
+    monkeypatch.setattr(distill, "train", lambda *a, callbacks=(), **k: real_train(
+        *a, callbacks=[*callbacks, lambda s, h: steps.append(s)], **k))
+    resumed = run(teacher_dir)
+    assert steps == list(range(5, 13))  # continued from the checkpoint, not from scratch
+    for x, y in zip(straight.state_dict().values(), resumed.load_model().state_dict().values()):
+        assert torch.equal(x, y)
+
+
+def test_bad_arguments_name_the_parameter(teacher_dir, cache):
+    with pytest.raises(ValueError, match="layout_name='ring'"):
+        run(teacher_dir, "ring")
+    with pytest.raises(ValueError, match="mixer='mamba'"):
+        run(teacher_dir, mixer="mamba")
+    with pytest.raises(ValueError, match="precision='fp8'"):
+        run(teacher_dir, precision="fp8")
+    with pytest.raises(ValueError, match="teacher_name='gpt2'"):
+        distill.distill_layout("gpt2", "sandwich")
+    with pytest.raises(ValueError, match="fa_fraction"):
+        distill.fa_count(30, 1.5)
+
+
+def test_fa_count_and_recurrent_group():
+    assert [distill.fa_count(n, 0.25) for n in (6, 18, 30, 36, 40)] == [2, 5, 8, 9, 10]
+    for name in ("model.layers.3.self_attn.gdn.q_proj.weight", "model.layers.3.self_attn.q_proj.weight",
+                 "lm_head.weight", "model.layers.1.self_attn.gdn.A_log"):
+        assert bool(distill.re.search(distill.RECURRENT_PATTERN, name)) == is_recurrent_parameter(name)
+
+
+# --- analysis helpers on hand-made numbers ---------------------------------------------------------
+
+
+def fake_run(label, ce, kl, mixer="gdn"):
+    tokens = [0, 100, 200, 400, 800]
+    evals = [{"tokens": t, "ce": c, "kl": k, "delta": c - 1.0} for t, c, k in zip(tokens, ce, kl)]
+    return distill.DistillRun(key=label, path="", layout_name=label, pattern="", settings={"mixer": mixer},
+                              evals=evals, train_loss=[], grad_norm_max=1.0, tokens_trained=800,
+                              tokens_per_s=1.0, flops_per_token=1.0, mfu=None, cpu_s_per_1m_tokens=1.0,
+                              wall_s=1.0, device="cpu", teacher_compiled=False)
+
+
+def test_speedup_table():
+    runs = [fake_run("standard_periodic", [9, 4, 3, 2.5, 2.0], [5, 3, 2, 1.5, 1.0]),
+            fake_run("reverse_periodic", [9, 3, 2.0, 1.8, 1.6], [5, 2, 1, 0.8, 0.6]),
+            fake_run("sandwich", [9, 5, 4, 3, 2.5], [5, 4, 3, 2, 1.5])]
+    table = report.speedup_table(runs)
+    assert table.loc["standard_periodic", "speedup"] == pytest.approx(1.0)
+    assert table.loc["reverse_periodic", "tokens_to_baseline"] == pytest.approx(200.0)
+    assert table.loc["reverse_periodic", "pct_of_training"] == pytest.approx(25.0)
+    assert table.loc["reverse_periodic", "speedup"] == pytest.approx(4.0)
+    assert math.isnan(table.loc["sandwich", "speedup"])
+    long = report.curves(runs)
+    assert len(long) == 12 and set(long.columns) == {"layout", "tokens", "ce", "kl"}
+
+
+def doc_frame(kl_scale, ce_shift, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for lang in ("eng", "rus", "hin"):
+        for d in range(6):
+            ce_t = 2 + rng.random()
+            rows.append((lang, f"d{d}", 50, ce_t + ce_shift + 0.3 * kl_scale, ce_t, kl_scale * (1 + 0.1 * rng.random())))
+    return pd.DataFrame(rows, columns=["lang", "doc_id", "tokens", "ce_student", "ce_teacher", "kl"])
+
+
+def test_relative_kl_and_delta_tables_with_intervals():
+    scores = {"standard_periodic": doc_frame(1.0, 0.1), "reverse_periodic": doc_frame(0.7, 0.05),
+              "sandwich": doc_frame(1.0, 0.1)}
+    table = report.layout_table(scores, n_boot=200)
+    assert table.loc["standard_periodic", "R"] == pytest.approx(1.0)
+    assert table.loc["reverse_periodic", "R"] == pytest.approx(0.7, rel=1e-6)
+    assert table.loc["reverse_periodic", "R_high"] < 1
+    assert table.loc["sandwich", "R"] == pytest.approx(1.0)
+    assert table.loc["reverse_periodic", "delta"] < table.loc["standard_periodic", "delta"]
+    low, high = table.loc["reverse_periodic", ["delta_low", "delta_high"]]
+    assert low <= table.loc["reverse_periodic", "delta"] <= high
+
+
+def test_perplexity_by_script_counts_improved_languages():
+    base = doc_frame(1.0, 0.1)
+    better = base.assign(ce_student=base["ce_student"] - np.where(base["lang"] == "hin", 0.1, -0.01))
+    per_lang, summary = report.perplexity_by_script({"standard_periodic": base, "reverse_periodic": better})
+    assert per_lang.loc[("reverse_periodic", "hin"), "ppl_change_pct"] == pytest.approx(100 * (math.exp(-0.1) - 1))
+    assert per_lang.loc[("reverse_periodic", "hin"), "script"] == "Deva"
+    assert summary.loc["reverse_periodic", "improved"] == "1/3"
