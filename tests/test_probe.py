@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import AutoModelForCausalLM, Gemma3TextConfig, LlamaConfig, PreTrainedTokenizerFast, Qwen3Config
+from transformers import (
+    AutoModelForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    PreTrainedTokenizerFast,
+    Qwen3Config,
+)
 
 from hybridlib import probe
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-WORDS = "the cat sat on a mat dog ran far away".split()
-COMMON = dict(vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
-              num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away"]
+COMMON = {"vocab_size": 16, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 3,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
+          "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 
 
 def _config(kind: str, **extra):
@@ -186,15 +190,20 @@ def test_bad_input_errors():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gemma3-270m", "smollm2-135m"])
-def test_real_model_parallel_pairs_beat_shuffled(name):
+def test_real_model_parallel_pairs_beat_shuffled(name, monkeypatch):
     """8 UDHR articles, English vs Russian: parallel SoftCKA above the shuffled control at most layers."""
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     from hybridlib.data.udhr import load_udhr
     from hybridlib.models import describe, load
     from hybridlib.softcka import derangement, layerwise_soft_cka
 
     model, tok = load(name)
     udhr = load_udhr(["eng", "rus"]).filter(lambda r: r["article"] <= 8)
-    texts = {lang: udhr.filter(lambda r: r["lang"] == lang).sort("article")["text"] for lang in ("eng", "rus")}
+    texts = {lang: [r["text"] for r in sorted(udhr, key=lambda r: r["article"]) if r["lang"] == lang]
+             for lang in ("eng", "rus")}
     bos_id = describe(name).bos_id
     states = {lang: probe.capture(model, tok, t, bos_id=bos_id, progress=False)["attn_in"]
               for lang, t in texts.items()}

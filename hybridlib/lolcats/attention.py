@@ -91,6 +91,7 @@ class LinearizedAttention(nn.Module):
     def forward(self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
                 attention_mask: torch.Tensor | None = None, cache: Cache | None = None, **kwargs
                 ) -> tuple[torch.Tensor, None]:
+        cache = cache if cache is not None else kwargs.pop("past_key_values", None)  # transformers < 5.2x name
         if self.use_softmax:
             return self.attn(hidden_states, position_embeddings=position_embeddings, attention_mask=attention_mask,
                              cache=cache, **kwargs)

@@ -7,6 +7,7 @@ A point that runs out of memory is recorded as ``status="oom"`` with no numbers 
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Sequence
 
@@ -20,12 +21,14 @@ from transformers import DynamicCache
 def decode(model: nn.Module, input_ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
     """Greedy decoding with a cache: prompt ids [B, T] -> generated ids [B, new_tokens]."""
     cache = DynamicCache(config=model.config)
-    logits = model(input_ids=input_ids, cache=cache, use_cache=True).logits[:, -1]
+    params = inspect.signature(type(model).forward).parameters
+    kw = {"cache" if "cache" in params else "past_key_values": cache, "use_cache": True, "logits_to_keep": 1}
+    logits = model(input_ids=input_ids, **kw).logits[:, -1]
     out = []
     for _ in range(new_tokens):
         token = logits.argmax(-1, keepdim=True)
         out.append(token)
-        logits = model(input_ids=token, cache=cache, use_cache=True).logits[:, -1]
+        logits = model(input_ids=token, **kw).logits[:, -1]
     return torch.cat(out, dim=1)
 
 

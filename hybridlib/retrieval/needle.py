@@ -107,7 +107,7 @@ def make_sample(units: Sequence[str], encode: Encode, budget: int, depth: float,
         if n_tokens <= budget or not chosen:
             break
         chosen.pop()  # joined text tokenises a little differently from the sum of its parts
-    needle_token = len(encode(" ".join(before))) if before else n_start
+    needle_token = len(encode(" ".join(before) + " ")) if before else n_start
     depth_found = (needle_token - n_start) / max(n_tokens - n_fixed, 1)
     return NeedleSample(lang, budget, depth, key, value, prompt, ANSWER.format(value=value), n_tokens, needle_token,
                         depth_found, len(chosen))

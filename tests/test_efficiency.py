@@ -1,0 +1,72 @@
+"""Cost model vs hand-computed bytes and a real GDN module; latency fits vs known polynomials."""
+
+import numpy as np
+import pytest
+from torch import nn
+
+from hybridlib import efficiency as eff
+from kernels.layers import GatedDeltaNet
+
+QWEN = eff.shape("qwen3-4b")
+
+
+def test_qwen3_4b_kv_cache_by_hand():
+    # 36 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 bytes (bf16) per token
+    assert QWEN.n_layers * eff.kv_bytes_per_token(QWEN) == 36 * 8 * 128 * 2 * 2 == 147456
+    assert eff.cache_bytes(QWEN, "full-attention", 131072) == 147456 * 131072 == 18 * 2**30
+    # 3:1 hybrid keeps 9 FA layers: a quarter of the KV cache plus 27 constant GDN states
+    state = 32 * 128 * 128 * 4 + 3 * 3 * 32 * 128 * 2  # float32 S per head + 3 conv windows of 3 steps
+    assert eff.gdn_state_bytes(QWEN) == state
+    assert eff.cache_bytes(QWEN, "hybrid-3:1", 1000, batch=2) == 2 * (9 * 8 * 128 * 4 * 1000 + 27 * state)
+    assert eff.cache_bytes(QWEN, "gdn", 10) == eff.cache_bytes(QWEN, "gdn", 10**6) == 36 * state
+
+
+def test_gdn_extra_params_match_real_modules():
+    s = eff.shape("smollm2-135m")
+    gdn = GatedDeltaNet(s.hidden_size, s.n_heads, s.head_dim, s.head_dim, s.conv_size)
+    q, kv = s.n_heads * s.head_dim, s.n_kv_heads * s.head_dim
+    attention = nn.ModuleList([nn.Linear(s.hidden_size, q, bias=False), nn.Linear(s.hidden_size, kv, bias=False),
+                               nn.Linear(s.hidden_size, kv, bias=False), nn.Linear(q, s.hidden_size, bias=False)])
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert eff.gdn_extra_params(s) == count(gdn) - count(attention)
+    assert eff.weight_bytes(s, "gdn") - eff.weight_bytes(s, "full-attention") == 2 * 30 * eff.gdn_extra_params(s)
+
+
+def test_max_context_and_batch_are_the_fitting_boundary():
+    for stack in ("full-attention", "hybrid-3:1"):
+        n = eff.max_context(QWEN, stack, 48.0)
+        budget = 48.0 * eff.GIB * 0.9
+        assert eff.memory_bytes(QWEN, stack, n) <= budget < eff.memory_bytes(QWEN, stack, n + 1)
+        b = eff.max_batch(QWEN, stack, 80.0, 131072)
+        assert eff.memory_bytes(QWEN, stack, 131072, b) <= 80 * eff.GIB * 0.9 < eff.memory_bytes(QWEN, stack, 131072, b + 1)
+    # full attention at 128K on an 80 GiB card by hand: (72 GiB - 8.04 GB) // 18 GiB = 3 sequences
+    assert eff.max_batch(QWEN, "full-attention", 80.0, 131072) == int((72 * eff.GIB - 4.02e9 * 2) // (18 * eff.GIB)) == 3
+    assert eff.max_context(QWEN, "gdn", 48.0) == 2**24  # constant state: only the cap limits it
+    assert eff.max_context(QWEN, "full-attention", 1.0) == 0  # weights alone overflow
+
+
+def test_fit_recovers_polynomials_and_drops_negative_terms():
+    t = np.array([512, 1024, 2048, 4096, 8192])
+    fit = eff.fit_latency(t, 0.5 + 1e-3 * t + 2e-7 * t**2, (0, 1, 2))
+    assert np.allclose(fit.coef, (0.5, 1e-3, 2e-7), rtol=1e-6) and fit.rel_rmse < 1e-9
+    flat = eff.fit_latency(t, np.full(5, 3.0), (0, 1, 2))
+    assert np.allclose(flat.coef[1:], 0, atol=1e-15) and flat(10**6) == pytest.approx(3.0)
+    assert min(eff.fit_latency(t, 5.0 - 1e-4 * t, (0, 1)).coef) >= 0  # a falling curve cannot go negative
+
+
+def test_crossover_and_stack_composition():
+    attention = eff.LatencyFit((0, 1, 2), (0.0, 0.0, 1e-3), 0.0)
+    recurrent = eff.LatencyFit((0, 1), (0.0, 10.0), 0.0)
+    x = eff.crossover(attention, recurrent)
+    assert 10_000 < x <= 10_000 * 2 ** (1 / 64) + 1  # 1e-3 T^2 > 10 T from T = 1e4
+    assert eff.crossover(attention, recurrent, hi=2**12) is None
+    assert eff.stack_latency(QWEN, "hybrid-3:1", attention, recurrent, 100) == pytest.approx(9 * 10 + 27 * 1000)
+
+
+def test_bad_input_names_the_parameter():
+    with pytest.raises(ValueError, match="stack="):
+        eff.layer_counts(QWEN, "mamba")
+    with pytest.raises(ValueError, match="shape="):
+        eff.shape("llama-70b")
+    with pytest.raises(ValueError, match="n_heads"):
+        eff.ModelShape("x", 2, 8, 3, 2, 4, 1.0)
