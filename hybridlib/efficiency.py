@@ -24,7 +24,7 @@ import pandas as pd
 GIB = 1024**3
 CARDS_GIB: Mapping[str, float] = {"48 GB (L40S/A6000)": 48.0, "80 GB (A100/H100)": 80.0, "141 GB (H200)": 141.0}
 """Nominal card capacities, taken as GiB (the usual way the marketing figure is read)."""
-STACKS = ("full-attention", "gdn", "hybrid-3:1")
+STACKS = ("full-attention", "gdn", "hybrid-3:1", "hybrid-9:1")
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,12 @@ def shape(name: str) -> ModelShape:
 
 
 def layer_counts(s: ModelShape, stack: str) -> tuple[int, int]:
-    """(FA layers, GDN layers) of ``stack``: all FA, all GDN, or one FA layer per block of 4 (``n_layers // 4``)."""
+    """(FA layers, GDN layers) of ``stack``: all FA, all GDN, one FA layer per block of 4 (``n_layers // 4``) or
+    one in ten (``round(n_layers / 10)``, Granite-4.0-H-Micro's 4 of 40)."""
     if stack not in STACKS:
         raise ValueError(f"stack={stack!r}; allowed: {', '.join(STACKS)}")
-    n_fa = {"full-attention": s.n_layers, "gdn": 0, "hybrid-3:1": s.n_layers // 4}[stack]
+    n_fa = {"full-attention": s.n_layers, "gdn": 0, "hybrid-3:1": s.n_layers // 4,
+            "hybrid-9:1": max(1, round(s.n_layers / 10))}[stack]
     return n_fa, s.n_layers - n_fa
 
 
@@ -230,3 +232,79 @@ def crossover(attention: LatencyFit, recurrent: LatencyFit, lo: int = 16, hi: in
     grid = np.unique(np.round(np.geomspace(lo, hi, 64 * int(np.log2(hi / lo)) + 1)).astype(int))
     faster = recurrent(grid) < attention(grid)
     return int(grid[np.argmax(faster)]) if faster.any() else None
+
+
+# --- measurements (kernels.bench) ---------------------------------------------------------------------------
+
+FAMILY: Mapping[str, str] = {"sdpa": "attention", "gdn": "recurrent"}
+"""Benchmark mixers this chapter compares and their latency-fit family."""
+_SKIP_IMPLS = ("naive", "fla_raw")  # the test oracle, and fla called without our wrapper
+
+
+def measure_mixers(device: str, shapes: Sequence[str], lengths: Sequence[int], modes: Sequence[str] = ("fwd", "decode"),
+                   repeats: int = 3, point_budget_s: float = 1.0, progress: bool = True) -> pd.DataFrame:
+    """One layer of SDPA and of GDN (fla on CUDA when importable, else the chunked PyTorch form) per shape, mode
+    and context, timed in-process with ``kernels.bench``; rows as :func:`read_benchmark` returns them."""
+    from tqdm.auto import tqdm
+
+    from kernels import bench
+
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r}; allowed: cpu, cuda")
+    bad = [m for m in modes if m not in bench.MODES]
+    if bad:
+        raise ValueError(f"modes {bad} not allowed; allowed: {', '.join(bench.MODES)}")
+    dtype = bench.torch.bfloat16 if device == "cuda" else bench.torch.float32
+    gdn = next(i for i in bench.gdn_impls(device) if i not in _SKIP_IMPLS)
+    points = [(s, m, t, mixer, impl) for s in shapes for m in modes for t in lengths
+              for mixer, impl in (("sdpa", "sdpa"), ("gdn", gdn))]
+    rows = []
+    for s, mode, t, mixer, impl in tqdm(points, desc="mixer benchmark", disable=not progress):
+        state = None
+        if mode == "decode":
+            fn, state = bench.decode_workload(mixer, impl, bench.SHAPES[s], t, device, dtype)
+        else:
+            fn = bench.sequence_workload(mixer, impl, bench.SHAPES[s], t, mode, device, dtype)
+        r = bench.measure(fn, device, repeats, point_budget_s)
+        rows.append({"shape": s, "mode": mode, "mixer": mixer, "impl": impl, "T": t, "ms": r["ms"],
+                     "peak_bytes": r["peak_bytes"], "state_bytes": state})
+    return _frame(rows)
+
+
+def read_benchmark(path: str) -> pd.DataFrame:
+    """Rows of a ``python -m kernels.bench --out`` JSON file (``latency_ms`` NaN where the point was "oom" or
+    not run; ``status`` says which)."""
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        return _frame(json.load(f)["results"])
+
+
+def _frame(rows: Sequence[Mapping]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    frame["latency_ms"] = pd.to_numeric(frame["ms"], errors="coerce")
+    frame["status"] = ["ok" if isinstance(v, float) else str(v) for v in frame["ms"]]
+    return frame.drop(columns="ms")
+
+
+def fastest(frame: pd.DataFrame) -> pd.DataFrame:
+    """The chapter's two mixers (:data:`FAMILY`) with, per point, their fastest timed implementation."""
+    pick = frame[frame["mixer"].isin(list(FAMILY)) & ~frame["impl"].isin(_SKIP_IMPLS)].dropna(subset=["latency_ms"])
+    best = pick.loc[pick.groupby(["mixer", "shape", "mode", "T"])["latency_ms"].idxmin()]
+    return best.reset_index(drop=True)
+
+
+def predict_stacks(fits: Mapping[tuple, LatencyFit], shape_name: str, mode: str, lengths: Sequence[int]) -> pd.DataFrame:
+    """Mixer time of the three :data:`STACKS` of ``shape_name`` at ``lengths`` from :func:`fit_table` fits of
+    ``sdpa`` and ``gdn`` (rows stack, T, latency_ms)."""
+    att, rec = fits[("sdpa", shape_name, mode)], fits[("gdn", shape_name, mode)]
+    s = shape(shape_name)
+    return pd.DataFrame([{"stack": st, "T": t, "latency_ms": float(stack_latency(s, st, att, rec, t))}
+                         for st in STACKS for t in lengths])
+
+
+def memory_curves(shape_name: str, lengths: Sequence[int]) -> pd.DataFrame:
+    """Weights + cache (GiB) of the three :data:`STACKS` of ``shape_name`` at batch 1 (rows stack, T, GiB)."""
+    s = shape(shape_name)
+    return pd.DataFrame([{"stack": st, "T": t, "GiB": float(memory_bytes(s, st, t)) / GIB,
+                          "cache_GiB": float(cache_bytes(s, st, t)) / GIB} for st in STACKS for t in lengths])

@@ -188,7 +188,17 @@ def test_bad_input_errors():
         probe.attention_locality(model, [[4, 5]], layers=[0], window=0)
 
 
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: on a shared 2-core box two threads ran these forwards ~10x slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("name", ["gemma3-270m", "smollm2-135m"])
 def test_real_model_parallel_pairs_beat_shuffled(name, monkeypatch):
     """8 UDHR articles, English vs Russian: parallel SoftCKA above the shuffled control at most layers."""

@@ -39,13 +39,13 @@ class TinySpec:
     vocab_size: int = 8192
     tokenizer_chars_per_language: int = 200_000
     hidden_size: int = 128
-    n_layers: int = 4
+    n_layers: int = 8
     n_heads: int = 4
     n_kv_heads: int = 2
     intermediate_size: int = 384
     seq_len: int = 128
     batch_size: int = 16
-    train_tokens: int = 250_000
+    train_tokens: int = 400_000
     english_share: float = 0.3
     lr: float = 3e-3
     seed: int = 0

@@ -29,7 +29,7 @@ def inputs(B, T, H, HV, K, V, dtype, seed=0):
     )
 
 
-@pytest.mark.parametrize("B,T,H,HV,K,V", [(2, 300, 4, 4, 64, 64), (1, 1000, 2, 4, 128, 128)])
+@pytest.mark.parametrize("B,T,H,HV,K,V", [(2, 300, 4, 4, 64, 64), (1, 1000, 2, 2, 128, 128)])
 def test_fla_matches_chunk_reference_forward_and_all_gradients(B, T, H, HV, K, V):
     pytest.importorskip("fla.ops.gated_delta_rule")
     xs = {n: x.requires_grad_() for n, x in inputs(B, T, H, HV, K, V, torch.bfloat16).items()}

@@ -1,0 +1,49 @@
+"""The chapter's two retrieval experiments end to end: needle-in-a-haystack on a pretrained model and MQAR
+training of the three tiny stacks."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pandas as pd
+import torch
+
+from hybridlib.data import encode_batch, load_udhr
+from hybridlib.models import ModelCard, encode
+from hybridlib.retrieval.models import KINDS, tiny_lm
+from hybridlib.retrieval.mqar import MQARBatches, MQARTask, accuracy_grid
+from hybridlib.retrieval.needle import make_samples, score, split_units
+from hybridlib.train import TrainConfig, causal_lm_loss, train
+
+
+def udhr_units(languages: Sequence[str]) -> dict[str, list[str]]:
+    """UDHR sentences per language (articles 1-30 in order), the haystack material."""
+    frame = load_udhr(list(languages)).to_pandas().sort_values(["lang", "article"])
+    return {lang: split_units(frame.loc[frame["lang"] == lang, "text"].tolist()) for lang in languages}
+
+
+def needle_accuracy(model: torch.nn.Module, tokenizer: Any, card: ModelCard, languages: Sequence[str],
+                    lengths: Sequence[int], depths: Sequence[float], n_per_cell: int, seed: int) -> pd.DataFrame:
+    """Score needle prompts (UDHR haystacks) with ``model``; one row per prompt (see ``needle.score``)."""
+    prompt_ids = lambda text: encode(tokenizer, text, card)  # noqa: E731
+    answer_ids = lambda text: encode_batch(tokenizer, [text])[0]  # noqa: E731
+    samples = make_samples(udhr_units(languages), prompt_ids, lengths, depths, n_per_cell, seed)
+    return score(model, prompt_ids, answer_ids, samples)
+
+
+def mqar_experiment(vocab: int, pairs: Sequence[int], lengths: Sequence[int], width: int, steps: int, batch: int,
+                    lr: float, seed: int, device: str = "cpu", kinds: Sequence[str] = KINDS,
+                    eval_examples: int = 128) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train each of ``kinds`` on MQAR at ``lengths[0]`` with every ``pairs`` count mixed, evaluate on every
+    (length, pairs). Returns (accuracy rows kind, seq_len, n_pairs, accuracy; loss curves kind, step, loss)."""
+    tasks = [MQARTask(vocab, lengths[0], n) for n in pairs]
+    accuracy, curves = [], []
+    for kind in kinds:
+        model = tiny_lm(kind, vocab, hidden_size=width, max_len=max(lengths), seed=seed).to(device)
+        config = TrainConfig(batch_size=batch, seq_len=lengths[0], steps=steps, lrs={"rest": lr}, warmup_frac=0.05,
+                             min_lr=lr / 10, seed=seed)
+        history = train(model, MQARBatches(tasks, batch, steps, seed), causal_lm_loss, config)
+        grid = accuracy_grid(model, vocab, lengths, pairs, eval_examples)
+        accuracy.append(grid.assign(kind=kind))
+        curves.append(pd.DataFrame([{"kind": kind, "step": r["step"], "loss": r["loss"]} for r in history.train]))
+    return pd.concat(accuracy, ignore_index=True), pd.concat(curves, ignore_index=True)
