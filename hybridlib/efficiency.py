@@ -308,3 +308,13 @@ def memory_curves(shape_name: str, lengths: Sequence[int]) -> pd.DataFrame:
     s = shape(shape_name)
     return pd.DataFrame([{"stack": st, "T": t, "GiB": float(memory_bytes(s, st, t)) / GIB,
                           "cache_GiB": float(cache_bytes(s, st, t)) / GIB} for st in STACKS for t in lengths])
+
+
+def ratio_verdict(book: float, paper: float, factor: float = 1.5) -> str:
+    """Return "reproduced" when ``book`` is within ``factor`` of ``paper`` (both > 1, same direction), "partly reproduced"
+    when it is on the same side of 1 but further off, else "contradicted"."""
+    if book <= 0 or paper <= 0 or factor < 1:
+        raise ValueError(f"book={book} and paper={paper} must be positive and factor={factor} >= 1")
+    if (book > 1) != (paper > 1):
+        return "contradicted"
+    return "reproduced" if 1 / factor <= book / paper <= factor else "partly reproduced"

@@ -47,3 +47,43 @@ def lines_vs_context(frame: pd.DataFrame, x: str, y: str, hue: str, title: str, 
         ax.set_ylabel(ylabel or y)
     grid.figure.suptitle(title, y=1.03)
     return grid.figure
+
+
+def _shade_layers(ax, layers: Sequence[int], label: str = "full attention") -> None:
+    """Shade each layer in ``layers`` (a band one layer wide) on ``ax``; one legend entry."""
+    for i, layer in enumerate(layers):
+        ax.axvspan(layer - 0.5, layer + 0.5, color="tab:orange", alpha=0.15, lw=0, label=label if i == 0 else None)
+
+
+def alignment_curve(frame: pd.DataFrame, fa_layers: Sequence[int], title: str, ax=None, y: str = "softcka",
+                    hue: str = "pairing") -> Figure:
+    """``y`` per layer (mean over the rows of each layer, band = interquartile range over languages) per ``hue``,
+    ``fa_layers`` shaded. ``frame``: a tidy frame with columns layer, ``y``, ``hue``."""
+    _require(frame, ["layer", y, hue])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.6))
+    n_layers = int(frame["layer"].max()) + 1
+    if len(fa_layers) < n_layers:
+        _shade_layers(ax, fa_layers)
+    sns.lineplot(data=frame, x="layer", y=y, hue=hue, style=hue, marker="o", errorbar=("pi", 50), ax=ax)
+    ax.set(title=title, xlabel="layer", ylabel=y, xlim=(-0.5, n_layers - 0.5))
+    ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def alignment_grid(frame: pd.DataFrame, fa_layers: dict[str, Sequence[int]], title: str, y: str = "softcka",
+                   hue: str = "pairing", ncols: int = 3) -> Figure:
+    """One :func:`alignment_curve` panel per model of ``frame`` (column ``model``), in ``frame``'s order."""
+    _require(frame, ["model"])
+    models = list(dict.fromkeys(frame["model"]))
+    nrows = -(-len(models) // ncols)
+    fig, axes = plt.subplots(nrows, min(ncols, len(models)), figsize=(4.6 * min(ncols, len(models)), 3.4 * nrows),
+                             squeeze=False, sharey=True)
+    for ax, model in zip(axes.flat, models):
+        alignment_curve(frame[frame["model"] == model], fa_layers[model], model, ax=ax, y=y, hue=hue)
+    for ax in list(axes.flat)[len(models):]:
+        ax.set_visible(False)
+    fig.suptitle(title, y=1.01)
+    fig.tight_layout()
+    return fig

@@ -118,7 +118,7 @@ def sequence_workload(mixer: str, impl: str, s: Shape, T: int, mode: str, device
     """Closure running one mixer over a sequence of T tokens (batch 1)."""
     grad = mode == "fwd_bwd"
     H, D = s.q_heads, s.head_dim
-    r = lambda *shape, d=dtype: _randn(*shape, device=device, dtype=d, grad=grad)  # noqa: E731
+    r = lambda *shape, d=dtype: _randn(*shape, device=device, dtype=d, grad=grad)
     if mixer == "sdpa":
         q, k, v = r(1, H, T, D), r(1, s.kv_heads, T, D), r(1, s.kv_heads, T, D)
         return _run(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), [q, k, v], mode)
@@ -147,11 +147,11 @@ def sequence_workload(mixer: str, impl: str, s: Shape, T: int, mode: str, device
 def decode_workload(mixer: str, impl: str, s: Shape, T: int, device: str, dtype) -> tuple[Callable, int]:
     """Closure generating one token after a context of T tokens, and the bytes of cache/state it reads."""
     H, D = s.q_heads, s.head_dim
-    r = lambda *shape, d=dtype: _randn(*shape, device=device, dtype=d)  # noqa: E731
+    r = lambda *shape, d=dtype: _randn(*shape, device=device, dtype=d)
     if mixer in ("sdpa", "swa"):
         L = T if mixer == "sdpa" else min(T, SWA_WINDOW)
         q, k, v = r(1, H, 1, D), r(1, s.kv_heads, L, D), r(1, s.kv_heads, L, D)
-        fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # noqa: E731
+        fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
         return _nograd(fn), 2 * k.numel() * k.element_size()
     if mixer == "window_linear":
         ctx = [r(1, T, H, D) for _ in range(5)]
@@ -160,13 +160,13 @@ def decode_workload(mixer: str, impl: str, s: Shape, T: int, device: str, dtype)
         with torch.no_grad():
             _, state = window_linear_attention(*ctx, window=WL_WINDOW, softmax_weight=gamma, output_state=True)
         step = [x[:, -1:].clone() for x in ctx]
-        fn = lambda: window_linear_attention(*step, window=WL_WINDOW, softmax_weight=gamma, state=state)  # noqa: E731
+        fn = lambda: window_linear_attention(*step, window=WL_WINDOW, softmax_weight=gamma, state=state)
         return _nograd(fn), state.nbytes
     q, k, v = r(1, 1, H, D), r(1, 1, H, D), r(1, 1, H, D)
     g = F.logsigmoid(_randn(1, 1, H, device=device, dtype=torch.float32) + 4)
     beta = torch.sigmoid(r(1, 1, H))
     state = torch.randn(1, H, D, D, device=device, dtype=torch.float32)
-    fn = lambda: gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True,  # noqa: E731
+    fn = lambda: gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True,
                                   use_qk_l2norm=True, impl=impl)
     return _nograd(fn), state.numel() * state.element_size()
 
@@ -236,7 +236,7 @@ def provenance(device: str) -> dict:
     name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
     return {
         "command": "python -m kernels.bench " + " ".join(sys.argv[1:]),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git_commit": commit,
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -302,14 +302,14 @@ def main(argv: list[str] | None = None) -> dict:
                             row.update(measure(fn, a.device, repeats, budget))
                         except torch.OutOfMemoryError:
                             row.update(ms="oom", repeats=0, peak_bytes=None)
-                        except Exception as err:  # recorded, so that one broken point does not lose the run
+                        except Exception as err:  # noqa: BLE001 - recorded, so that one broken point does not lose the run
                             row.update(ms=f"error: {type(err).__name__}: {err}"[:300], repeats=0, peak_bytes=None)
                         fn = None
                         if a.device == "cuda":
                             torch.cuda.empty_cache()
                     rows.append(row)
                     ms = f"{row['ms']:.3f}" if isinstance(row["ms"], float) else row["ms"]
-                    mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"  # noqa: E731
+                    mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
                     print(f"{sname:>13} {mode:>8} {mixer:>13} {impl:>8} {T:>7} {ms:>10} "
                           f"{mib(row['peak_bytes']):>9} {mib(row['state_bytes']):>9}", flush=True)
 

@@ -70,3 +70,11 @@ def test_bad_input_names_the_parameter():
         eff.shape("llama-70b")
     with pytest.raises(ValueError, match="n_heads"):
         eff.ModelShape("x", 2, 8, 3, 2, 4, 1.0)
+
+
+def test_ratio_verdict():
+    assert eff.ratio_verdict(4.0, 4.6) == "reproduced"
+    assert eff.ratio_verdict(9.0, 4.6) == "partly reproduced"
+    assert eff.ratio_verdict(0.8, 4.6) == "contradicted"
+    with pytest.raises(ValueError, match="factor"):
+        eff.ratio_verdict(1.0, 2.0, factor=0.5)

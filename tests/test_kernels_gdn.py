@@ -13,15 +13,15 @@ F64 = torch.float64
 
 def make_inputs(B, T, H, HV, K, V, dtype=F64, seed=0, requires_grad=False):
     gen = torch.Generator().manual_seed(seed)
-    rand = lambda *s: torch.randn(*s, generator=gen, dtype=F64)  # noqa: E731
-    xs = dict(
-        q=rand(B, T, H, K),
-        k=F.normalize(rand(B, T, H, K), dim=-1),
-        v=rand(B, T, HV, V),
-        g=F.logsigmoid(rand(B, T, HV) + 2.0),  # decays in (0, 1), mostly near 1
-        beta=torch.sigmoid(rand(B, T, HV)),
-        initial_state=rand(B, HV, K, V),
-    )
+    rand = lambda *s: torch.randn(*s, generator=gen, dtype=F64)
+    xs = {
+        "q": rand(B, T, H, K),
+        "k": F.normalize(rand(B, T, H, K), dim=-1),
+        "v": rand(B, T, HV, V),
+        "g": F.logsigmoid(rand(B, T, HV) + 2.0),  # decays in (0, 1), mostly near 1
+        "beta": torch.sigmoid(rand(B, T, HV)),
+        "initial_state": rand(B, HV, K, V),
+    }
     return {n: x.to(dtype).requires_grad_(requires_grad) for n, x in xs.items()}
 
 

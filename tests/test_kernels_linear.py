@@ -3,6 +3,8 @@ independent dense float64 references."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -120,7 +122,7 @@ def test_window_linear_matches_dense_outputs_and_gradients(terraced, window):
     params = [q, k, v, fm.weight, gamma]
     w = rand(*y.shape, seed=9)
     for g, r, name in zip(torch.autograd.grad((y * w).sum(), params),
-                          torch.autograd.grad((ref * w).sum(), params), "q k v W gamma".split()):
+                          torch.autograd.grad((ref * w).sum(), params), ["q", "k", "v", "W", "gamma"]):
         torch.testing.assert_close(g, r, rtol=1e-9, atol=1e-9, msg=f"grad of {name}")
 
 
@@ -139,7 +141,7 @@ def test_window_linear_decode_and_chunked_prefill_match_parallel(terraced, windo
     y_par, _ = window_linear_attention(q, k, v, qf, kf, window=window, softmax_weight=gamma, terraced=terraced)
     state, outs = None, []
     bounds = [0, 9] + list(range(10, 19)) + [19, 27]  # prefill 9, decode 9 tokens one by one, prefill the rest
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         y, state = window_linear_attention(q[:, lo:hi], k[:, lo:hi], v[:, lo:hi], qf[:, lo:hi], kf[:, lo:hi],
                                            window=window, softmax_weight=gamma, terraced=terraced,
                                            state=state, output_state=True)

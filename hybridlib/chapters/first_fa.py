@@ -1,7 +1,16 @@
-"""Chapter 3 - the first full-attention layer: the largest cross-lingual event in hybrids."""
+"""Chapter 3 - the first full-attention layer: the largest cross-lingual event in hybrids.
+
+Models and alignment settings mirror the SoftCKA chapter (same preset), so its cached measurements are reused.
+"""
 
 from hybridlib.chapters.efficiency import LANGUAGES
+from hybridlib.chapters.layout_distillation import LAYOUTS
+from hybridlib.chapters.softcka import SPEC as SOFTCKA
 from hybridlib.params import ChapterSpec, Param
+
+_ALL = ("seminar", "gpu", "paper")
+_SHARED = ("languages", "articles", "max_tokens", "bootstrap", "torch_threads", "seed")
+DETOK_LANGUAGES = ("eng", "rus", "arb", "hin", "yor", "sot", "tel", "mal", "tam")  # whitespace between words
 
 SPEC = ChapterSpec(
     name="first_fa",
@@ -12,15 +21,22 @@ SPEC = ChapterSpec(
         "to the residual stream (attn_delta SoftCKA spike); sliding-window hybrids show no such event."
     ),
     params=(
-        Param("models", list, "models probed", item=str,
-              defaults={"seminar": ["tiny-teacher"], "gpu": ["smollm2-135m"], "paper": ["qwen3-4b-base"]}),
-        Param("languages", list, "UDHR languages compared with English", item=str, choices=LANGUAGES,
-              defaults={p: list(LANGUAGES) for p in ("seminar", "gpu", "paper")}),
-        Param("articles", int, "UDHR articles per language", minimum=2, unit="articles",
-              defaults={"seminar": 10, "gpu": 30, "paper": 30}),
-        Param("bootstrap", int, "bootstrap resamples over articles", minimum=10,
-              defaults={"seminar": 200, "gpu": 1000, "paper": 1000}),
-        Param("seed", int, "random seed", minimum=0, defaults={"seminar": 0, "gpu": 0, "paper": 0}),
+        SOFTCKA.param("teacher"),
+        Param("layouts", list, "Gated DeltaNet students probed (distilled by the layout chapter)", item=str,
+              choices=LAYOUTS, defaults={"seminar": ["standard_periodic", "reverse_periodic"],
+                                         "gpu": list(LAYOUTS), "paper": list(LAYOUTS[:5])}),
+        Param("swa_control", bool, "also probe the sliding-window student (standard periodic layout)",
+              defaults={p: True for p in _ALL}),
+        *(SOFTCKA.param(name) for name in _SHARED),
+        Param("locality_window", int, "attention locality: mass on the last this-many keys", minimum=1,
+              unit="tokens", defaults={"seminar": 16, "gpu": 64, "paper": 64}),
+        Param("detok_languages", list, "UDHR languages of the detokenisation probe", item=str,
+              choices=DETOK_LANGUAGES, defaults={"seminar": ["eng", "rus", "arb", "hin"],
+                                                 "gpu": list(DETOK_LANGUAGES[:6]), "paper": list(DETOK_LANGUAGES[:6])}),
+        Param("detok_max_tokens", int, "tokens per UDHR article in the detokenisation probe", minimum=8,
+              unit="tokens", defaults={"seminar": 256, "gpu": 512, "paper": 1024}),
+        Param("detok_min_count", int, "probe labels need at least this many occurrences", minimum=2,
+              defaults={p: 4 for p in _ALL}),
     ),
-    depends_on=("layout_distillation",),
+    depends_on=("layout_distillation", "softcka"),
 )

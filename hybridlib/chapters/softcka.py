@@ -1,7 +1,17 @@
-"""Chapter 2 - SoftCKA: layer-wise cross-lingual alignment in hybrid vs full-attention models."""
+"""Chapter 2 - SoftCKA: layer-wise cross-lingual alignment in hybrid vs full-attention models.
+
+The teacher and the students are the layout-distillation chapter's (same preset, same recipe, so
+``hybridlib.alignment.load_models`` loads its cached students).
+"""
 
 from hybridlib.chapters.efficiency import LANGUAGES
+from hybridlib.chapters.layout_distillation import LAYOUTS
+from hybridlib.chapters.layout_distillation import SPEC as DISTILLATION
 from hybridlib.params import ChapterSpec, Param
+
+_ALL = ("seminar", "gpu", "paper")
+TEACHERS = DISTILLATION.param("teacher").choices
+OBSERVED = ("gemma3-270m", "smollm2-135m")
 
 SPEC = ChapterSpec(
     name="softcka",
@@ -12,17 +22,31 @@ SPEC = ChapterSpec(
         "jumping at full-attention layers, where non-hybrids rise smoothly through the middle and fall at the end."
     ),
     params=(
-        Param("models", list, "models probed (hub names need the paper preset)", item=str,
-              defaults={"seminar": ["tiny-teacher"], "gpu": ["gemma3-270m", "smollm2-135m"],
-                        "paper": ["qwen3-4b-base"]}),
+        Param("teacher", str, "full-attention teacher (the layout-distillation chapter's for the same preset)",
+              choices=TEACHERS, defaults=dict(DISTILLATION.param("teacher").defaults)),
+        Param("layouts", list, "Gated DeltaNet students probed (distilled by the layout chapter)", item=str,
+              choices=LAYOUTS, defaults={"seminar": ["standard_periodic", "reverse_periodic"],
+                                         "gpu": list(LAYOUTS), "paper": list(LAYOUTS[:5])}),
+        Param("swa_control", bool, "also probe the sliding-window student (standard periodic layout)",
+              defaults={p: True for p in _ALL}),
+        Param("random_init", bool, "also probe a randomly initialised copy of the teacher (control)",
+              defaults={p: True for p in _ALL}),
+        Param("observed", list, "extra models observed as they are (global layers marked)", item=str,
+              choices=OBSERVED, defaults={"seminar": [], "gpu": ["gemma3-270m"], "paper": ["gemma3-270m"]}),
         Param("languages", list, "UDHR languages compared with English", item=str, choices=LANGUAGES,
-              defaults={p: list(LANGUAGES) for p in ("seminar", "gpu", "paper")}),
-        Param("articles", int, "UDHR articles per language", minimum=2, unit="articles",
+              defaults={p: list(LANGUAGES) for p in _ALL}),
+        Param("articles", int, "UDHR articles per language (pairs per language)", minimum=2, unit="articles",
               defaults={"seminar": 10, "gpu": 30, "paper": 30}),
-        Param("bandwidth", str, "RBF bandwidth rule", choices=("median",),
-              defaults={"seminar": "median", "gpu": "median", "paper": "median"}),
-        Param("seed", int, "random seed (shuffled-pairs control)", minimum=0,
-              defaults={"seminar": 0, "gpu": 0, "paper": 0}),
+        Param("max_tokens", int, "tokens kept of the longer side of each pair (both cut to the same fraction)",
+              minimum=2, unit="tokens", defaults={"seminar": 96, "gpu": 128, "paper": 512}),
+        Param("bandwidth", str, "RBF bandwidth rule", choices=("median", "corpus-median"),
+              defaults={p: "median" for p in _ALL}),
+        Param("bootstrap", int, "bootstrap resamples over articles", minimum=10,
+              defaults={"seminar": 300, "gpu": 1000, "paper": 1000}),
+        Param("torch_threads", int, "torch CPU threads (0: torch's default)", minimum=0,
+              defaults={"seminar": 1, "gpu": 0, "paper": 0}),
+        Param("seed", int, "random seed (shuffled-pairs derangement, random-init weights, bootstrap)", minimum=0,
+              defaults={p: 0 for p in _ALL}),
     ),
     depends_on=("layout_distillation",),
 )

@@ -84,7 +84,7 @@ def gated_delta_rule(
     v, g, beta = (x.to(dtype).transpose(1, 2) for x in (v, g, beta))
     if use_qk_l2norm:
         q, k = (x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6) for x in (q, k))
-    B, _, T, K = k.shape
+    B, K = k.shape[0], k.shape[-1]
     state = (
         initial_state.to(dtype)
         if initial_state is not None
@@ -162,12 +162,12 @@ def _fla(q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2no
     chunk, fused_recurrent = _import_fla()
     if initial_state is not None:
         initial_state = initial_state.float()
-    kwargs = dict(
-        scale=scale,
-        initial_state=initial_state,
-        output_final_state=output_final_state,
-        use_qk_l2norm_in_kernel=use_qk_l2norm,
-    )
+    kwargs = {
+        "scale": scale,
+        "initial_state": initial_state,
+        "output_final_state": output_final_state,
+        "use_qk_l2norm_in_kernel": use_qk_l2norm,
+    }
     needs_grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (q, k, v, g, beta, initial_state)
     )

@@ -98,7 +98,7 @@ def _naive(qf, kf, v, S, z):
 
 def _chunk(qf, kf, v, S, z, chunk_size):
     """Chunked form; same arguments and results as ``_naive``."""
-    B, H, T, Fd = qf.shape
+    B, H, T, _ = qf.shape
     C = min(chunk_size, T)
     pad = (-T) % C
     if pad:

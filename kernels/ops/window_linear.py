@@ -94,7 +94,7 @@ def window_linear_attention(
     device = check_same_device(q=q, k=k, v=v, q_phi=q_phi, k_phi=k_phi, softmax_weight=softmax_weight)
     dtype = compute_dtype(q, k, v, q_phi, k_phi)
     scale = D**-0.5 if scale is None else scale
-    to_bh = lambda x: x.to(dtype).transpose(1, 2)  # noqa: E731  [B, T, H, *] -> [B, H, T, *]
+    to_bh = lambda x: x.to(dtype).transpose(1, 2)  # [B, T, H, *] -> [B, H, T, *]
     k_new, v_new, kf_new = to_bh(k), to_bh(v), to_bh(k_phi)
     if state is None:
         state = _empty_state(B, H, D, v.shape[-1], k_phi.shape[-1], dtype, device, window, terraced)
@@ -148,7 +148,7 @@ def window_linear_attention(
 
     # Tokens that leave the window before the next query (position `end`) join the linear state.
     lo = int(window_start(torch.tensor(end), window, terraced))
-    flat = lambda x: x.reshape(B, H, n_blocks * block, -1)  # noqa: E731
+    flat = lambda x: x.reshape(B, H, n_blocks * block, -1)
     kg, vg, kfg = flat(kg), flat(vg), flat(kfg)
     leaving = slice(0, lo - first)
     keep = slice(lo - first, end - first)
@@ -177,7 +177,7 @@ def _check_inputs(q, k, v, q_phi, k_phi, softmax_weight) -> tuple[int, int, int,
 
 
 def _empty_state(B, H, D, V, Fd, dtype, device, window, terraced) -> WindowLinearState:
-    z = lambda *shape: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+    z = lambda *shape: torch.zeros(*shape, dtype=dtype, device=device)
     return WindowLinearState(
         z(B, H, 0, D), z(B, H, 0, V), z(B, H, 0, Fd), z(B, H, Fd, V), z(B, H, Fd), 0, window, terraced
     )

@@ -20,13 +20,13 @@ def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
 
 def inputs(B, T, H, HV, K, V, dtype, seed=0):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=gen, device="cuda")  # noqa: E731
-    return dict(
-        q=r(B, T, H, K).to(dtype), k=r(B, T, H, K).to(dtype), v=r(B, T, HV, V).to(dtype),
-        g=F.logsigmoid(r(B, T, HV) + 3.0),  # float32, as fla's gates usually are
-        beta=torch.sigmoid(r(B, T, HV)).to(dtype),
-        initial_state=r(B, HV, K, V) * 0.1,
-    )
+    r = lambda *s: torch.randn(*s, generator=gen, device="cuda")
+    return {
+        "q": r(B, T, H, K).to(dtype), "k": r(B, T, H, K).to(dtype), "v": r(B, T, HV, V).to(dtype),
+        "g": F.logsigmoid(r(B, T, HV) + 3.0),  # float32, as fla's gates usually are
+        "beta": torch.sigmoid(r(B, T, HV)).to(dtype),
+        "initial_state": r(B, HV, K, V) * 0.1,
+    }
 
 
 @pytest.mark.parametrize("B,T,H,HV,K,V", [(2, 300, 4, 4, 64, 64), (1, 1000, 2, 2, 128, 128)])
