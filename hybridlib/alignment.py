@@ -21,14 +21,17 @@ import hashlib
 import inspect
 import json
 import math
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
+from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from hybridlib import probe, softcka
@@ -220,12 +223,24 @@ def _states(probed: Probed, texts: list[str], max_tokens: int, signals: Sequence
     return captured, full
 
 
+def _layer_terms(side_a: list[list[Tensor]], side_b: list[list[Tensor]], bandwidth: str, pool) -> np.ndarray:
+    """:func:`hybridlib.softcka.layerwise_soft_cka_terms` with the layers spread over a thread pool (torch and
+    numpy release the GIL in the kernels) -> ``[n_layers, n_pairs, 3]``."""
+    if pool is None:
+        return softcka.layerwise_soft_cka_terms(side_a, side_b, bandwidth=bandwidth)
+    jobs = [pool.submit(softcka.soft_cka_terms_batch, list(zip(a, b)), bandwidth) for a, b in zip(side_a, side_b)]
+    return np.stack([job.result() for job in jobs])
+
+
 def measure(probed: Probed, texts: dict[str, list[str]], *, max_tokens: int, bandwidth: str = "median",
-            seed: int = 0, signals: Sequence[str] = SIGNALS, progress: bool = True) -> Alignment:
+            seed: int = 0, signals: Sequence[str] = SIGNALS, workers: int = 1, progress: bool = True) -> Alignment:
     """SoftCKA terms (parallel and shuffled) and linear-CKA curves of ``probed`` for English vs every other
-    language of ``texts`` (``{lang: [article texts]}``, English first); cached."""
+    language of ``texts`` (``{lang: [article texts]}``, English first); cached. ``workers`` > 1 computes
+    layers in that many threads (results are identical); 0 means one per CPU core."""
     if max_tokens < 2:
         raise ValueError(f"max_tokens must be >= 2, got {max_tokens}")
+    if workers < 0:
+        raise ValueError(f"workers must be >= 0 (0: one per CPU core), got {workers}")
     langs = [lang for lang in texts if lang != REFERENCE]
     if REFERENCE not in texts or not langs:
         raise ValueError(f"texts must hold {REFERENCE!r} and at least one other language, got {list(texts)}")
@@ -239,24 +254,32 @@ def measure(probed: Probed, texts: dict[str, list[str]], *, max_tokens: int, ban
     perm = softcka.derangement(n, seed)
     ref, ref_len = _states(probed, texts[REFERENCE], max_tokens, signals)
     result = Alignment(probed.label, probed.kind, probed.fa_layers, probed.n_layers, {})
-    for lang in tqdm(langs, desc=f"alignment {probed.label}", unit="lang", disable=not progress):
-        other, other_len = _states(probed, texts[lang], max_tokens, signals)
-        for pairing, order in (("parallel", np.arange(n)), ("shuffled", perm)):
-            cuts = [pair_lengths(ref_len[a], other_len[b], max_tokens) for a, b in enumerate(order)]
-            if pairing == "parallel":
-                result.tokens[lang] = tuple(int(sum(c[i] for c in cuts)) for i in (0, 1))
-            for signal in signals:
-                side_a = [[ref[signal][l][a][:ka] for a, (ka, _) in enumerate(cuts)] for l in range(probed.n_layers)]
-                side_b = [[other[signal][l][b][:kb] for b, (_, kb) in zip(order, cuts)]
-                          for l in range(probed.n_layers)]
-                result.terms[(signal, lang, pairing)] = softcka.layerwise_soft_cka_terms(
-                    side_a, side_b, bandwidth=bandwidth)
-                if pairing == "parallel":
-                    for pooling in softcka.POOLINGS:
-                        result.linear[(signal, lang, pooling)] = softcka.layerwise_linear_cka(
-                            side_a, side_b, pooling=pooling)
+    n_workers = workers or os.cpu_count() or 1
+    with ThreadPoolExecutor(n_workers) if n_workers > 1 else nullcontext() as pool:
+        for lang in tqdm(langs, desc=f"alignment {probed.label}", unit="lang", disable=not progress):
+            _measure_language(result, ref, ref_len, *_states(probed, texts[lang], max_tokens, signals), lang, perm,
+                              max_tokens=max_tokens, bandwidth=bandwidth, signals=signals, pool=pool)
     _save(path, result)
     return result
+
+
+def _measure_language(result: Alignment, ref, ref_len: list[int], other, other_len: list[int], lang: str,
+                      perm: np.ndarray, *, max_tokens: int, bandwidth: str, signals: Sequence[str], pool) -> None:
+    """Fill ``result`` with the terms and linear-CKA curves of English vs ``lang`` (states already captured)."""
+    n = len(ref_len)
+    for pairing, order in (("parallel", np.arange(n)), ("shuffled", perm)):
+        cuts = [pair_lengths(ref_len[a], other_len[b], max_tokens) for a, b in enumerate(order)]
+        if pairing == "parallel":
+            result.tokens[lang] = tuple(int(sum(c[i] for c in cuts)) for i in (0, 1))
+        for signal in signals:
+            layers = range(result.n_layers)
+            side_a = [[ref[signal][l][a][:ka] for a, (ka, _) in enumerate(cuts)] for l in layers]
+            side_b = [[other[signal][l][b][:kb] for b, (_, kb) in zip(order, cuts)] for l in layers]
+            result.terms[(signal, lang, pairing)] = _layer_terms(side_a, side_b, bandwidth, pool)
+            if pairing == "parallel":
+                for pooling in softcka.POOLINGS:
+                    result.linear[(signal, lang, pooling)] = softcka.layerwise_linear_cka(side_a, side_b,
+                                                                                          pooling=pooling)
 
 
 def curves(alignments: Sequence[Alignment]) -> pd.DataFrame:

@@ -75,10 +75,10 @@ class Recipe:
 
 RECIPES: dict[str, Recipe] = {
     # 8 layers, d=128, ~2M parameters (2 FA layers at 25%). CPU cost is set by FLOPs (8 N a token, student +
-    # teacher): ~600 CPU s per 1M tokens on one shared core, so the seminar affords ~33k tokens (64 steps of
+    # teacher): ~800 CPU s per 1M tokens on one shared core, so the seminar affords ~25k tokens (48 steps of
     # 4 x 128) per layout; short runs on a tiny model take 30x the paper's peaks (ratio 3.5 : 1).
-    "tiny-teacher": Recipe(0.25, 32_768, 128, 4, 2.1e-3, 6e-4, 4_096, 1,
-                           note="30x the paper's lrs, ratio 3.5:1; 64 steps of 512 tokens"),
+    "tiny-teacher": Recipe(0.25, 24_576, 128, 4, 2.1e-3, 6e-4, 3_072, 1,
+                           note="30x the paper's lrs, ratio 3.5:1; 48 steps of 512 tokens"),
     # 30 layers, 135M parameters, 2M tokens (9 runs in ~10 H200 minutes at >= 50k tokens/s, the unoptimised
     # speed DESIGN.md 8 measured): 10x the paper's peaks, GDN below the 1e-3 that diverged.
     "smollm2-135m": Recipe(0.25, 2_097_152, 512, 32, 7e-4, 2e-4, 131_072, 4,

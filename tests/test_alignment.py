@@ -131,8 +131,14 @@ def test_measure_identical_texts_align_perfectly_and_results_are_cached(tmp_path
     cut = al.measure(probed, _texts(), max_tokens=4, progress=False)  # another setting -> another entry
     assert len(list((tmp_path / "alignment").glob("*.npz"))) == 2
     assert cut.tokens["other"][1] == 4 * 4
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path / "threads"))
+    threaded = al.measure(probed, _texts(), max_tokens=32, workers=3, progress=False)
+    for key, terms in result.terms.items():
+        np.testing.assert_array_equal(terms, threaded.terms[key])
     with pytest.raises(ValueError, match="eng"):
         al.measure(probed, {"copy": ["a b"]}, max_tokens=8)
+    with pytest.raises(ValueError, match="workers"):
+        al.measure(probed, _texts(), max_tokens=8, workers=-1)
     with pytest.raises(ValueError, match="same number"):
         al.measure(probed, {"eng": ["the cat", "a dog"], "x": ["the cat"]}, max_tokens=8)
 

@@ -9,7 +9,7 @@ from hybridlib.chapters.softcka import SPEC as SOFTCKA
 from hybridlib.params import ChapterSpec, Param
 
 _ALL = ("seminar", "gpu", "paper")
-_SHARED = ("languages", "articles", "max_tokens", "bootstrap", "torch_threads", "seed")
+_SHARED = ("languages", "articles", "max_tokens", "bootstrap", "torch_threads", "cpu_workers", "seed")
 DETOK_LANGUAGES = ("eng", "rus", "arb", "hin", "yor", "sot", "tel", "mal", "tam")  # whitespace between words
 
 SPEC = ChapterSpec(
