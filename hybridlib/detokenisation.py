@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from hybridlib import probe
 from hybridlib.models import ModelCard, encode
@@ -140,19 +141,21 @@ def ridge_accuracy(x_train: Tensor, y_train: Sequence[str], x_test: Tensor, y_te
     return float((pred == truth).double().mean())
 
 
-def _points(captured: probe.Captured, n_layers: int) -> dict[tuple[int, str], list[Tensor]]:
-    """Residual-stream states ``(layer, point) -> [T_i, d] per text`` for the three points of every layer."""
-    out = {}
-    for l in range(n_layers):
-        x_in, delta, mlp = (captured[s][l] for s in ("attn_in", "attn_delta", "mlp_delta"))
-        out[(l, "in")] = x_in
-        out[(l, "mid")] = [a + d for a, d in zip(x_in, delta)]
-        out[(l, "out")] = [a + d + m for a, d, m in zip(x_in, delta, mlp)]
-    return out
+def _layer_features(model: nn.Module, tokenizer, items: Sequence[Tokenised], layer: int, units: pd.DataFrame
+                    ) -> dict[str, Tensor]:
+    """Residual-stream vectors ``[n_units, d]`` (float64) at the unit positions for the three points of
+    ``layer``; captures one layer at a time so memory stays at one layer's states."""
+    cap = probe.capture(model, tokenizer, [it.ids for it in items], signals=probe.SIGNALS, layers=[layer],
+                        batch_size=8, progress=False)
+    at = list(zip(units["text"], units["position"]))
+    base, mixer, block = (torch.stack([cap[s][layer][t][p] for t, p in at]).double()
+                          for s in ("attn_in", "attn_delta", "mlp_delta"))
+    return {"in": base, "mid": base + mixer, "out": base + mixer + block}
 
 
 def word_identity_probe(model: nn.Module, tokenizer, card: ModelCard, texts: Sequence[str], *, max_tokens: int,
-                        min_count: int = 4, l2: float = 1e-2, label: str = "") -> pd.DataFrame:
+                        min_count: int = 4, l2: float = 1e-2, label: str = "", progress: bool = True
+                        ) -> pd.DataFrame:
     """Probe accuracy of both tasks at every layer and point of ``model`` on ``texts``.
 
     Returns one row per (layer, task): ``acc_in, acc_mid, acc_out``, ``se`` (the largest binomial standard
@@ -161,24 +164,26 @@ def word_identity_probe(model: nn.Module, tokenizer, card: ModelCard, texts: Seq
     """
     items = [tokenise(tokenizer, card, t, max_tokens) for t in texts]
     units = probe_units(items)
-    captured = probe.capture(model, tokenizer, [it.ids for it in items], signals=probe.SIGNALS, progress=False)
-    points = _points(captured, card.n_layers)
-    rows = []
+    splits = {}
     for task in TASKS:
-        sub = units[units["task"] == task].reset_index(drop=True)
-        labels = [str(x) for x in sub["label"]]
+        labels = [str(x) for x in units.loc[units["task"] == task, "label"]]
         train, test = occurrence_split(labels, min_count)
         if len(train) == 0:
             raise ValueError(f"task {task!r}: no label occurs >= min_count={min_count} times; pass more text "
                              "or a smaller min_count")
-        y_train, y_test = [labels[i] for i in train], [labels[i] for i in test]
-        commonest = max(set(y_train), key=y_train.count)
-        for (layer, point), states in points.items():
-            feats = torch.stack([states[t][p] for t, p in zip(sub["text"], sub["position"])]).double()
-            rows.append({"model": label or card.name, "layer": layer, "task": task, "point": point,
-                         "accuracy": ridge_accuracy(feats[train], y_train, feats[test], y_test, l2=l2),
-                         "n_train": len(train), "n_test": len(test), "n_classes": len(set(y_train)),
-                         "majority": float(np.mean([y == commonest for y in y_test]))})
+        splits[task] = (np.flatnonzero(units["task"] == task), train, test, labels)
+    rows = []
+    for layer in tqdm(range(card.n_layers), desc=f"probe {label or card.name}", unit="layer", disable=not progress):
+        feats = _layer_features(model, tokenizer, items, layer, units)
+        for task, (rows_of_task, train, test, labels) in splits.items():
+            y_train, y_test = [labels[i] for i in train], [labels[i] for i in test]
+            commonest = max(set(y_train), key=y_train.count)
+            for point, x in feats.items():
+                x = x[rows_of_task]
+                rows.append({"model": label or card.name, "layer": layer, "task": task, "point": point,
+                             "accuracy": ridge_accuracy(x[train], y_train, x[test], y_test, l2=l2),
+                             "n_train": len(train), "n_test": len(test), "n_classes": len(set(y_train)),
+                             "majority": float(np.mean([y == commonest for y in y_test]))})
     long = pd.DataFrame(rows)
     keys = ["model", "layer", "task", "n_train", "n_test", "n_classes", "majority"]
     frame = long.pivot(index=keys, columns="point", values="accuracy")[list(POINTS)].add_prefix("acc_").reset_index()

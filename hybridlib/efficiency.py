@@ -15,14 +15,18 @@ model ratios are smaller than mixer-only ratios).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 GIB = 1024**3
-CARDS_GIB: Mapping[str, float] = {"48 GB (L40S/A6000)": 48.0, "80 GB (A100/H100)": 80.0, "141 GB (H200)": 141.0}
+CARDS_GIB: Mapping[str, float] = {
+    "48 GB (L40S/A6000)": 48.0,
+    "80 GB (A100/H100)": 80.0,
+    "141 GB (H200)": 141.0,
+}
 """Nominal card capacities, taken as GiB (the usual way the marketing figure is read)."""
 STACKS = ("full-attention", "gdn", "hybrid-3:1", "hybrid-9:1")
 
@@ -72,8 +76,12 @@ def layer_counts(s: ModelShape, stack: str) -> tuple[int, int]:
     one in ten (``round(n_layers / 10)``, Granite-4.0-H-Micro's 4 of 40)."""
     if stack not in STACKS:
         raise ValueError(f"stack={stack!r}; allowed: {', '.join(STACKS)}")
-    n_fa = {"full-attention": s.n_layers, "gdn": 0, "hybrid-3:1": s.n_layers // 4,
-            "hybrid-9:1": max(1, round(s.n_layers / 10))}[stack]
+    n_fa = {
+        "full-attention": s.n_layers,
+        "gdn": 0,
+        "hybrid-3:1": s.n_layers // 4,
+        "hybrid-9:1": max(1, round(s.n_layers / 10)),
+    }[stack]
     return n_fa, s.n_layers - n_fa
 
 
@@ -103,12 +111,19 @@ def weight_bytes(s: ModelShape, stack: str, weight_bytes_per_param: int = 2) -> 
     return (s.n_params + n_gdn * gdn_extra_params(s)) * weight_bytes_per_param
 
 
-def cache_bytes(s: ModelShape, stack: str, context: int | np.ndarray, batch: int = 1, cache_dtype_bytes: int = 2,
-                state_dtype_bytes: int = 4) -> float | np.ndarray:
+def cache_bytes(
+    s: ModelShape,
+    stack: str,
+    context: int | np.ndarray,
+    batch: int = 1,
+    cache_dtype_bytes: int = 2,
+    state_dtype_bytes: int = 4,
+) -> float | np.ndarray:
     """KV cache + recurrent state of ``batch`` sequences of ``context`` tokens."""
     n_fa, n_gdn = layer_counts(s, stack)
-    per_seq = (n_fa * kv_bytes_per_token(s, cache_dtype_bytes) * np.asarray(context, dtype=float)
-               + n_gdn * gdn_state_bytes(s, state_dtype_bytes, cache_dtype_bytes))
+    per_seq = n_fa * kv_bytes_per_token(s, cache_dtype_bytes) * np.asarray(
+        context, dtype=float
+    ) + n_gdn * gdn_state_bytes(s, state_dtype_bytes, cache_dtype_bytes)
     return batch * per_seq
 
 
@@ -121,8 +136,9 @@ def memory_bytes(s: ModelShape, stack: str, context: int | np.ndarray, batch: in
     return weight_bytes(s, stack) + cache_bytes(s, stack, context, batch)
 
 
-def max_context(s: ModelShape, stack: str, card_gib: float, batch: int = 1, usable: float = 0.9,
-                limit: int = 2**24) -> int:
+def max_context(
+    s: ModelShape, stack: str, card_gib: float, batch: int = 1, usable: float = 0.9, limit: int = 2**24
+) -> int:
     """Longest context (tokens, capped at ``limit``) whose :func:`memory_bytes` fits ``usable`` of the card."""
     budget = card_gib * GIB * usable
     if memory_bytes(s, stack, 1, batch) > budget:
@@ -143,20 +159,28 @@ def max_batch(s: ModelShape, stack: str, card_gib: float, context: int, usable: 
     return max(0, int(budget // per_seq))
 
 
-def oom_table(s: ModelShape, context: int = 131072, cards: Mapping[str, float] = CARDS_GIB,
-              stacks: Sequence[str] = ("full-attention", "hybrid-3:1"), usable: float = 0.9) -> pd.DataFrame:
+def oom_table(
+    s: ModelShape,
+    context: int = 131072,
+    cards: Mapping[str, float] = CARDS_GIB,
+    stacks: Sequence[str] = ("full-attention", "hybrid-3:1"),
+    usable: float = 0.9,
+) -> pd.DataFrame:
     """Per card and stack: weights, cache per sequence at ``context``, longest single-sequence context,
     sequences of ``context`` tokens that fit at once."""
     rows = []
     for card, gib in cards.items():
         for stack in stacks:
-            rows.append({
-                "card": card, "stack": stack,
-                "weights_GiB": weight_bytes(s, stack) / GIB,
-                "cache_per_seq_GiB": float(cache_bytes(s, stack, context)) / GIB,
-                "max_context_tokens": max_context(s, stack, gib, usable=usable),
-                f"seqs_at_{context // 1024}K": max_batch(s, stack, gib, context, usable),
-            })
+            rows.append(
+                {
+                    "card": card,
+                    "stack": stack,
+                    "weights_GiB": weight_bytes(s, stack) / GIB,
+                    "cache_per_seq_GiB": float(cache_bytes(s, stack, context)) / GIB,
+                    "max_context_tokens": max_context(s, stack, gib, usable=usable),
+                    f"seqs_at_{context // 1024}K": max_batch(s, stack, gib, context, usable),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -164,8 +188,12 @@ def oom_table(s: ModelShape, context: int = 131072, cards: Mapping[str, float] =
 
 MIXER_FAMILIES = ("attention", "recurrent")
 LATENCY_POWERS: Mapping[tuple[str, str], tuple[int, ...]] = {
-    ("attention", "fwd"): (0, 1, 2), ("attention", "fwd_bwd"): (0, 1, 2), ("attention", "decode"): (0, 1),
-    ("recurrent", "fwd"): (0, 1), ("recurrent", "fwd_bwd"): (0, 1), ("recurrent", "decode"): (0,),
+    ("attention", "fwd"): (0, 1, 2),
+    ("attention", "fwd_bwd"): (0, 1, 2),
+    ("attention", "decode"): (0, 1),
+    ("recurrent", "fwd"): (0, 1),
+    ("recurrent", "fwd_bwd"): (0, 1),
+    ("recurrent", "decode"): (0,),
 }
 """Powers of T allowed in each fit: quadratic score matrix for FA prefill, linear cache read for FA decode."""
 
@@ -178,7 +206,7 @@ class LatencyFit:
     coef: tuple[float, ...]
     rel_rmse: float
 
-    def __call__(self, t: int | float | np.ndarray) -> np.ndarray:
+    def __call__(self, t: float | np.ndarray) -> np.ndarray:
         t = np.asarray(t, dtype=float)
         return sum(c * t**p for c, p in zip(self.coef, self.powers))
 
@@ -189,7 +217,9 @@ def fit_latency(lengths: Iterable[float], latencies: Iterable[float], powers: Se
     t = np.asarray(list(lengths), dtype=float)
     y = np.asarray(list(latencies), dtype=float)
     if t.shape != y.shape or t.size == 0:
-        raise ValueError(f"lengths and latencies must be non-empty and equally long, got {t.size} and {y.size}")
+        raise ValueError(
+            f"lengths and latencies must be non-empty and equally long, got {t.size} and {y.size}"
+        )
     if np.any(y <= 0):
         raise ValueError("latencies must be positive")
     keep = list(powers)
@@ -206,7 +236,9 @@ def fit_latency(lengths: Iterable[float], latencies: Iterable[float], powers: Se
     return replace(fit, rel_rmse=float(np.sqrt(np.mean(rel**2))))
 
 
-def fit_table(rows: pd.DataFrame, family: Mapping[str, str], value: str = "latency_ms") -> dict[tuple, LatencyFit]:
+def fit_table(
+    rows: pd.DataFrame, family: Mapping[str, str], value: str = "latency_ms"
+) -> dict[tuple, LatencyFit]:
     """One :class:`LatencyFit` per (mixer, shape, mode) of benchmark ``rows`` (columns mixer, shape, mode, T,
     ``value``); ``family`` maps each mixer name to "attention" or "recurrent"."""
     fits = {}
@@ -215,12 +247,15 @@ def fit_table(rows: pd.DataFrame, family: Mapping[str, str], value: str = "laten
             continue
         if family[mixer] not in MIXER_FAMILIES:
             raise ValueError(f"family[{mixer!r}]={family[mixer]!r}; allowed: {', '.join(MIXER_FAMILIES)}")
-        fits[(mixer, shp, mode)] = fit_latency(group["T"], group[value], LATENCY_POWERS[(family[mixer], mode)])
+        fits[(mixer, shp, mode)] = fit_latency(
+            group["T"], group[value], LATENCY_POWERS[(family[mixer], mode)]
+        )
     return fits
 
 
-def stack_latency(s: ModelShape, stack: str, attention: LatencyFit, recurrent: LatencyFit,
-                  context: int | np.ndarray) -> np.ndarray:
+def stack_latency(
+    s: ModelShape, stack: str, attention: LatencyFit, recurrent: LatencyFit, context: int | np.ndarray
+) -> np.ndarray:
     """Mixer time of a whole ``stack`` from per-layer fits: ``n_fa * attention(T) + n_gdn * recurrent(T)``."""
     n_fa, n_gdn = layer_counts(s, stack)
     return n_fa * attention(context) + n_gdn * recurrent(context)
@@ -241,8 +276,15 @@ FAMILY: Mapping[str, str] = {"sdpa": "attention", "gdn": "recurrent"}
 _SKIP_IMPLS = ("naive", "fla_raw")  # the test oracle, and fla called without our wrapper
 
 
-def measure_mixers(device: str, shapes: Sequence[str], lengths: Sequence[int], modes: Sequence[str] = ("fwd", "decode"),
-                   repeats: int = 3, point_budget_s: float = 1.0, progress: bool = True) -> pd.DataFrame:
+def measure_mixers(
+    device: str,
+    shapes: Sequence[str],
+    lengths: Sequence[int],
+    modes: Sequence[str] = ("fwd", "decode"),
+    repeats: int = 3,
+    point_budget_s: float = 1.0,
+    progress: bool = True,
+) -> pd.DataFrame:
     """One layer of SDPA and of GDN (fla on CUDA when importable, else the chunked PyTorch form) per shape, mode
     and context, timed in-process with ``kernels.bench``; rows as :func:`read_benchmark` returns them."""
     from tqdm.auto import tqdm
@@ -256,8 +298,13 @@ def measure_mixers(device: str, shapes: Sequence[str], lengths: Sequence[int], m
         raise ValueError(f"modes {bad} not allowed; allowed: {', '.join(bench.MODES)}")
     dtype = bench.torch.bfloat16 if device == "cuda" else bench.torch.float32
     gdn = next(i for i in bench.gdn_impls(device) if i not in _SKIP_IMPLS)
-    points = [(s, m, t, mixer, impl) for s in shapes for m in modes for t in lengths
-              for mixer, impl in (("sdpa", "sdpa"), ("gdn", gdn))]
+    points = [
+        (s, m, t, mixer, impl)
+        for s in shapes
+        for m in modes
+        for t in lengths
+        for mixer, impl in (("sdpa", "sdpa"), ("gdn", gdn))
+    ]
     rows = []
     for s, mode, t, mixer, impl in tqdm(points, desc="mixer benchmark", disable=not progress):
         state = None
@@ -266,8 +313,18 @@ def measure_mixers(device: str, shapes: Sequence[str], lengths: Sequence[int], m
         else:
             fn = bench.sequence_workload(mixer, impl, bench.SHAPES[s], t, mode, device, dtype)
         r = bench.measure(fn, device, repeats, point_budget_s)
-        rows.append({"shape": s, "mode": mode, "mixer": mixer, "impl": impl, "T": t, "ms": r["ms"],
-                     "peak_bytes": r["peak_bytes"], "state_bytes": state})
+        rows.append(
+            {
+                "shape": s,
+                "mode": mode,
+                "mixer": mixer,
+                "impl": impl,
+                "T": t,
+                "ms": r["ms"],
+                "peak_bytes": r["peak_bytes"],
+                "state_bytes": state,
+            }
+        )
     return _frame(rows)
 
 
@@ -289,25 +346,44 @@ def _frame(rows: Sequence[Mapping]) -> pd.DataFrame:
 
 def fastest(frame: pd.DataFrame) -> pd.DataFrame:
     """The chapter's two mixers (:data:`FAMILY`) with, per point, their fastest timed implementation."""
-    pick = frame[frame["mixer"].isin(list(FAMILY)) & ~frame["impl"].isin(_SKIP_IMPLS)].dropna(subset=["latency_ms"])
+    pick = frame[frame["mixer"].isin(list(FAMILY)) & ~frame["impl"].isin(_SKIP_IMPLS)].dropna(
+        subset=["latency_ms"]
+    )
     best = pick.loc[pick.groupby(["mixer", "shape", "mode", "T"])["latency_ms"].idxmin()]
     return best.reset_index(drop=True)
 
 
-def predict_stacks(fits: Mapping[tuple, LatencyFit], shape_name: str, mode: str, lengths: Sequence[int]) -> pd.DataFrame:
+def predict_stacks(
+    fits: Mapping[tuple, LatencyFit], shape_name: str, mode: str, lengths: Sequence[int]
+) -> pd.DataFrame:
     """Mixer time of the three :data:`STACKS` of ``shape_name`` at ``lengths`` from :func:`fit_table` fits of
     ``sdpa`` and ``gdn`` (rows stack, T, latency_ms)."""
     att, rec = fits[("sdpa", shape_name, mode)], fits[("gdn", shape_name, mode)]
     s = shape(shape_name)
-    return pd.DataFrame([{"stack": st, "T": t, "latency_ms": float(stack_latency(s, st, att, rec, t))}
-                         for st in STACKS for t in lengths])
+    return pd.DataFrame(
+        [
+            {"stack": st, "T": t, "latency_ms": float(stack_latency(s, st, att, rec, t))}
+            for st in STACKS
+            for t in lengths
+        ]
+    )
 
 
 def memory_curves(shape_name: str, lengths: Sequence[int]) -> pd.DataFrame:
     """Weights + cache (GiB) of the three :data:`STACKS` of ``shape_name`` at batch 1 (rows stack, T, GiB)."""
     s = shape(shape_name)
-    return pd.DataFrame([{"stack": st, "T": t, "GiB": float(memory_bytes(s, st, t)) / GIB,
-                          "cache_GiB": float(cache_bytes(s, st, t)) / GIB} for st in STACKS for t in lengths])
+    return pd.DataFrame(
+        [
+            {
+                "stack": st,
+                "T": t,
+                "GiB": float(memory_bytes(s, st, t)) / GIB,
+                "cache_GiB": float(cache_bytes(s, st, t)) / GIB,
+            }
+            for st in STACKS
+            for t in lengths
+        ]
+    )
 
 
 def ratio_verdict(book: float, paper: float, factor: float = 1.5) -> str:

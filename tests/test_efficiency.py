@@ -25,11 +25,19 @@ def test_gdn_extra_params_match_real_modules():
     s = eff.shape("smollm2-135m")
     gdn = GatedDeltaNet(s.hidden_size, s.n_heads, s.head_dim, s.head_dim, s.conv_size)
     q, kv = s.n_heads * s.head_dim, s.n_kv_heads * s.head_dim
-    attention = nn.ModuleList([nn.Linear(s.hidden_size, q, bias=False), nn.Linear(s.hidden_size, kv, bias=False),
-                               nn.Linear(s.hidden_size, kv, bias=False), nn.Linear(q, s.hidden_size, bias=False)])
-    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    attention = nn.ModuleList(
+        [
+            nn.Linear(s.hidden_size, q, bias=False),
+            nn.Linear(s.hidden_size, kv, bias=False),
+            nn.Linear(s.hidden_size, kv, bias=False),
+            nn.Linear(q, s.hidden_size, bias=False),
+        ]
+    )
+    count = lambda m: sum(p.numel() for p in m.parameters())
     assert eff.gdn_extra_params(s) == count(gdn) - count(attention)
-    assert eff.weight_bytes(s, "gdn") - eff.weight_bytes(s, "full-attention") == 2 * 30 * eff.gdn_extra_params(s)
+    assert eff.weight_bytes(s, "gdn") - eff.weight_bytes(
+        s, "full-attention"
+    ) == 2 * 30 * eff.gdn_extra_params(s)
 
 
 def test_max_context_and_batch_are_the_fitting_boundary():
@@ -38,9 +46,17 @@ def test_max_context_and_batch_are_the_fitting_boundary():
         budget = 48.0 * eff.GIB * 0.9
         assert eff.memory_bytes(QWEN, stack, n) <= budget < eff.memory_bytes(QWEN, stack, n + 1)
         b = eff.max_batch(QWEN, stack, 80.0, 131072)
-        assert eff.memory_bytes(QWEN, stack, 131072, b) <= 80 * eff.GIB * 0.9 < eff.memory_bytes(QWEN, stack, 131072, b + 1)
+        assert (
+            eff.memory_bytes(QWEN, stack, 131072, b)
+            <= 80 * eff.GIB * 0.9
+            < eff.memory_bytes(QWEN, stack, 131072, b + 1)
+        )
     # full attention at 128K on an 80 GiB card by hand: (72 GiB - 8.04 GB) // 18 GiB = 3 sequences
-    assert eff.max_batch(QWEN, "full-attention", 80.0, 131072) == int((72 * eff.GIB - 4.02e9 * 2) // (18 * eff.GIB)) == 3
+    assert (
+        eff.max_batch(QWEN, "full-attention", 80.0, 131072)
+        == int((72 * eff.GIB - 4.02e9 * 2) // (18 * eff.GIB))
+        == 3
+    )
     assert eff.max_context(QWEN, "gdn", 48.0) == 2**24  # constant state: only the cap limits it
     assert eff.max_context(QWEN, "full-attention", 1.0) == 0  # weights alone overflow
 
@@ -60,7 +76,9 @@ def test_crossover_and_stack_composition():
     x = eff.crossover(attention, recurrent)
     assert 10_000 < x <= 10_000 * 2 ** (1 / 64) + 1  # 1e-3 T^2 > 10 T from T = 1e4
     assert eff.crossover(attention, recurrent, hi=2**12) is None
-    assert eff.stack_latency(QWEN, "hybrid-3:1", attention, recurrent, 100) == pytest.approx(9 * 10 + 27 * 1000)
+    assert eff.stack_latency(QWEN, "hybrid-3:1", attention, recurrent, 100) == pytest.approx(
+        9 * 10 + 27 * 1000
+    )
 
 
 def test_bad_input_names_the_parameter():

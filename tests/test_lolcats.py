@@ -1,10 +1,16 @@
 """LoLCATs: linearised attention, attention transfer, LoRA, passkey and cloze evaluations (tiny random models)."""
 
-import copy
 
 import pytest
 import torch
-from transformers import Gemma3TextConfig, Gemma3ForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
 from hybridlib.lolcats import (
     LinearizedAttention,
@@ -23,6 +29,7 @@ from hybridlib.lolcats import (
 from hybridlib.lolcats.convert import linearized_modules
 from hybridlib.train import PackedBatches, TrainConfig
 
+
 @pytest.fixture(autouse=True)
 def one_thread():
     """Tiny models run fastest on one thread (and do not fight other processes for cores)."""
@@ -32,8 +39,8 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, head_dim=16, max_position_embeddings=256)
+SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 256}
 
 
 def _model(kind: str, attn: str = "eager", init: float = 0.02):

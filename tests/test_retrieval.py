@@ -5,10 +5,20 @@ import torch
 from torch import nn
 
 from hybridlib.losses import IGNORE_INDEX
-from hybridlib.retrieval import (MQARBatches, MQARTask, accuracy, fa_layers, make_batch, make_sample, make_samples,
-                                 score, split_units, tiny_lm)
-from hybridlib.retrieval.needle import NEEDLE
+from hybridlib.retrieval import (
+    MQARBatches,
+    MQARTask,
+    accuracy,
+    fa_layers,
+    make_batch,
+    make_sample,
+    make_samples,
+    score,
+    split_units,
+    tiny_lm,
+)
 from hybridlib.retrieval.mqar import FILLER
+from hybridlib.retrieval.needle import NEEDLE
 
 SENTENCES = [f"Sentence number {i} of the haystack talks about item {i * 7}." for i in range(40)]
 
@@ -29,7 +39,7 @@ def test_needle_at_requested_depth_within_budget(budget, depth):
     assert bytes(ids[s.needle_token : s.needle_token + len(needle)]) == needle  # needle_token is exact
     assert s.prompt.count("1234567") == 1
     unit = max(len(x) for x in SENTENCES) + 1
-    haystack = s.n_tokens - len(byte_encode(s.prompt[s.prompt.index("\n\n"):])) - len(needle)
+    haystack = s.n_tokens - len(byte_encode(s.prompt[s.prompt.index("\n\n") :])) - len(needle)
     assert abs(s.depth - depth) <= unit / max(haystack, 1) + 1e-9
     assert abs((s.needle_token - 1) / haystack - depth) <= unit / haystack + 0.01
 
@@ -50,7 +60,9 @@ def test_split_units_handles_scripts_without_spaces():
 
 
 def test_same_draws_across_languages():
-    samples = make_samples({"a": SENTENCES, "b": SENTENCES[::-1]}, byte_encode, [300], [0.5], n_per_cell=3, seed=1)
+    samples = make_samples(
+        {"a": SENTENCES, "b": SENTENCES[::-1]}, byte_encode, [300], [0.5], n_per_cell=3, seed=1
+    )
     a, b = samples[:3], samples[3:]
     assert [(x.key, x.value) for x in a] == [(x.key, x.value) for x in b]
 
@@ -63,14 +75,15 @@ class NextTokenOracle(nn.Module):
         self.vocab, self.wrong = vocab, wrong
         self.dummy = nn.Parameter(torch.zeros(1))
 
-    def forward(self, input_ids):
+    def forward(self, input_ids, logits_to_keep=0):
         nxt = torch.roll(input_ids, -1, dims=1) + int(self.wrong)
-        return type("Out", (), {"logits": nn.functional.one_hot(nxt % self.vocab, self.vocab).float() * 30})
+        logits = nn.functional.one_hot(nxt % self.vocab, self.vocab).float() * 30
+        return type("Out", (), {"logits": logits[:, -logits_to_keep:]})
 
 
 def test_needle_score_oracle_is_perfect():
     samples = make_samples({"x": SENTENCES}, byte_encode, [300, 600], [0.2, 0.8], seed=0)
-    answer = lambda text: list(text.encode())  # noqa: E731
+    answer = lambda text: list(text.encode())
     good = score(NextTokenOracle(257), byte_encode, answer, samples, progress=False)
     bad = score(NextTokenOracle(257, wrong=True), byte_encode, answer, samples, progress=False)
     assert good["correct"].all() and not bad["correct"].any()
@@ -135,7 +148,11 @@ def test_mqar_oracle_scores_100_and_chance_model_does_not():
 
 
 def test_tiny_lm_layouts():
-    assert fa_layers("hybrid-3:1", 8) == (3, 7) and fa_layers("gdn", 4) == () and fa_layers("full-attention", 2) == (0, 1)
+    assert (
+        fa_layers("hybrid-3:1", 8) == (3, 7)
+        and fa_layers("gdn", 4) == ()
+        and fa_layers("full-attention", 2) == (0, 1)
+    )
     hybrid = tiny_lm("hybrid-3:1", 32, hidden_size=16, n_layers=4, n_heads=2)
     kinds = [type(layer.self_attn).__name__ for layer in hybrid.model.layers]
     assert kinds == ["GatedDeltaNetAttention"] * 3 + ["LlamaAttention"]

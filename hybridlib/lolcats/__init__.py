@@ -11,7 +11,13 @@ from hybridlib.lolcats.convert import (
 )
 from hybridlib.lolcats.evals import ClozeItem, cloze_accuracy, cloze_items, heldout_sequences, perplexity
 from hybridlib.lolcats.lora import LORA_TARGETS, add_lora, lora_finetune
-from hybridlib.lolcats.passkey import PasskeyItem, passkey_accuracy, passkey_item, passkey_items, passkey_training_rows
+from hybridlib.lolcats.passkey import (
+    PasskeyItem,
+    passkey_accuracy,
+    passkey_item,
+    passkey_items,
+    passkey_training_rows,
+)
 from hybridlib.lolcats.throughput import decode, generation_throughput
 from hybridlib.lolcats.transfer import attention_transfer, layer_mse, mse_by_layer, transfer_loss
 

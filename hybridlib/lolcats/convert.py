@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from torch import nn
 from transformers import PreTrainedModel

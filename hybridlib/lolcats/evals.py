@@ -11,8 +11,9 @@ it is not a test of knowledge or reasoning like MMLU.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F

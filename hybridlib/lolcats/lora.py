@@ -3,7 +3,7 @@ with the feature maps and every base weight frozen."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from peft import LoraConfig, PeftModel, get_peft_model
 from torch import nn

@@ -10,8 +10,9 @@ after the true prefix).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 import torch

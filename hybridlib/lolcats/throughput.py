@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

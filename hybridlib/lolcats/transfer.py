@@ -9,7 +9,7 @@ mean over layers of the per-layer MSE. Layers never see each other's errors.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

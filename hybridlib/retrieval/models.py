@@ -28,15 +28,30 @@ def fa_layers(kind: str, n_layers: int) -> tuple[int, ...]:
     return tuple(range(n_layers)) if kind == "full-attention" else ()
 
 
-def tiny_lm(kind: str, vocab_size: int, hidden_size: int = 64, n_layers: int = 4, n_heads: int = 2,
-            max_len: int = 4096, seed: int = 0) -> PreTrainedModel:
+def tiny_lm(
+    kind: str,
+    vocab_size: int,
+    hidden_size: int = 64,
+    n_layers: int = 4,
+    n_heads: int = 2,
+    max_len: int = 4096,
+    seed: int = 0,
+) -> PreTrainedModel:
     """A ``kind`` LM (see :data:`KINDS`) with an MLP of width ``4 * hidden_size``; same seed, same base weights."""
     fa = fa_layers(kind, n_layers)
     if hidden_size % n_heads:
         raise ValueError(f"hidden_size={hidden_size} must be a multiple of n_heads={n_heads}")
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=4 * hidden_size,
-                         num_hidden_layers=n_layers, num_attention_heads=n_heads, num_key_value_heads=n_heads,
-                         max_position_embeddings=max_len, tie_word_embeddings=False, attn_implementation="sdpa")
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=4 * hidden_size,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_heads,
+        max_position_embeddings=max_len,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     if len(fa) == n_layers:

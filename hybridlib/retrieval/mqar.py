@@ -10,8 +10,8 @@ at a query key's position it holds that key's value, everywhere else ``IGNORE_IN
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import pandas as pd
 import torch
@@ -35,12 +35,16 @@ class MQARTask:
         if self.vocab_size < 4 or self.vocab_size % 2:
             raise ValueError(f"vocab_size must be an even integer >= 4, got {self.vocab_size}")
         if not 1 <= self.n_pairs < self.vocab_size // 2:
-            raise ValueError(f"n_pairs must be in [1, {self.vocab_size // 2 - 1}] (distinct keys), got {self.n_pairs}")
+            raise ValueError(
+                f"n_pairs must be in [1, {self.vocab_size // 2 - 1}] (distinct keys), got {self.n_pairs}"
+            )
         if not 1 <= self.queries <= self.n_pairs:
             raise ValueError(f"n_queries must be in [1, n_pairs={self.n_pairs}], got {self.n_queries}")
         if self.seq_len < 2 * (self.n_pairs + self.queries):
-            raise ValueError(f"seq_len={self.seq_len} is too short for {self.n_pairs} pairs and {self.queries} "
-                             f"queries: need >= {2 * (self.n_pairs + self.queries)}")
+            raise ValueError(
+                f"seq_len={self.seq_len} is too short for {self.n_pairs} pairs and {self.queries} "
+                f"queries: need >= {2 * (self.n_pairs + self.queries)}"
+            )
 
     @property
     def queries(self) -> int:
@@ -78,7 +82,9 @@ class MQARBatches(Sequence):
         if not tasks:
             raise ValueError("tasks is empty")
         if len({t.seq_len for t in tasks}) != 1:
-            raise ValueError(f"every task must have the same seq_len, got {sorted({t.seq_len for t in tasks})}")
+            raise ValueError(
+                f"every task must have the same seq_len, got {sorted({t.seq_len for t in tasks})}"
+            )
         self.tasks, self.batch_size, self.steps, self.seed = list(tasks), batch_size, steps, seed
 
     def __len__(self) -> int:
@@ -100,8 +106,14 @@ def accuracy(model: nn.Module, batch: dict[str, torch.Tensor]) -> float:
     return (logits.argmax(-1).cpu()[mask] == batch["labels"][mask]).float().mean().item()
 
 
-def accuracy_grid(model: nn.Module, vocab_size: int, seq_lens: Iterable[int], n_pairs: Iterable[int],
-                  n_examples: int = 64, seed: int = 10_000) -> pd.DataFrame:
+def accuracy_grid(
+    model: nn.Module,
+    vocab_size: int,
+    seq_lens: Iterable[int],
+    n_pairs: Iterable[int],
+    n_examples: int = 64,
+    seed: int = 10_000,
+) -> pd.DataFrame:
     """Accuracy for every feasible (seq_len, n_pairs) on ``n_examples`` fresh sequences each (rows
     seq_len, n_pairs, accuracy); the default seed differs from training seeds so test data is unseen."""
     was_training = model.training
@@ -111,8 +123,11 @@ def accuracy_grid(model: nn.Module, vocab_size: int, seq_lens: Iterable[int], n_
         for n in n_pairs:
             if seq_len < 4 * n:
                 continue
-            batch = make_batch(MQARTask(vocab_size, seq_len, n), n_examples,
-                               torch.Generator().manual_seed(seed + 7919 * seq_len + n))
+            batch = make_batch(
+                MQARTask(vocab_size, seq_len, n),
+                n_examples,
+                torch.Generator().manual_seed(seed + 7919 * seq_len + n),
+            )
             rows.append({"seq_len": seq_len, "n_pairs": n, "accuracy": accuracy(model, batch)})
     model.train(was_training)
     return pd.DataFrame(rows)

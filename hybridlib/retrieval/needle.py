@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -24,8 +24,28 @@ from tqdm.auto import tqdm
 NEEDLE = "The special magic number for {key} is {value}."
 QUESTION = "\n\nWhat is the special magic number for {key} mentioned in the text above? The special magic number for {key} is"
 ANSWER = " {value}"
-KEYS = ("river", "lantern", "harbor", "meadow", "violin", "glacier", "compass", "orchard", "falcon", "pebble",
-        "thunder", "velvet", "canyon", "saddle", "marble", "beacon", "willow", "anchor", "ember", "quartz")
+KEYS = (
+    "river",
+    "lantern",
+    "harbor",
+    "meadow",
+    "violin",
+    "glacier",
+    "compass",
+    "orchard",
+    "falcon",
+    "pebble",
+    "thunder",
+    "velvet",
+    "canyon",
+    "saddle",
+    "marble",
+    "beacon",
+    "willow",
+    "anchor",
+    "ember",
+    "quartz",
+)
 _SENTENCE_END = re.compile(r"(?<=[。！？])|(?<=[.!?;।॥။።؟])\s+|\n+")
 
 Encode = Callable[[str], list[int]]
@@ -70,8 +90,16 @@ def _assemble(before: Sequence[str], needle: str, after: Sequence[str], question
     return " ".join([*before, needle, *after]) + question
 
 
-def make_sample(units: Sequence[str], encode: Encode, budget: int, depth: float, key: str, value: str,
-                lang: str = "", start: int = 0) -> NeedleSample:
+def make_sample(
+    units: Sequence[str],
+    encode: Encode,
+    budget: int,
+    depth: float,
+    key: str,
+    value: str,
+    lang: str = "",
+    start: int = 0,
+) -> NeedleSample:
     """A prompt of at most ``budget`` tokens (``len(encode(prompt))``) with the needle at ``depth`` of the haystack.
 
     ``units`` are haystack sentences, taken in order from ``start`` and cycled; a unit that would overflow the
@@ -109,28 +137,54 @@ def make_sample(units: Sequence[str], encode: Encode, budget: int, depth: float,
         chosen.pop()  # joined text tokenises a little differently from the sum of its parts
     needle_token = len(encode(" ".join(before) + " ")) if before else n_start
     depth_found = (needle_token - n_start) / max(n_tokens - n_fixed, 1)
-    return NeedleSample(lang, budget, depth, key, value, prompt, ANSWER.format(value=value), n_tokens, needle_token,
-                        depth_found, len(chosen))
+    return NeedleSample(
+        lang,
+        budget,
+        depth,
+        key,
+        value,
+        prompt,
+        ANSWER.format(value=value),
+        n_tokens,
+        needle_token,
+        depth_found,
+        len(chosen),
+    )
 
 
-def make_samples(units_by_lang: Mapping[str, Sequence[str]], encode: Encode, budgets: Sequence[int],
-                 depths: Sequence[float], n_per_cell: int = 1, seed: int = 0) -> list[NeedleSample]:
+def make_samples(
+    units_by_lang: Mapping[str, Sequence[str]],
+    encode: Encode,
+    budgets: Sequence[int],
+    depths: Sequence[float],
+    n_per_cell: int = 1,
+    seed: int = 0,
+) -> list[NeedleSample]:
     """``n_per_cell`` samples for every (language, budget, depth); keys, values and haystack start offsets are
     drawn from ``seed`` and are the same across languages (so languages differ only in their haystack)."""
     rng = random.Random(seed)
-    draws = [(rng.choice(KEYS), str(rng.randrange(1_000_000, 10_000_000)), rng.random())
-             for _ in range(len(budgets) * len(depths) * n_per_cell)]
+    draws = [
+        (rng.choice(KEYS), str(rng.randrange(1_000_000, 10_000_000)), rng.random())
+        for _ in range(len(budgets) * len(depths) * n_per_cell)
+    ]
     samples = []
     for lang, units in units_by_lang.items():
         cells = [(b, d, n) for b in budgets for d in depths for n in range(n_per_cell)]
         for (budget, depth, _), (key, value, offset) in zip(cells, draws):
-            samples.append(make_sample(units, encode, budget, depth, key, value, lang, int(offset * len(units))))
+            samples.append(
+                make_sample(units, encode, budget, depth, key, value, lang, int(offset * len(units)))
+            )
     return samples
 
 
 @torch.no_grad()
-def score(model: torch.nn.Module, encode: Encode, answer_ids: Callable[[str], list[int]],
-          samples: Sequence[NeedleSample], progress: bool = True) -> pd.DataFrame:
+def score(
+    model: torch.nn.Module,
+    encode: Encode,
+    answer_ids: Callable[[str], list[int]],
+    samples: Sequence[NeedleSample],
+    progress: bool = True,
+) -> pd.DataFrame:
     """One row per sample: its fields (prompt dropped), ``correct`` (greedy decoding yields the answer's
     tokens), ``answer_logprob`` (sum of log-probabilities of the answer tokens, nats)."""
     device = next(model.parameters()).device
@@ -138,7 +192,10 @@ def score(model: torch.nn.Module, encode: Encode, answer_ids: Callable[[str], li
     for sample in tqdm(samples, desc="needle", disable=not progress):
         prompt, answer = encode(sample.prompt), answer_ids(sample.answer)
         ids = torch.tensor([prompt + answer], device=device)
-        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+        keep = (
+            len(answer) + 1
+        )  # only the answer positions reach the LM head (262k-word vocabularies are costly)
+        logits = model(input_ids=ids, logits_to_keep=keep).logits[0, -keep:-1].float()
         target = torch.tensor(answer, device=device)
         logprob = torch.log_softmax(logits, -1).gather(-1, target[:, None]).sum().item()
         row = {k: v for k, v in asdict(sample).items() if k not in ("prompt", "answer")}

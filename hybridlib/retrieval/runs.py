@@ -3,7 +3,8 @@ training of the three tiny stacks."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import torch
@@ -22,28 +23,55 @@ def udhr_units(languages: Sequence[str]) -> dict[str, list[str]]:
     return {lang: split_units(frame.loc[frame["lang"] == lang, "text"].tolist()) for lang in languages}
 
 
-def needle_accuracy(model: torch.nn.Module, tokenizer: Any, card: ModelCard, languages: Sequence[str],
-                    lengths: Sequence[int], depths: Sequence[float], n_per_cell: int, seed: int) -> pd.DataFrame:
+def needle_accuracy(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    card: ModelCard,
+    languages: Sequence[str],
+    lengths: Sequence[int],
+    depths: Sequence[float],
+    n_per_cell: int,
+    seed: int,
+) -> pd.DataFrame:
     """Score needle prompts (UDHR haystacks) with ``model``; one row per prompt (see ``needle.score``)."""
-    prompt_ids = lambda text: encode(tokenizer, text, card)  # noqa: E731
-    answer_ids = lambda text: encode_batch(tokenizer, [text])[0]  # noqa: E731
+    prompt_ids = lambda text: encode(tokenizer, text, card)
+    answer_ids = lambda text: encode_batch(tokenizer, [text])[0]
     samples = make_samples(udhr_units(languages), prompt_ids, lengths, depths, n_per_cell, seed)
     return score(model, prompt_ids, answer_ids, samples)
 
 
-def mqar_experiment(vocab: int, pairs: Sequence[int], lengths: Sequence[int], width: int, steps: int, batch: int,
-                    lr: float, seed: int, device: str = "cpu", kinds: Sequence[str] = KINDS,
-                    eval_examples: int = 128) -> tuple[pd.DataFrame, pd.DataFrame]:
+def mqar_experiment(
+    vocab: int,
+    pairs: Sequence[int],
+    lengths: Sequence[int],
+    width: int,
+    steps: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    device: str = "cpu",
+    kinds: Sequence[str] = KINDS,
+    eval_examples: int = 128,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train each of ``kinds`` on MQAR at ``lengths[0]`` with every ``pairs`` count mixed, evaluate on every
     (length, pairs). Returns (accuracy rows kind, seq_len, n_pairs, accuracy; loss curves kind, step, loss)."""
     tasks = [MQARTask(vocab, lengths[0], n) for n in pairs]
     accuracy, curves = [], []
     for kind in kinds:
         model = tiny_lm(kind, vocab, hidden_size=width, max_len=max(lengths), seed=seed).to(device)
-        config = TrainConfig(batch_size=batch, seq_len=lengths[0], steps=steps, lrs={"rest": lr}, warmup_frac=0.05,
-                             min_lr=lr / 10, seed=seed)
+        config = TrainConfig(
+            batch_size=batch,
+            seq_len=lengths[0],
+            steps=steps,
+            lrs={"rest": lr},
+            warmup_frac=0.05,
+            min_lr=lr / 10,
+            seed=seed,
+        )
         history = train(model, MQARBatches(tasks, batch, steps, seed), causal_lm_loss, config)
         grid = accuracy_grid(model, vocab, lengths, pairs, eval_examples)
         accuracy.append(grid.assign(kind=kind))
-        curves.append(pd.DataFrame([{"kind": kind, "step": r["step"], "loss": r["loss"]} for r in history.train]))
+        curves.append(
+            pd.DataFrame([{"kind": kind, "step": r["step"], "loss": r["loss"]} for r in history.train])
+        )
     return pd.concat(accuracy, ignore_index=True), pd.concat(curves, ignore_index=True)
