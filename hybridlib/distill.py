@@ -70,6 +70,7 @@ class Recipe:
     eval_every_tokens: int
     val_docs_per_language: int
     tau: float = 1.0
+    swa_window: int = 64  # the sliding-window control's window (tokens); GDN students ignore it
     note: str = ""
 
 
@@ -77,16 +78,16 @@ RECIPES: dict[str, Recipe] = {
     # 8 layers, d=128, ~2M parameters (2 FA layers at 25%). CPU cost is set by FLOPs (8 N a token, student +
     # teacher): ~800 CPU s per 1M tokens on one shared core, so the seminar affords ~25k tokens (48 steps of
     # 4 x 128) per layout; short runs on a tiny model take 30x the paper's peaks (ratio 3.5 : 1).
-    "tiny-teacher": Recipe(0.25, 24_576, 128, 4, 2.1e-3, 6e-4, 3_072, 1,
-                           note="30x the paper's lrs, ratio 3.5:1; 48 steps of 512 tokens"),
+    "tiny-teacher": Recipe(0.25, 16_384, 128, 4, 2.1e-3, 6e-4, 2_048, 1, swa_window=16,
+                           note="30x the paper's lrs, ratio 3.5:1; 32 steps of 512 tokens; SWA window 1/8 of seq"),
     # 30 layers, 135M parameters, 2M tokens (9 runs in ~10 H200 minutes at >= 50k tokens/s, the unoptimised
     # speed DESIGN.md 8 measured): 10x the paper's peaks, GDN below the 1e-3 that diverged.
-    "smollm2-135m": Recipe(0.25, 2_097_152, 512, 32, 7e-4, 2e-4, 131_072, 4,
+    "smollm2-135m": Recipe(0.25, 2_097_152, 512, 32, 7e-4, 2e-4, 131_072, 4, swa_window=128,
                            note="10x the paper's lrs; GDN 1e-3 diverged (DESIGN.md 8)"),
-    "gemma3-270m": Recipe(0.25, 2_097_152, 512, 32, 3.5e-4, 1e-4, 131_072, 4,
+    "gemma3-270m": Recipe(0.25, 2_097_152, 512, 32, 3.5e-4, 1e-4, 131_072, 4, swa_window=128,
                           note="5x the paper's lrs: wider model, 262k vocabulary"),
-    "qwen3-4b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, note="the paper's"),
-    "granite-4.1-3b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000,
+    "qwen3-4b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"),
+    "granite-4.1-3b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256,
                                   note="the paper's"),
 }
 
@@ -113,6 +114,7 @@ class DistillSettings:
     teacher_identity: str
     fa_layers: tuple[int, ...]
     mixer: str
+    swa_window: int
     train_tokens: int
     seq_len: int
     batch_size: int
@@ -321,6 +323,7 @@ def distill_layout(
     device: str | torch.device | None = None,
     precision: str | None = None,
     teacher_path: str | Path | None = None,
+    swa_window: int | None = None,
     progress: bool = True,
 ) -> DistillRun:
     """Distil ``teacher_name`` (registry name; ``teacher_path`` = a local folder instead) into the hybrid
@@ -334,8 +337,10 @@ def distill_layout(
     values = {k: v if v is not None else getattr(r, k) for k, v in {
         "fa_fraction": fa_fraction, "train_tokens": train_tokens, "seq_len": seq_len, "batch_size": batch_size,
         "lr_recurrent": lr_recurrent, "lr_rest": lr_rest, "tau": tau, "eval_every_tokens": eval_every_tokens,
-        "val_docs_per_language": val_docs_per_language}.items()}
+        "val_docs_per_language": val_docs_per_language, "swa_window": swa_window}.items()}
     _check_args(mixer, data_seed, values)
+    if mixer != "swa":
+        values["swa_window"] = 0
     device, precision = _resolve_device(device, precision)
     teacher, tokenizer = load(teacher_name, path=teacher_path)
     layout = _layout(teacher, layout_name, values.pop("fa_fraction"))
@@ -387,7 +392,8 @@ def prepare_data(teacher_name: str, *, data_seeds: Sequence[int] = (0,), test_do
 
 def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout, s: DistillSettings,
              folder: Path, device: torch.device, progress: bool) -> DistillRun:
-    student = convert_to_hybrid(teacher, layout, s.mixer, seed=MODEL_SEED).to(device)
+    window = {"swa_window": s.swa_window} if s.mixer == "swa" else {}
+    student = convert_to_hybrid(teacher, layout, s.mixer, seed=MODEL_SEED, **window).to(device)
     teacher = teacher.to(device, torch.bfloat16 if s.precision == "bf16" else torch.float32)
     config = TrainConfig(
         batch_size=s.batch_size, seq_len=s.seq_len, total_tokens=s.train_tokens,

@@ -208,5 +208,5 @@ def test_chapter_defaults_are_the_recipes_of_each_presets_teacher():
         values = spec.resolve(preset)
         r = distill.recipe(values["teacher"])
         for name in ("fa_fraction", "train_tokens", "seq_len", "batch_size", "lr_recurrent", "lr_rest",
-                     "eval_every_tokens"):
+                     "eval_every_tokens", "swa_window"):
             assert values[name] == getattr(r, name), (preset, name)
