@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -197,9 +198,8 @@ def _save(path, alignment: Alignment) -> None:
     arrays = {"terms|" + "|".join(k): v for k, v in alignment.terms.items()}
     arrays |= {"linear|" + "|".join(k): v for k, v in alignment.linear.items()}
     arrays |= {"tokens|" + lang: np.array(n) for lang, n in alignment.tokens.items()}
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays)
 
 
 def _read(path, probed: Probed) -> Alignment:
@@ -368,7 +368,7 @@ def jump(al: Alignment, layer: int, *, signal: str = "attn_delta", reference: Al
     rows = []
     for group in [[lang] for lang in langs] + [langs]:
         terms = np.concatenate([m.get(signal, lang) for m in models for lang in group])
-        point, low, high = softcka.bootstrap_ci(terms, statistic=lambda s, k=len(group): stat(s, k), n_boot=n_boot,
+        point, low, high = softcka.bootstrap_ci(terms, statistic=partial(stat, n_langs=len(group)), n_boot=n_boot,
                                                 seed=seed, level=level)
         rows.append((group[0] if len(group) == 1 else "mean", float(point), float(low), float(high)))
     frame = pd.DataFrame(rows, columns=["lang", "jump", "low", "high"]).set_index("lang")

@@ -141,16 +141,42 @@ def ridge_accuracy(x_train: Tensor, y_train: Sequence[str], x_test: Tensor, y_te
     return float((pred == truth).double().mean())
 
 
-def _layer_features(model: nn.Module, tokenizer, items: Sequence[Tokenised], layer: int, units: pd.DataFrame
-                    ) -> dict[str, Tensor]:
-    """Residual-stream vectors ``[n_units, d]`` (float64) at the unit positions for the three points of
-    ``layer``; captures one layer at a time so memory stays at one layer's states."""
-    cap = probe.capture(model, tokenizer, [it.ids for it in items], signals=probe.SIGNALS, layers=[layer],
+CAPTURE_BUDGET_BYTES = 2 * 1024**3  # states held at once while probing (layers are captured in groups)
+
+
+def _layer_groups(items: Sequence[Tokenised], card: ModelCard) -> list[list[int]]:
+    """Consecutive layer groups whose float32 states (3 signals) fit :data:`CAPTURE_BUDGET_BYTES`."""
+    per_layer = sum(len(it.ids) for it in items) * card.hidden_size * 3 * 4
+    size = max(1, CAPTURE_BUDGET_BYTES // max(1, per_layer))
+    layers = list(range(card.n_layers))
+    return [layers[i:i + size] for i in range(0, len(layers), size)]
+
+
+def _group_features(model: nn.Module, tokenizer, items: Sequence[Tokenised], layers: list[int],
+                    units: pd.DataFrame) -> dict[int, dict[str, Tensor]]:
+    """``layer -> point -> [n_units, d]`` (float64) residual-stream vectors at the unit positions."""
+    cap = probe.capture(model, tokenizer, [it.ids for it in items], signals=probe.SIGNALS, layers=layers,
                         batch_size=8, progress=False)
     at = list(zip(units["text"], units["position"]))
-    base, mixer, block = (torch.stack([cap[s][layer][t][p] for t, p in at]).double()
-                          for s in ("attn_in", "attn_delta", "mlp_delta"))
-    return {"in": base, "mid": base + mixer, "out": base + mixer + block}
+    out = {}
+    for layer in layers:
+        base, mixer, block = (torch.stack([cap[s][layer][t][p] for t, p in at]).double()
+                              for s in ("attn_in", "attn_delta", "mlp_delta"))
+        out[layer] = {"in": base, "mid": base + mixer, "out": base + mixer + block}
+    return out
+
+
+def _score_layer(rows: list[dict], feats: dict[str, Tensor], splits: dict, model: str, layer: int, l2: float) -> None:
+    """Append one row per (task, point) of ``layer``: the probe's test accuracy and the split's counts."""
+    for task, (rows_of_task, train, test, labels) in splits.items():
+        y_train, y_test = [labels[i] for i in train], [labels[i] for i in test]
+        commonest = max(set(y_train), key=y_train.count)
+        for point, x in feats.items():
+            x = x[rows_of_task]
+            rows.append({"model": model, "layer": layer, "task": task, "point": point,
+                         "accuracy": ridge_accuracy(x[train], y_train, x[test], y_test, l2=l2),
+                         "n_train": len(train), "n_test": len(test), "n_classes": len(set(y_train)),
+                         "majority": float(np.mean([y == commonest for y in y_test]))})
 
 
 def word_identity_probe(model: nn.Module, tokenizer, card: ModelCard, texts: Sequence[str], *, max_tokens: int,
@@ -173,17 +199,10 @@ def word_identity_probe(model: nn.Module, tokenizer, card: ModelCard, texts: Seq
                              "or a smaller min_count")
         splits[task] = (np.flatnonzero(units["task"] == task), train, test, labels)
     rows = []
-    for layer in tqdm(range(card.n_layers), desc=f"probe {label or card.name}", unit="layer", disable=not progress):
-        feats = _layer_features(model, tokenizer, items, layer, units)
-        for task, (rows_of_task, train, test, labels) in splits.items():
-            y_train, y_test = [labels[i] for i in train], [labels[i] for i in test]
-            commonest = max(set(y_train), key=y_train.count)
-            for point, x in feats.items():
-                x = x[rows_of_task]
-                rows.append({"model": label or card.name, "layer": layer, "task": task, "point": point,
-                             "accuracy": ridge_accuracy(x[train], y_train, x[test], y_test, l2=l2),
-                             "n_train": len(train), "n_test": len(test), "n_classes": len(set(y_train)),
-                             "majority": float(np.mean([y == commonest for y in y_test]))})
+    groups = _layer_groups(items, card)
+    for group in tqdm(groups, desc=f"probe {label or card.name}", unit="pass", disable=not progress):
+        for layer, feats in _group_features(model, tokenizer, items, group, units).items():
+            _score_layer(rows, feats, splits, label or card.name, layer, l2)
     long = pd.DataFrame(rows)
     keys = ["model", "layer", "task", "n_train", "n_test", "n_classes", "majority"]
     frame = long.pivot(index=keys, columns="point", values="accuracy")[list(POINTS)].add_prefix("acc_").reset_index()

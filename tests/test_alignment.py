@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Con
 from hybridlib import alignment as al
 from hybridlib.models import ModelCard
 
-WORDS = "the cat sat on a mat dog ran far away big red sun".split()
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "big", "red", "sun"]
 
 
 def _terms(curve: list[float], n: int = 6, noise: float = 0.0, seed: int = 0) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -101,7 +102,7 @@ def test_ridge_probe_known_answers():
         dt.ridge_accuracy(both[train], y_tr[:-1], both[test], y_te)
 
 
-def test_word_identity_probe_end_to_end_reads_the_embeddings_at_layer_zero():
+def test_word_identity_probe_end_to_end_reads_the_embeddings_at_layer_zero(monkeypatch):
     tok, card = _bpe(), _card()
     torch.manual_seed(0)
     config = Qwen3Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
@@ -122,3 +123,7 @@ def test_word_identity_probe_end_to_end_reads_the_embeddings_at_layer_zero():
     row = frame[(frame["task"] == "within") & (frame["layer"] == 0)].iloc[0]
     assert row["acc_in"] == pytest.approx(expected, abs=1e-9)
     assert (frame["layer_gain"] == frame["acc_out"] - frame["acc_in"]).all()
+    monkeypatch.setattr(dt, "CAPTURE_BUDGET_BYTES", 1)  # one layer per capture pass: same numbers
+    assert dt._layer_groups(items, card) == [[0], [1]]
+    pd.testing.assert_frame_equal(dt.word_identity_probe(model, tok, card, CORPUS, max_tokens=64, min_count=2,
+                                                         label="toy"), frame)

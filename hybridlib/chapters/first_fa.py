@@ -3,7 +3,6 @@
 Models and alignment settings mirror the SoftCKA chapter (same preset), so its cached measurements are reused.
 """
 
-from hybridlib.chapters.efficiency import LANGUAGES
 from hybridlib.chapters.layout_distillation import LAYOUTS
 from hybridlib.chapters.softcka import SPEC as SOFTCKA
 from hybridlib.params import ChapterSpec, Param
