@@ -45,7 +45,7 @@ PAIRINGS = ("parallel", "shuffled")
 SIGNALS = ("attn_in", "attn_delta")
 KINDS = ("full attention", "hybrid GDN", "hybrid SWA", "random init", "observed")
 STUDENT_ARGS = ("fa_fraction", "train_tokens", "seq_len", "batch_size", "lr_recurrent", "lr_rest",
-                "eval_every_tokens", "data_seed")
+                "eval_every_tokens", "data_seed", "swa_window")
 
 
 @dataclass
