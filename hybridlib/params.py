@@ -7,9 +7,10 @@ preset and checks every value, raising :class:`ParameterError` that names the pa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 PRESETS = ("seminar", "gpu", "paper")
 

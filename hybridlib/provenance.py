@@ -65,6 +65,6 @@ def collect(preset: str | None = None, params: dict[str, Any] | None = None) -> 
         "git_commit": git_commit(),
         "device": device_name(),
         "versions": versions(),
-        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "wall_time_s": round(time.monotonic() - _START, 1),
     }

@@ -2,7 +2,6 @@
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -61,10 +60,9 @@ def test_unknown_parameter_for_the_chosen_chapters_is_refused(capsys):
 def test_atomic_write_leaves_old_content_on_failure(tmp_path):
     target = tmp_path / "result.json"
     write_json(target, {"v": 1})
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
-            tmp.write_text("half")
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("interrupted")
     assert json.loads(target.read_text()) == {"v": 1}
     assert os.listdir(tmp_path) == ["result.json"]
 
@@ -83,3 +81,16 @@ def test_committed_notebooks_carry_provenance():
         prov = meta["provenance"]
         assert prov["preset"] == "seminar" and prov["git_commit"] and prov["versions"]["torch"]
         assert prov["wall_time_s"] > 0
+
+
+def test_atomic_dir_replaces_whole_or_not_at_all(tmp_path):
+    from hybridlib.atomic import atomic_dir
+
+    target = tmp_path / "model"
+    with atomic_dir(target) as tmp:
+        (tmp / "weights").write_text("v1")
+    with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
+        (tmp / "weights").write_text("half")
+        raise RuntimeError("killed")
+    assert (target / "weights").read_text() == "v1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]

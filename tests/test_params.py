@@ -64,7 +64,7 @@ def test_param_needs_every_preset():
 
 
 def test_dependency_cycle_is_reported(monkeypatch):
-    import hybridlib.chapters as chapters
+    from hybridlib import chapters
 
     a = ChapterSpec("a", "A", "a.ipynb", "claim", (), depends_on=("b",))
     b = ChapterSpec("b", "B", "b.ipynb", "claim", (), depends_on=("a",))

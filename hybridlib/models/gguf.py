@@ -7,13 +7,11 @@ with ``save_pretrained`` under ``cache_dir("models", name)`` and every later loa
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
+from hybridlib.atomic import atomic_dir
 from hybridlib.paths import cache_dir
 
 
@@ -68,15 +66,7 @@ def converted_checkpoint(name: str) -> Path:
     model.hf_quantizer.remove_quantization_config(model)  # weights are plain float now: make it saveable
     model.float()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    if target.exists():  # an empty or half-written folder from an interrupted run
-        shutil.rmtree(target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
-    tmp.chmod(0o755)
-    try:
+    with atomic_dir(target) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return target

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -24,7 +21,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from hybridlib.atomic import write_json
+from hybridlib.atomic import atomic_dir, write_json
 from hybridlib.losses import next_token_ce, shift_labels
 from hybridlib.paths import cache_dir
 
@@ -193,16 +190,8 @@ def trained_teacher(spec: TinySpec = TinySpec()) -> Path:
     target = cache_dir("models", "tiny-teacher") / spec.key()
     if (target / "report.json").is_file():
         return target
-    tmp = Path(tempfile.mkdtemp(prefix=f".{spec.key()}.", dir=target.parent))
-    try:
+    with atomic_dir(target) as tmp:
         _train_into(tmp, spec)
-        tmp.chmod(0o755)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return target
 
 
