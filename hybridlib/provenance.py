@@ -12,16 +12,17 @@ from typing import Any
 from hybridlib.paths import REPO_ROOT
 
 _PACKAGES = ("torch", "transformers", "flash-linear-attention", "datasets", "peft", "numpy", "jupyter-book")
+_CODE_PATHS = ("hybridlib", "kernels", "pyproject.toml")  # executed notebooks and results do not make code dirty
 _START = time.monotonic()
 
 
 def git_commit() -> str:
-    """``HEAD``'s short hash, with ``+dirty`` when tracked files changed; ``unknown`` outside a checkout."""
+    """``HEAD``'s short hash, with ``+dirty`` when tracked code changed; ``unknown`` outside a checkout."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *_CODE_PATHS],
+                               cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
