@@ -42,11 +42,23 @@ def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     import seaborn as sns
 
     sns.set_theme(context="notebook", style="whitegrid")
+    _quiet_library_progress()
     spec = chapter(name)
     rows = [(p.name, params[p.name], p.doc) for p in spec.params]
     _display(pd.DataFrame([("preset", params["preset"], "preset the defaults come from"), *rows],
                           columns=["parameter", "value", "meaning"]).set_index("parameter"))
     return params
+
+
+def _quiet_library_progress() -> None:
+    """Hide Hugging Face's weight-loading and dataset-saving bars: whether they appear depends on what the
+    artefact cache already holds, which would make stored outputs differ between runs. hybridlib's own
+    training bars stay."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
 
 
 def paper_vs_book(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
