@@ -29,7 +29,7 @@ data: env
 	$(PY) -m hybridlib.prepare
 
 chapters: data
-	$(PY) -m hybridlib.book run --preset seminar
+	$(PY) -m hybridlib.book run --preset seminar $(if $(FORCE),--force)
 
 html: chapters
 	$(VENV)/bin/jupyter-book build -W -n --keep-going .
