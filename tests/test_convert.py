@@ -4,11 +4,8 @@ import math
 
 import pytest
 import torch
+from tiny_models import tiny_causal_lm
 from transformers import (
-    Gemma3ForCausalLM,
-    Gemma3TextConfig,
-    LlamaConfig,
-    LlamaForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
 )
@@ -37,21 +34,13 @@ SMALL = {
 
 
 def tiny(family: str, n_layers: int = 4):
-    torch.manual_seed(0)
-    if family == "llama":
-        model = LlamaForCausalLM(LlamaConfig(num_hidden_layers=n_layers, **SMALL))
-    elif family == "qwen3":
-        model = Qwen3ForCausalLM(Qwen3Config(num_hidden_layers=n_layers, **SMALL))
-    else:
-        cfg = Gemma3TextConfig(
-            num_hidden_layers=n_layers, sliding_window=4, query_pre_attn_scalar=16, **SMALL
-        )
-        model = Gemma3ForCausalLM(cfg)
+    gemma = {"sliding_window": 4, "query_pre_attn_scalar": 16} if family == "gemma3" else {}
+    model = tiny_causal_lm(family, num_hidden_layers=n_layers, **SMALL, **gemma)
     with torch.no_grad():  # random q/k norm gains, so folding them is visible
         for p in model.parameters():
             if p.dim() == 1:
                 p.normal_(1.0, 0.2)
-    return model.eval()
+    return model
 
 
 def ids(batch: int = 2, length: int = 11) -> torch.Tensor:

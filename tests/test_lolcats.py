@@ -3,14 +3,7 @@
 
 import pytest
 import torch
-from transformers import (
-    Gemma3ForCausalLM,
-    Gemma3TextConfig,
-    LlamaConfig,
-    LlamaForCausalLM,
-    Qwen3Config,
-    Qwen3ForCausalLM,
-)
+from tiny_models import tiny_causal_lm
 
 from hybridlib.lolcats import (
     LinearizedAttention,
@@ -44,20 +37,14 @@ SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 96, "num_hidd
 
 
 def _model(kind: str, attn: str = "eager", init: float = 0.02):
-    torch.manual_seed(0)
-    if kind == "llama":
-        model = LlamaForCausalLM(LlamaConfig(**SMALL, initializer_range=init, attn_implementation=attn))
-    elif kind == "qwen3":
-        model = Qwen3ForCausalLM(Qwen3Config(**SMALL, initializer_range=init, attn_implementation=attn))
-    else:
-        config = Gemma3TextConfig(**SMALL, initializer_range=init, query_pre_attn_scalar=24, sliding_window=512,
-                                  attn_implementation=attn)
-        model = Gemma3ForCausalLM(config)
+    gemma = {"query_pre_attn_scalar": 24, "sliding_window": 512} if kind == "gemma3" else {}
+    model = tiny_causal_lm(kind, **SMALL, initializer_range=init, attn_implementation=attn, **gemma)
+    if kind == "gemma3":
         with torch.no_grad():  # non-trivial q/k norm gains, so a missing norm would show
             for layer in model.model.layers:
                 layer.self_attn.q_norm.weight.normal_(0, 0.5)
                 layer.self_attn.k_norm.weight.normal_(0, 0.5)
-    return model.eval()
+    return model
 
 
 @pytest.mark.parametrize("kind,attn", [("llama", "eager"), ("llama", "sdpa"), ("qwen3", "sdpa"), ("gemma3", "eager")])

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import tiny_config
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import (
     AutoModelForCausalLM,
-    Gemma3TextConfig,
-    LlamaConfig,
     PreTrainedTokenizerFast,
-    Qwen3Config,
 )
 
 from hybridlib import probe
@@ -22,12 +20,10 @@ COMMON = {"vocab_size": 16, "hidden_size": 16, "intermediate_size": 32, "num_hid
 
 
 def _config(kind: str, **extra):
-    if kind == "llama":
-        return LlamaConfig(**COMMON, **extra)
-    if kind == "qwen3":
-        return Qwen3Config(**COMMON, head_dim=4, **extra)
-    return Gemma3TextConfig(**COMMON, head_dim=8, query_pre_attn_scalar=8, sliding_window=3,
-                            layer_types=["sliding_attention", "full_attention", "sliding_attention"], **extra)
+    per_family = {"llama": {}, "qwen3": {"head_dim": 4},
+                  "gemma3": {"head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 3,
+                             "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}}
+    return tiny_config(kind, **COMMON, **per_family[kind], **extra)
 
 
 def _model(kind: str, seed: int = 0, **extra) -> torch.nn.Module:
