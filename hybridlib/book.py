@@ -94,7 +94,7 @@ def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: 
     key = cache_key(spec, params)
     if not force and stored_key(out) == key:
         return "skipped"
-    injected = {"preset": preset, **{k: v for k, v in overrides.items()}}
+    injected = {"preset": preset, **overrides}
     start = time.monotonic()
     with atomic_path(out) as tmp:
         papermill.execute_notebook(

@@ -1,22 +1,5 @@
 """Token-mixer kernels: reference and fast paths (``kernels.ops``), nn.Modules (``kernels.layers``),
-benchmarks (``python -m kernels.bench``)."""
+benchmarks (``python -m kernels.bench``). The package re-exports the ops' public API unchanged."""
 
-from kernels.ops import (
-    HedgehogFeatureMap,
-    T2RFeatureMap,
-    WindowLinearState,
-    gated_delta_rule,
-    linear_attention,
-    sliding_window_attention,
-    window_linear_attention,
-)
-
-__all__ = [
-    "HedgehogFeatureMap",
-    "T2RFeatureMap",
-    "WindowLinearState",
-    "gated_delta_rule",
-    "linear_attention",
-    "sliding_window_attention",
-    "window_linear_attention",
-]
+from kernels.ops import *
+from kernels.ops import __all__  # noqa: F401
