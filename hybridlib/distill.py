@@ -80,11 +80,12 @@ RECIPES: dict[str, Recipe] = {
     # 4 x 128) per layout; short runs on a tiny model take 30x the paper's peaks (ratio 3.5 : 1).
     "tiny-teacher": Recipe(0.25, 16_384, 128, 4, 2.1e-3, 6e-4, 2_048, 1, swa_window=16,
                            note="30x the paper's lrs, ratio 3.5:1; 32 steps of 512 tokens; SWA window 1/8 of seq"),
-    # 30 layers, 135M parameters, 2M tokens (9 runs in ~10 H200 minutes at >= 50k tokens/s, the unoptimised
-    # speed DESIGN.md 8 measured): 10x the paper's peaks, GDN below the 1e-3 that diverged.
-    "smollm2-135m": Recipe(0.25, 2_097_152, 512, 32, 7e-4, 2e-4, 131_072, 4, swa_window=128,
+    # 30 layers, 135M parameters, 1M tokens: 9 runs plus the second teacher's 2 must fit one session's 30 H200
+    # minutes with everything else (~45k tokens/s unoptimised, DESIGN.md 8); 10x the paper's peaks, GDN below
+    # the 1e-3 that diverged.
+    "smollm2-135m": Recipe(0.25, 1_048_576, 512, 32, 7e-4, 2e-4, 65_536, 4, swa_window=128,
                            note="10x the paper's lrs; GDN 1e-3 diverged (DESIGN.md 8)"),
-    "gemma3-270m": Recipe(0.25, 2_097_152, 512, 32, 3.5e-4, 1e-4, 131_072, 4, swa_window=128,
+    "gemma3-270m": Recipe(0.25, 1_048_576, 512, 32, 3.5e-4, 1e-4, 65_536, 4, swa_window=128,
                           note="5x the paper's lrs: wider model, 262k vocabulary"),
     "qwen3-4b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"),
     "granite-4.1-3b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256,

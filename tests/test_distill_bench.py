@@ -1,0 +1,29 @@
+"""Step profile of distillation: phases add up, speed follows from them, bad arguments are refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from hybridlib import distill
+from hybridlib.distill_bench import PHASES, profile_step
+from hybridlib.models import load
+
+
+@pytest.mark.slow
+def test_profile_phases_add_up_to_the_step_and_give_the_speed():
+    row = profile_step("tiny-teacher", batch_size=2, seq_len=32, steps=2, warmup=1, device="cpu")
+    assert set(row["phase_ms"]) == set(PHASES) and all(v > 0 for v in row["phase_ms"].values())
+    assert row["step_ms"] == pytest.approx(sum(row["phase_ms"].values()), abs=1e-2)
+    assert row["tokens_per_s"] == pytest.approx(2 * 32 / (row["step_ms"] / 1e3), rel=1e-3)
+    assert row["mfu"] is None and row["precision"] == "fp32" and not row["teacher_compiled"]
+    teacher, _ = load("tiny-teacher")
+    embed = teacher.get_input_embeddings().weight.numel()
+    n_teacher = sum(p.numel() for p in teacher.parameters()) - embed + (embed if teacher.config.tie_word_embeddings else 0)
+    # the student keeps every teacher matmul (GDN layers inherit W_Q, W_O and add their own): at least 8 N_teacher
+    assert row["flops_per_token"] >= 8 * n_teacher
+
+
+def test_bad_step_counts_are_refused():
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        profile_step("tiny-teacher", steps=0, device="cpu")
+    assert distill.PEAK_BF16_FLOPS == 694e12
