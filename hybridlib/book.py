@@ -110,10 +110,13 @@ def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: 
 
 
 def run(names: Sequence[str], preset: str, overrides: dict[str, Any], *, out_dir: Path | None = None,
-        force: bool = False) -> dict[str, str]:
-    """Run ``names`` (default: every chapter) and their dependencies; returns chapter -> status."""
+        force: bool = False, dependencies: bool = True) -> dict[str, str]:
+    """Run ``names`` (default: every chapter) and, unless ``dependencies`` is off, the chapters they depend on;
+    returns chapter -> status. Without dependencies a chapter still trains the students it needs itself."""
     check_choice("preset", preset, PRESETS)
     order = execution_order(list(names) or None)
+    if not dependencies and names:
+        order = [name for name in order if name in names]
     for name in overrides:
         if not any(name in {p.name for p in chapter(c).params} for c in order):
             raise ParameterError(f"no chosen chapter has a parameter {name!r} (chapters: {', '.join(order)}); "
@@ -158,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        help="override a parameter (YAML value), e.g. -p train_tokens=100000")
     run_p.add_argument("--out", type=Path, help="write executed notebooks here instead of where the book reads them")
     run_p.add_argument("--force", action="store_true", help="execute even when nothing changed")
+    run_p.add_argument("--no-deps", action="store_true",
+                       help="run only the named chapters, not the chapters they depend on")
     params_p = sub.add_parser("params", help="print the parameters of chapters")
     params_p.add_argument("chapters", nargs="*")
     sub.add_parser("docs", help="regenerate book/parameters.md")
@@ -166,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             overrides = parse_overrides(args.params)
             out_dir = args.out if args.out or not overrides else REPO_ROOT / "_build" / "runs" / args.preset
-            run(args.chapters, args.preset, overrides, out_dir=out_dir, force=args.force)
+            run(args.chapters, args.preset, overrides, out_dir=out_dir, force=args.force,
+                dependencies=not args.no_deps)
         elif args.command == "params":
             for name in args.chapters or CHAPTERS:
                 spec = chapter(name)

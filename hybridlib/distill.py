@@ -43,7 +43,7 @@ from hybridlib.convert import MIXERS, convert_to_hybrid, load_hybrid
 from hybridlib.data.corpus import heldout_documents, training_corpus
 from hybridlib.data.tokenizers import tokenizer_fingerprint
 from hybridlib.layouts import LAYOUT_NAMES, Layout
-from hybridlib.models import describe, encode, load
+from hybridlib.models import describe, encode, load, load_tokenizer
 from hybridlib.paths import cache_dir
 from hybridlib.train import PackedBatches, TrainConfig, distillation_loss, train
 from hybridlib.train import trainer as _trainer
@@ -53,6 +53,7 @@ PEAK_BF16_FLOPS = 694e12  # measured bf16 matmul ceiling of one H200 (DESIGN.md 
 MIN_LR_RATIO = 0.5  # cosine floor = 0.5 * lr_rest (the paper: 1e-5 with lr_rest 2e-5)
 WARMUP_FRAC = 0.03
 MODEL_SEED = 0  # conversion (new GDN parameters) and trainer seed; only the data order varies
+CHECKPOINTS_PER_RUN = 4  # a checkpoint (weights + AdamW state, 1.6 GB for SmolLM2) costs seconds: a kill loses <= 1/4
 RECURRENT_PATTERN = re.escape(".self_attn.gdn.")  # the same parameters as convert.is_recurrent_parameter
 _VERSION = 1  # bump when the recipe in this file changes meaning
 
@@ -271,6 +272,16 @@ def _resolve_device(device: str | torch.device | None, precision: str | None) ->
     return device, precision
 
 
+@functools.lru_cache(maxsize=1)
+def _device_teacher(teacher_name: str, teacher_path: str | None, device: str, precision: str) -> PreTrainedModel:
+    """The frozen teacher on ``device`` (bf16 weights under "bf16"), loaded once for consecutive runs, so
+    ``torch.compile`` traces it once per process rather than once per layout (students are converted from the
+    float32 copy that ``distill_layout`` loads)."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    teacher, _ = load(teacher_name, dtype=dtype, device=device, path=teacher_path)
+    return teacher.requires_grad_(False)
+
+
 def _compiled_teacher(teacher: nn.Module, example: torch.Tensor, device: torch.device, precision: str) -> tuple[nn.Module, bool]:
     """``torch.compile(teacher)`` on CUDA if one forward on ``example`` works, else the eager teacher."""
     if device.type != "cuda":
@@ -352,7 +363,8 @@ def distill_layout(
     if (folder / "run.json").is_file():
         return replace(DistillRun.read(folder), layout_name=layout_name)
     card = describe(teacher_name, path=teacher_path)
-    run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress)
+    run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress,
+                   None if teacher_path is None else str(teacher_path))
     run.save()
     shutil.rmtree(folder / "train", ignore_errors=True)  # the checkpoint (with optimizer state) is no longer needed
     return replace(DistillRun.read(folder), layout_name=layout_name)  # as a later cache hit returns it
@@ -379,7 +391,6 @@ def prepare_data(teacher_name: str, *, data_seeds: Sequence[int] = (0,), test_do
     ``distill_layout`` and :func:`heldout_scores` will read, so a machine without the Bible database (the
     GPU machine) can run from a copied ``$HYBRIDLIB_CACHE``. ``overrides``: recipe fields (train_tokens, ...).
     The caches are keyed by the tokenizer's path too: prepare under the same ``$HYBRIDLIB_CACHE`` path."""
-    from hybridlib.models import load_tokenizer
 
     r = replace(recipe(teacher_name), **overrides)
     tokenizer, card = load_tokenizer(teacher_name, path=teacher_path), describe(teacher_name, path=teacher_path)
@@ -392,16 +403,17 @@ def prepare_data(teacher_name: str, *, data_seeds: Sequence[int] = (0,), test_do
 
 
 def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout, s: DistillSettings,
-             folder: Path, device: torch.device, progress: bool) -> DistillRun:
+             folder: Path, device: torch.device, progress: bool, teacher_path: str | None) -> DistillRun:
     window = {"swa_window": s.swa_window} if s.mixer == "swa" else {}
     student = convert_to_hybrid(teacher, layout, s.mixer, seed=MODEL_SEED, **window).to(device)
-    teacher = teacher.to(device, torch.bfloat16 if s.precision == "bf16" else torch.float32)
+    teacher = _device_teacher(s.teacher_name, teacher_path, str(device), s.precision)
     config = TrainConfig(
         batch_size=s.batch_size, seq_len=s.seq_len, total_tokens=s.train_tokens,
         lrs={"recurrent": s.lr_recurrent, "rest": s.lr_rest}, group_patterns={"recurrent": RECURRENT_PATTERN},
         warmup_frac=WARMUP_FRAC, min_lr=MIN_LR_RATIO * min(s.lr_rest, s.lr_recurrent), precision=s.precision,
         eval_every_tokens=s.eval_every_tokens, seed=MODEL_SEED, out_dir=str(folder / "train"),
-        checkpoint_every_steps=max(1, s.eval_every_tokens // (s.batch_size * s.seq_len)), progress=progress)
+        checkpoint_every_steps=max(1, math.ceil(s.train_tokens / (s.batch_size * s.seq_len)) // CHECKPOINTS_PER_RUN),
+        progress=progress)
     batches = _corpus_batches(tokenizer, card, steps=config.total_steps, batch_size=s.batch_size,
                               seq_len=s.seq_len, languages=s.languages, data_seed=s.data_seed)
     val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)
@@ -474,10 +486,11 @@ def heldout_scores(run: DistillRun, per_language: int, split: str = "test", *,
         return pd.read_json(path, orient="records")
     s = run.settings
     device, precision = _resolve_device(device, s["precision"])
-    teacher, tokenizer = load(s["teacher_name"], path=teacher_path)
+    tokenizer = load_tokenizer(s["teacher_name"], path=teacher_path)
     card = describe(s["teacher_name"], path=teacher_path)
     docs = heldout_ids(tokenizer, card, split, s["languages"], per_language, s["seq_len"])
-    teacher.to(device, torch.bfloat16 if precision == "bf16" else torch.float32)
+    teacher = _device_teacher(s["teacher_name"], None if teacher_path is None else str(teacher_path), str(device),
+                              precision)
     with _autocast(device, precision):
         frame = metrics.evaluate_pair(run.load_model(device), teacher, docs, batch_size=8, device=device)
     write_json(path, frame.to_dict("records"))

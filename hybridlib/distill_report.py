@@ -202,7 +202,7 @@ def paper_rows(speed: pd.DataFrame, table: pd.DataFrame, per_lang: pd.DataFrame,
          "verdict": _sign_verdict(table.loc["sandwich", "R_low"] - 1, table.loc["sandwich", "R_high"] - 1)
          if "sandwich" in table.index else "not yet run"},
         {"metric": "KL reduction of the FA-first layouts vs standard periodic", "paper": "23-34% lower",
-         "book": f"{100 * min(lower):.0f}-{100 * max(lower):.0f}% lower" if lower else "not run",
+         "book": f"{100 * min(lower):.0f}% to {100 * max(lower):.0f}% lower" if lower else "not run",
          "verdict": "reproduced" if lower and all_lower else "partly reproduced" if any(x > 0 for x in lower)
          else "not reproduced at this scale"},
         {"metric": f"languages whose perplexity improves, {probe}", "paper": "23/26 (Qwen), 25/26 (Granite)",

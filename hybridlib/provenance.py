@@ -18,8 +18,10 @@ _START = time.monotonic()
 
 
 def git_commit() -> str:
-    """``HEAD``'s short hash, with ``+dirty`` when tracked code changed; outside a checkout (a copied tree on a
-    GPU machine) ``$HYBRIDLIB_GIT_COMMIT`` as the caller set it, else ``unknown``."""
+    """``$HYBRIDLIB_GIT_COMMIT`` when the caller set it (a tree copied to a GPU machine, whose ``.git`` may be
+    stale), else ``HEAD``'s short hash with ``+dirty`` when tracked code changed; ``unknown`` outside a checkout."""
+    if os.environ.get("HYBRIDLIB_GIT_COMMIT"):
+        return os.environ["HYBRIDLIB_GIT_COMMIT"]
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
@@ -27,7 +29,7 @@ def git_commit() -> str:
                                cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("HYBRIDLIB_GIT_COMMIT", "unknown")
+        return "unknown"
 
 
 def device_name() -> str:

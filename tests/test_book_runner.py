@@ -94,3 +94,23 @@ def test_atomic_dir_replaces_whole_or_not_at_all(tmp_path):
         raise RuntimeError("killed")
     assert (target / "weights").read_text() == "v1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_git_commit_given_by_the_caller_wins(monkeypatch):
+    """A working tree copied to a GPU machine may carry a stale .git: the caller's commit is recorded."""
+    from hybridlib.provenance import git_commit
+
+    monkeypatch.setenv("HYBRIDLIB_GIT_COMMIT", "0123456789ab")
+    assert git_commit() == "0123456789ab"
+    monkeypatch.delenv("HYBRIDLIB_GIT_COMMIT")
+    assert git_commit() not in ("0123456789ab", "unknown")
+
+
+def test_dependencies_run_first_unless_switched_off(monkeypatch, tmp_path):
+    ran = []
+    monkeypatch.setattr(book, "run_chapter", lambda spec, *a, **k: ran.append(spec.name) or "skipped")
+    book.run(["first_fa"], "seminar", {}, out_dir=tmp_path)
+    assert ran == ["layout_distillation", "softcka", "first_fa"]
+    ran.clear()
+    assert book.main(["run", "first_fa", "softcka", "--no-deps", "--out", str(tmp_path)]) == 0
+    assert ran == ["softcka", "first_fa"]  # dependency order kept among the named ones

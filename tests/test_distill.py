@@ -90,7 +90,7 @@ def test_killed_run_resumes_to_identical_weights(teacher_dir, cache, tmp_path, m
 
     def killed(*args, callbacks=(), **kw):
         def kill(step, history):
-            if step == 6:  # after the checkpoint at step 4
+            if step == 5:  # 12 steps, CHECKPOINTS_PER_RUN=4: checkpoints at 3, 6, 9, 12; killed after step 5
                 raise KeyboardInterrupt
 
         return real_train(*args, callbacks=[*callbacks, kill], **kw)
@@ -102,7 +102,7 @@ def test_killed_run_resumes_to_identical_weights(teacher_dir, cache, tmp_path, m
     monkeypatch.setattr(distill, "train", lambda *a, callbacks=(), **k: real_train(
         *a, callbacks=[*callbacks, lambda s, h: steps.append(s)], **k))
     resumed = run(teacher_dir)
-    assert steps == list(range(5, 13))  # continued from the checkpoint, not from scratch
+    assert steps == list(range(4, 13))  # continued from the checkpoint at step 3, not from scratch
     for x, y in zip(straight.state_dict().values(), resumed.load_model().state_dict().values()):
         assert torch.equal(x, y)
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the checkout: install a payload made by pack.sh.
+#   install.sh site DIR    fla/TileLang + wheels into /tmp/site, then a detached kernel warm-up (warm.py)
+#   install.sh assets DIR  weight/tokenizer packages into /tmp/site, the prepared cache into /tmp/hlcache
+set -euo pipefail
+what=$1; dir=$2
+case $what in
+  site)
+    mkdir -p /tmp/site /tmp/offline-wheels
+    tar -C /tmp/site -xJf "$dir/site.tar.xz" && tar -C /tmp/offline-wheels -xf "$dir/wheels.tar"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      /tmp/offline-wheels/*.whl 2>&1 | grep -v "Target directory" || true
+    source tools/offline_gpu/env.sh
+    setsid nohup python3 tools/offline_gpu/warm.py > /tmp/warm.log 2>&1 < /dev/null &
+    python3 -c "import transformers, datasets, papermill, fla; print('installed', transformers.__version__, fla.__version__)" ;;
+  assets)
+    mkdir -p /tmp/hlcache && tar -C /tmp/site -xf "$dir/pkgs.tar" && tar -C /tmp/hlcache -xJf "$dir/cache.tar.xz" ;;
+  *) echo "install.sh: first argument must be 'site' or 'assets', got '$what'" >&2; exit 2 ;;
+esac
