@@ -27,7 +27,6 @@ from hybridlib.params import PRESETS, ChapterSpec, ParameterError, check_choice
 from hybridlib.paths import REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
-_CODE_DIRS = ("hybridlib", "kernels")
 
 
 def output_path(spec: ChapterSpec, preset: str, out_dir: Path | None = None) -> Path:
@@ -61,20 +60,9 @@ def source_digest(notebook: Path) -> str:
     return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
 
 
-def code_digest() -> str:
-    """Hash of the library's Python sources and the data manifests a chapter's results depend on."""
-    h = hashlib.sha256()
-    files = [p for d in _CODE_DIRS for p in (REPO_ROOT / d).rglob("*.py")]
-    files += list((REPO_ROOT / "data" / "manifests").glob("*.json"))
-    for path in sorted(files):
-        h.update(str(path.relative_to(REPO_ROOT)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
-
-
 def cache_key(spec: ChapterSpec, params: dict[str, Any]) -> str:
     """Content address of one chapter execution."""
-    parts = [source_digest(NOTEBOOKS / spec.notebook), json.dumps(params, sort_keys=True), code_digest()]
+    parts = [source_digest(NOTEBOOKS / spec.notebook), json.dumps(params, sort_keys=True), provenance.code_digest()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -30,6 +32,19 @@ def git_commit() -> str:
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+@functools.cache
+def code_digest() -> str:
+    """Hash of the library's Python sources (``hybridlib``, ``kernels``) and the data manifests: what a result
+    computed here depends on besides its settings (one value per process)."""
+    h = hashlib.sha256()
+    files = [p for d in ("hybridlib", "kernels") for p in (REPO_ROOT / d).rglob("*.py")]
+    files += list((REPO_ROOT / "data" / "manifests").glob("*.json"))
+    for path in sorted(files):
+        h.update(str(path.relative_to(REPO_ROOT)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def device_name() -> str:

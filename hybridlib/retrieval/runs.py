@@ -4,12 +4,15 @@ training of the three tiny stacks."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import pandas as pd
 import torch
 
 from hybridlib.data import encode_batch, load_udhr
+from hybridlib.distill import teacher_identity
+from hybridlib.memo import memoized
 from hybridlib.models import ModelCard, encode
 from hybridlib.retrieval.models import KINDS, tiny_lm
 from hybridlib.retrieval.mqar import MQARBatches, MQARTask, accuracy_grid
@@ -33,11 +36,17 @@ def needle_accuracy(
     n_per_cell: int,
     seed: int,
 ) -> pd.DataFrame:
-    """Score needle prompts (UDHR haystacks) with ``model``; one row per prompt (see ``needle.score``)."""
+    """Score needle prompts (UDHR haystacks) with ``model``; one row per prompt (see ``needle.score``).
+    Memoized (``hybridlib.memo``) by the weight files the model was loaded from, its device and dtype, and every
+    argument."""
     prompt_ids = lambda text: encode(tokenizer, text, card)
     answer_ids = lambda text: encode_batch(tokenizer, [text])[0]
-    samples = make_samples(udhr_units(languages), prompt_ids, lengths, depths, n_per_cell, seed)
-    return score(model, prompt_ids, answer_ids, samples)
+    weights = next(model.parameters())
+    settings = {"model": teacher_identity(model), "device": weights.device.type, "dtype": str(weights.dtype),
+                "card": card.name, "languages": list(languages), "lengths": list(lengths), "depths": list(depths),
+                "n_per_cell": n_per_cell, "seed": seed}
+    return memoized("needle", settings, lambda: score(model, prompt_ids, answer_ids, make_samples(
+        udhr_units(languages), prompt_ids, lengths, depths, n_per_cell, seed)))
 
 
 def mqar_experiment(
@@ -54,24 +63,26 @@ def mqar_experiment(
     eval_examples: int = 128,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train each of ``kinds`` on MQAR at ``lengths[0]`` with every ``pairs`` count mixed, evaluate on every
-    (length, pairs). Returns (accuracy rows kind, seq_len, n_pairs, accuracy; loss curves kind, step, loss)."""
+    (length, pairs). Returns (accuracy rows kind, seq_len, n_pairs, accuracy; loss curves kind, step, loss).
+    Each kind's result is memoized by every argument, so a killed run resumes with the next kind."""
+    results = [memoized("mqar", {"vocab": vocab, "pairs": list(pairs), "lengths": list(lengths), "width": width,
+                                 "steps": steps, "batch": batch, "lr": lr, "seed": seed, "device": device,
+                                 "kind": kind, "eval_examples": eval_examples},
+                        partial(_mqar_kind, kind, vocab, pairs, lengths, width, steps, batch, lr, seed, device,
+                                eval_examples))
+               for kind in kinds]
+    return (pd.concat([a for a, _ in results], ignore_index=True),
+            pd.concat([c for _, c in results], ignore_index=True))
+
+
+def _mqar_kind(kind: str, vocab: int, pairs: Sequence[int], lengths: Sequence[int], width: int, steps: int,
+               batch: int, lr: float, seed: int, device: str, eval_examples: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One stack of :func:`mqar_experiment`: (accuracy grid, loss curve)."""
     tasks = [MQARTask(vocab, lengths[0], n) for n in pairs]
-    accuracy, curves = [], []
-    for kind in kinds:
-        model = tiny_lm(kind, vocab, hidden_size=width, max_len=max(lengths), seed=seed).to(device)
-        config = TrainConfig(
-            batch_size=batch,
-            seq_len=lengths[0],
-            steps=steps,
-            lrs={"rest": lr},
-            warmup_frac=0.05,
-            min_lr=lr / 10,
-            seed=seed,
-        )
-        history = train(model, MQARBatches(tasks, batch, steps, seed), causal_lm_loss, config)
-        grid = accuracy_grid(model, vocab, lengths, pairs, eval_examples)
-        accuracy.append(grid.assign(kind=kind))
-        curves.append(
-            pd.DataFrame([{"kind": kind, "step": r["step"], "loss": r["loss"]} for r in history.train])
-        )
-    return pd.concat(accuracy, ignore_index=True), pd.concat(curves, ignore_index=True)
+    model = tiny_lm(kind, vocab, hidden_size=width, max_len=max(lengths), seed=seed).to(device)
+    config = TrainConfig(batch_size=batch, seq_len=lengths[0], steps=steps, lrs={"rest": lr}, warmup_frac=0.05,
+                         min_lr=lr / 10, seed=seed)
+    history = train(model, MQARBatches(tasks, batch, steps, seed), causal_lm_loss, config)
+    accuracy = accuracy_grid(model, vocab, lengths, pairs, eval_examples).assign(kind=kind)
+    curve = pd.DataFrame([{"kind": kind, "step": r["step"], "loss": r["loss"]} for r in history.train])
+    return accuracy, curve

@@ -1,0 +1,39 @@
+"""Experiment results computed once: a return value kept in the artefact cache under a hash of the settings
+that produced it and of the library code (:func:`hybridlib.provenance.code_digest`).
+
+A re-run of a chapter, or one resumed after its process was killed, skips every experiment that already
+finished. Values are pickled (the cache is local and never committed) and written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from hybridlib.atomic import atomic_path
+from hybridlib.paths import cache_dir
+from hybridlib.provenance import code_digest
+
+T = TypeVar("T")
+
+
+def memo_key(settings: Mapping[str, Any]) -> str:
+    """20 hex digits over ``settings`` (JSON, keys sorted) and the library's code digest."""
+    payload = json.dumps([dict(settings), code_digest()], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def memoized(kind: str, settings: Mapping[str, Any], compute: Callable[[], T]) -> T:
+    """``compute()``, or the value an earlier call with the same ``kind`` and ``settings`` stored in
+    ``cache_dir("memo", kind)`` under the same library code. ``settings`` must name everything the result
+    depends on besides that code."""
+    path = cache_dir("memo", kind) / f"{memo_key(settings)}.pkl"
+    if path.is_file():
+        return pickle.loads(path.read_bytes())
+    value = compute()
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(pickle.dumps(value))
+    return value
