@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -326,6 +327,29 @@ def measure_mixers(
             }
         )
     return _frame(rows)
+
+
+def mixer_benchmark(
+    device: str, shapes: Sequence[str], lengths: Sequence[int], committed: str | None = None,
+    modes: Sequence[str] = ("fwd", "decode"),
+) -> tuple[pd.DataFrame, str]:
+    """Per-layer timings of :data:`FAMILY` for ``shapes``: taken from the ``committed`` kernels benchmark (a
+    ``python -m kernels.bench --out`` file) for each shape it timed with both mixers in every mode, measured
+    here (:func:`measure_mixers`) for the others. Returns the rows and a sentence saying which came from where."""
+    parts, sources, covered = [], [], []
+    if committed is not None and Path(committed).is_file():
+        frame = read_benchmark(committed)
+        ok = frame[frame["status"] == "ok"]
+        covered = [s for s in shapes if all(((ok["shape"] == s) & (ok["mixer"] == m) & (ok["mode"] == mode)).any()
+                                            for m in FAMILY for mode in modes)]
+        if covered:
+            parts.append(frame[frame["shape"].isin(covered)])
+            sources.append(f"{', '.join(covered)} from {Path(committed).name} (committed kernels benchmark)")
+    missing = [s for s in shapes if s not in covered]
+    if missing:
+        parts.append(measure_mixers(device, missing, lengths, modes))
+        sources.append(f"{', '.join(missing)} measured in this notebook")
+    return pd.concat(parts, ignore_index=True), "; ".join(sources)
 
 
 def read_benchmark(path: str) -> pd.DataFrame:

@@ -1,5 +1,7 @@
 """Cost model vs hand-computed bytes and a real GDN module; latency fits vs known polynomials."""
 
+import json
+
 import numpy as np
 import pytest
 from torch import nn
@@ -96,3 +98,25 @@ def test_ratio_verdict():
     assert eff.ratio_verdict(0.8, 4.6) == "contradicted"
     with pytest.raises(ValueError, match="factor"):
         eff.ratio_verdict(1.0, 2.0, factor=0.5)
+
+
+def test_committed_benchmark_used_only_for_shapes_it_timed(tmp_path, monkeypatch):
+    rows = [{"shape": s, "mode": mode, "mixer": m, "impl": m, "T": 512, "ms": ms, "peak_bytes": 0, "state_bytes": None}
+            for s, ms in (("qwen3-4b", 1.0), ("smollm2-135m", "not run (time budget)"))
+            for mode in ("fwd", "decode") for m in ("sdpa", "gdn")]
+    committed = tmp_path / "bench_cuda.json"
+    committed.write_text(json.dumps({"results": rows}))
+    measured = []
+
+    def fake_measure(device, shapes, lengths, modes):
+        measured.append(list(shapes))
+        return eff._frame([{**r, "shape": s, "ms": 2.0} for s in shapes for r in rows[:4]])
+
+    monkeypatch.setattr(eff, "measure_mixers", fake_measure)
+    frame, source = eff.mixer_benchmark("cuda", ["qwen3-4b", "smollm2-135m"], [512], str(committed))
+    assert measured == [["smollm2-135m"]]
+    assert source == ("qwen3-4b from bench_cuda.json (committed kernels benchmark); "
+                      "smollm2-135m measured in this notebook")
+    assert frame.groupby("shape")["latency_ms"].first().to_dict() == {"qwen3-4b": 1.0, "smollm2-135m": 2.0}
+    frame, source = eff.mixer_benchmark("cpu", ["qwen3-4b"], [512])  # nothing committed: everything measured
+    assert source == "qwen3-4b measured in this notebook" and measured[-1] == ["qwen3-4b"]
