@@ -273,7 +273,7 @@ def _resolve_device(device: str | torch.device | None, precision: str | None) ->
 
 
 @functools.lru_cache(maxsize=1)
-def _device_teacher(teacher_name: str, teacher_path: str | None, device: str, precision: str) -> PreTrainedModel:
+def _device_teacher(teacher_name: str, teacher_path: str | Path | None, device: str, precision: str) -> PreTrainedModel:
     """The frozen teacher on ``device`` (bf16 weights under "bf16"), loaded once for consecutive runs, so
     ``torch.compile`` traces it once per process rather than once per layout (students are converted from the
     float32 copy that ``distill_layout`` loads)."""
@@ -363,8 +363,7 @@ def distill_layout(
     if (folder / "run.json").is_file():
         return replace(DistillRun.read(folder), layout_name=layout_name)
     card = describe(teacher_name, path=teacher_path)
-    run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress,
-                   None if teacher_path is None else str(teacher_path))
+    run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress, teacher_path)
     run.save()
     shutil.rmtree(folder / "train", ignore_errors=True)  # the checkpoint (with optimizer state) is no longer needed
     return replace(DistillRun.read(folder), layout_name=layout_name)  # as a later cache hit returns it
@@ -391,7 +390,6 @@ def prepare_data(teacher_name: str, *, data_seeds: Sequence[int] = (0,), test_do
     ``distill_layout`` and :func:`heldout_scores` will read, so a machine without the Bible database (the
     GPU machine) can run from a copied ``$HYBRIDLIB_CACHE``. ``overrides``: recipe fields (train_tokens, ...).
     The caches are keyed by the tokenizer's path too: prepare under the same ``$HYBRIDLIB_CACHE`` path."""
-
     r = replace(recipe(teacher_name), **overrides)
     tokenizer, card = load_tokenizer(teacher_name, path=teacher_path), describe(teacher_name, path=teacher_path)
     steps = math.ceil(r.train_tokens / (r.batch_size * r.seq_len))
@@ -403,7 +401,7 @@ def prepare_data(teacher_name: str, *, data_seeds: Sequence[int] = (0,), test_do
 
 
 def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout, s: DistillSettings,
-             folder: Path, device: torch.device, progress: bool, teacher_path: str | None) -> DistillRun:
+             folder: Path, device: torch.device, progress: bool, teacher_path: str | Path | None) -> DistillRun:
     window = {"swa_window": s.swa_window} if s.mixer == "swa" else {}
     student = convert_to_hybrid(teacher, layout, s.mixer, seed=MODEL_SEED, **window).to(device)
     teacher = _device_teacher(s.teacher_name, teacher_path, str(device), s.precision)
@@ -489,8 +487,7 @@ def heldout_scores(run: DistillRun, per_language: int, split: str = "test", *,
     tokenizer = load_tokenizer(s["teacher_name"], path=teacher_path)
     card = describe(s["teacher_name"], path=teacher_path)
     docs = heldout_ids(tokenizer, card, split, s["languages"], per_language, s["seq_len"])
-    teacher = _device_teacher(s["teacher_name"], None if teacher_path is None else str(teacher_path), str(device),
-                              precision)
+    teacher = _device_teacher(s["teacher_name"], teacher_path, str(device), precision)
     with _autocast(device, precision):
         frame = metrics.evaluate_pair(run.load_model(device), teacher, docs, batch_size=8, device=device)
     write_json(path, frame.to_dict("records"))

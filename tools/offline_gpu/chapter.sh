@@ -6,7 +6,6 @@ set -uo pipefail
 source tools/offline_gpu/env.sh
 limit=$1; shift
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
-declare -A NB=([efficiency]=01_efficiency [softcka]=02_softcka [first_fa]=03_first_fa [lolcats]=04_lolcats [layout_distillation]=05_layout_distillation)
 mkdir -p /tmp/keep/book/gpu /tmp/keep/data/results book/gpu
 cp -r --update=none /tmp/keep/book/gpu/. book/gpu/ ; cp -r --update=none /tmp/keep/data/results/. data/results/
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
@@ -16,7 +15,7 @@ tr '\r' '\n' < /tmp/log-$1.txt | grep -v "^Executing" | tail -n 400 > $OUT/log-$
 tail -n 25 $OUT/log-$1.txt
 cp -r book/gpu/. /tmp/keep/book/gpu/; cp -r data/results/. /tmp/keep/data/results/
 for c in "$@"; do
-  cp -f book/gpu/${NB[$c]}.ipynb $OUT/ 2>/dev/null
+  cp -f "book/gpu/$(python3 -c 'import sys; from hybridlib.chapters import chapter; print(chapter(sys.argv[1]).notebook)' "$c")" $OUT/ 2>/dev/null
   cp -f data/results/$c/*gpu*.json $OUT/ 2>/dev/null
 done
 ls -la $OUT
