@@ -6,7 +6,7 @@ import torch
 import kernels
 
 t0 = time.perf_counter()
-for heads, dim in ((9, 64), (2, 64), (32, 128), (4, 256)):  # SmolLM2 students, MQAR, Qwen3-4B and Gemma shapes
+for heads, dim in ((9, 64), (4, 256), (2, 64)):  # SmolLM2 and Gemma students, MQAR (Qwen3-4B: committed benchmark)
     q, k, v = (torch.randn(2, 1024, heads, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     g = torch.nn.functional.logsigmoid(torch.randn(2, 1024, heads, device="cuda")).requires_grad_()
     beta = torch.rand(2, 1024, heads, device="cuda").requires_grad_()
