@@ -223,11 +223,12 @@ def _states(probed: Probed, texts: list[str], max_tokens: int, signals: Sequence
     return captured, full
 
 
-def _layer_terms(side_a: list[list[Tensor]], side_b: list[list[Tensor]], bandwidth: str, pool) -> np.ndarray:
-    """:func:`hybridlib.softcka.layerwise_soft_cka_terms` with the layers spread over a thread pool (torch and
-    numpy release the GIL in the kernels) -> ``[n_layers, n_pairs, 3]``."""
+def _layer_terms(side_a: list[list[Tensor]], side_b: list[list[Tensor]], bandwidth: str, pool,
+                 device: torch.device) -> np.ndarray:
+    """:func:`hybridlib.softcka.soft_cka_terms_batch` per layer on ``device`` -> ``[n_layers, n_pairs, 3]``; on
+    the CPU the layers may be spread over a thread pool (torch and numpy release the GIL in the kernels)."""
     if pool is None:
-        return softcka.layerwise_soft_cka_terms(side_a, side_b, bandwidth=bandwidth)
+        return np.stack([softcka.soft_cka_terms_batch(list(zip(a, b)), bandwidth, device) for a, b in zip(side_a, side_b)])
     jobs = [pool.submit(softcka.soft_cka_terms_batch, list(zip(a, b)), bandwidth) for a, b in zip(side_a, side_b)]
     return np.stack([job.result() for job in jobs])
 
@@ -235,8 +236,9 @@ def _layer_terms(side_a: list[list[Tensor]], side_b: list[list[Tensor]], bandwid
 def measure(probed: Probed, texts: dict[str, list[str]], *, max_tokens: int, bandwidth: str = "median",
             seed: int = 0, signals: Sequence[str] = SIGNALS, workers: int = 1, progress: bool = True) -> Alignment:
     """SoftCKA terms (parallel and shuffled) and linear-CKA curves of ``probed`` for English vs every other
-    language of ``texts`` (``{lang: [article texts]}``, English first); cached. ``workers`` > 1 computes
-    layers in that many threads (results are identical); 0 means one per CPU core."""
+    language of ``texts`` (``{lang: [article texts]}``, English first); cached. SoftCKA runs in float64 where
+    the model is (a GPU's float64 units are far faster); on the CPU ``workers`` > 1 computes layers in that
+    many threads (results are identical), 0 means one per CPU core."""
     if max_tokens < 2:
         raise ValueError(f"max_tokens must be >= 2, got {max_tokens}")
     if workers < 0:
@@ -254,17 +256,19 @@ def measure(probed: Probed, texts: dict[str, list[str]], *, max_tokens: int, ban
     perm = softcka.derangement(n, seed)
     ref, ref_len = _states(probed, texts[REFERENCE], max_tokens, signals)
     result = Alignment(probed.label, probed.kind, probed.fa_layers, probed.n_layers, {})
-    n_workers = workers or os.cpu_count() or 1
+    device = next(probed.model.parameters()).device
+    n_workers = (workers or os.cpu_count() or 1) if device.type == "cpu" else 1
     with ThreadPoolExecutor(n_workers) if n_workers > 1 else nullcontext() as pool:
         for lang in tqdm(langs, desc=f"alignment {probed.label}", unit="lang", disable=not progress):
             _measure_language(result, ref, ref_len, *_states(probed, texts[lang], max_tokens, signals), lang, perm,
-                              max_tokens=max_tokens, bandwidth=bandwidth, signals=signals, pool=pool)
+                              max_tokens=max_tokens, bandwidth=bandwidth, signals=signals, pool=pool, device=device)
     _save(path, result)
     return result
 
 
 def _measure_language(result: Alignment, ref, ref_len: list[int], other, other_len: list[int], lang: str,
-                      perm: np.ndarray, *, max_tokens: int, bandwidth: str, signals: Sequence[str], pool) -> None:
+                      perm: np.ndarray, *, max_tokens: int, bandwidth: str, signals: Sequence[str], pool,
+                      device: torch.device) -> None:
     """Fill ``result`` with the terms and linear-CKA curves of English vs ``lang`` (states already captured)."""
     n = len(ref_len)
     for pairing, order in (("parallel", np.arange(n)), ("shuffled", perm)):
@@ -275,7 +279,7 @@ def _measure_language(result: Alignment, ref, ref_len: list[int], other, other_l
             layers = range(result.n_layers)
             side_a = [[ref[signal][l][a][:ka] for a, (ka, _) in enumerate(cuts)] for l in layers]
             side_b = [[other[signal][l][b][:kb] for b, (_, kb) in zip(order, cuts)] for l in layers]
-            result.terms[(signal, lang, pairing)] = _layer_terms(side_a, side_b, bandwidth, pool)
+            result.terms[(signal, lang, pairing)] = _layer_terms(side_a, side_b, bandwidth, pool, device)
             if pairing == "parallel":
                 for pooling in softcka.POOLINGS:
                     result.linear[(signal, lang, pooling)] = softcka.layerwise_linear_cka(side_a, side_b,

@@ -73,8 +73,10 @@ def stored_key(path: Path) -> str | None:
     return json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("hybridlib", {}).get("cache_key")
 
 
-def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: Path, *, force: bool) -> str:
-    """Execute one chapter unless its cache key matches; returns ``"skipped"`` or ``"executed"``."""
+def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: Path, *, force: bool,
+                log_output: bool = False) -> str:
+    """Execute one chapter unless its cache key matches; returns ``"skipped"`` or ``"executed"``.
+    ``log_output`` streams the cells' output (progress bars, prints) to this process's stderr as it comes."""
     import nbformat
     import papermill
 
@@ -87,7 +89,8 @@ def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: 
     with atomic_path(out) as tmp:
         papermill.execute_notebook(
             str(NOTEBOOKS / spec.notebook), str(tmp), parameters=injected, cwd=str(NOTEBOOKS),
-            kernel_name="python3", progress_bar=True, request_save_on_cell_execute=False,
+            kernel_name="python3", progress_bar=not log_output, request_save_on_cell_execute=False,
+            **({"stdout_file": sys.stderr, "stderr_file": sys.stderr} if log_output else {}),
         )
         nb = nbformat.read(tmp, as_version=4)
         record = provenance.collect(preset, params)
@@ -98,7 +101,7 @@ def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: 
 
 
 def run(names: Sequence[str], preset: str, overrides: dict[str, Any], *, out_dir: Path | None = None,
-        force: bool = False, dependencies: bool = True) -> dict[str, str]:
+        force: bool = False, dependencies: bool = True, log_output: bool = False) -> dict[str, str]:
     """Run ``names`` (default: every chapter) and, unless ``dependencies`` is off, the chapters they depend on;
     returns chapter -> status. Without dependencies a chapter still trains the students it needs itself."""
     check_choice("preset", preset, PRESETS)
@@ -117,7 +120,7 @@ def run(names: Sequence[str], preset: str, overrides: dict[str, Any], *, out_dir
         print(f"[{i}/{len(order)}] {name} ({preset}) -> {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}",
               flush=True)
         start = time.monotonic()
-        statuses[name] = run_chapter(spec, preset, own, out, force=force)
+        statuses[name] = run_chapter(spec, preset, own, out, force=force, log_output=log_output)
         print(f"      {statuses[name]} in {time.monotonic() - start:.1f} s", flush=True)
     return statuses
 
@@ -151,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("--force", action="store_true", help="execute even when nothing changed")
     run_p.add_argument("--no-deps", action="store_true",
                        help="run only the named chapters, not the chapters they depend on")
+    run_p.add_argument("--log-output", action="store_true",
+                       help="stream the cells' output to stderr while they run (long runs on remote machines)")
     params_p = sub.add_parser("params", help="print the parameters of chapters")
     params_p.add_argument("chapters", nargs="*")
     sub.add_parser("docs", help="regenerate book/parameters.md")
@@ -160,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides = parse_overrides(args.params)
             out_dir = args.out if args.out or not overrides else REPO_ROOT / "_build" / "runs" / args.preset
             run(args.chapters, args.preset, overrides, out_dir=out_dir, force=args.force,
-                dependencies=not args.no_deps)
+                dependencies=not args.no_deps, log_output=args.log_output)
         elif args.command == "params":
             for name in args.chapters or CHAPTERS:
                 spec = chapter(name)

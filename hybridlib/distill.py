@@ -53,7 +53,7 @@ PEAK_BF16_FLOPS = 694e12  # measured bf16 matmul ceiling of one H200 (DESIGN.md 
 MIN_LR_RATIO = 0.5  # cosine floor = 0.5 * lr_rest (the paper: 1e-5 with lr_rest 2e-5)
 WARMUP_FRAC = 0.03
 MODEL_SEED = 0  # conversion (new GDN parameters) and trainer seed; only the data order varies
-CHECKPOINTS_PER_RUN = 4  # a checkpoint (weights + AdamW state, 1.6 GB for SmolLM2) costs seconds: a kill loses <= 1/4
+CHECKPOINT_EVERY_S = 60.0  # a checkpoint (weights + AdamW state, 1.6 GB for SmolLM2) costs seconds: a kill loses <= 1 min
 RECURRENT_PATTERN = re.escape(".self_attn.gdn.")  # the same parameters as convert.is_recurrent_parameter
 _VERSION = 1  # bump when the recipe in this file changes meaning
 
@@ -410,7 +410,7 @@ def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout
         lrs={"recurrent": s.lr_recurrent, "rest": s.lr_rest}, group_patterns={"recurrent": RECURRENT_PATTERN},
         warmup_frac=WARMUP_FRAC, min_lr=MIN_LR_RATIO * min(s.lr_rest, s.lr_recurrent), precision=s.precision,
         eval_every_tokens=s.eval_every_tokens, seed=MODEL_SEED, out_dir=str(folder / "train"),
-        checkpoint_every_steps=max(1, math.ceil(s.train_tokens / (s.batch_size * s.seq_len)) // CHECKPOINTS_PER_RUN),
+        checkpoint_every_s=CHECKPOINT_EVERY_S,
         progress=progress)
     batches = _corpus_batches(tokenizer, card, steps=config.total_steps, batch_size=s.batch_size,
                               seq_len=s.seq_len, languages=s.languages, data_seed=s.data_seed)

@@ -37,6 +37,7 @@ LayerStates = Sequence[Sequence[Tensor]] | Mapping[int, Sequence[Tensor]]
 BANDWIDTH_RULES = ("median", "corpus-median")
 POOLINGS = ("mean", "last")
 CORPUS_MEDIAN_POINTS = 4000
+BATCH_ELEMENTS = 1 << 23  # kernel entries per pair chunk (64 MiB of float64 per kernel)
 
 
 def _as_states(x: Tensor, name: str) -> Tensor:
@@ -55,8 +56,8 @@ def _check_pair(x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _sq_dist(a: Tensor, b: Tensor) -> Tensor:
-    """Squared Euclidean distances ``[Ta, Tb]`` between the rows of ``a`` and ``b``, clamped at 0."""
-    d = torch.addmm((b * b).sum(1)[None, :], a, b.T, alpha=-2.0).add_((a * a).sum(1)[:, None])
+    """Squared Euclidean distances between rows, clamped at 0: ``[..., Ta, d], [..., Tb, d] -> [..., Ta, Tb]``."""
+    d = (a @ b.transpose(-1, -2)).mul_(-2.0).add_((b * b).sum(-1)[..., None, :]).add_((a * a).sum(-1)[..., :, None])
     return d.clamp_min_(0.0)
 
 
@@ -84,20 +85,57 @@ def _corpus_sigma2(pairs: Sequence[tuple[Tensor, Tensor]]) -> float:
     return _median(_upper(_sq_dist(pts, pts)))
 
 
-def _centred_sq_norm(k: Tensor) -> float:
-    """``||H_m K H_n||_F^2`` for ``K [m, n]`` (centre rows and columns); overwrites ``k``."""
-    row, col, grand = k.mean(1, keepdim=True), k.mean(0, keepdim=True), k.mean()
-    k.sub_(row).sub_(col).add_(grand)
-    return float(torch.linalg.vector_norm(k) ** 2)
+def _padded(states: Sequence[Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
+    """States ``[T_p, d]`` zero-padded to ``[P, T_max, d]`` on ``device``, and their lengths ``[P]``."""
+    lengths = torch.tensor([x.shape[0] for x in states], device=device)
+    return torch.nn.utils.rnn.pad_sequence(list(states), batch_first=True).to(device), lengths
 
 
-def _terms(x1: Tensor, x2: Tensor, sigma2: float | None) -> tuple[float, float, float]:
-    """``(h11, h22, h12)`` for validated float64 states; ``sigma2=None`` means the per-pair median."""
-    d11, d22, d12 = _sq_dist(x1, x1), _sq_dist(x2, x2), _sq_dist(x1, x2)
-    if sigma2 is None:
-        sigma2 = _median(torch.cat([_upper(d11), _upper(d22), d12.flatten()]))
-    g = -0.5 / sigma2
-    return tuple(_centred_sq_norm(d.mul_(g).exp_()) for d in (d11, d22, d12))  # type: ignore[return-value]
+def _mask(len_a: Tensor, m: int, len_b: Tensor, n: int) -> Tensor:
+    """``[P, m, n]`` True where row < len_a[p] and column < len_b[p]."""
+    rows = torch.arange(m, device=len_a.device)[None, :, None] < len_a[:, None, None]
+    return rows & (torch.arange(n, device=len_b.device)[None, None, :] < len_b[:, None, None])
+
+
+def _pair_medians(d11: Tensor, d22: Tensor, d12: Tensor, v11: Tensor, v22: Tensor, v12: Tensor) -> Tensor:
+    """Per pair, the usual median of the squared distances between distinct points of ``X1 u X2`` (upper
+    triangles of ``d11``, ``d22`` and all of ``d12``, padding excluded by the masks ``v``) -> ``[P]``."""
+    def upper(v: Tensor) -> Tensor:
+        return v & torch.ones(v.shape[-2:], dtype=torch.bool, device=v.device).triu(1)
+
+    parts = [(d11, upper(v11)), (d22, upper(v22)), (d12, v12)]
+    values = torch.cat([d.masked_fill(~v, float("inf")).flatten(1) for d, v in parts], 1)  # padding sorts last
+    count = sum(v.flatten(1).sum(1) for _, v in parts)
+    middle = torch.stack([(count - 1) // 2, count // 2], 1)  # [P, 2] ranks of the two middle values
+    if values.is_cuda:  # one sort on the GPU; on the CPU a partition per pair is several times faster
+        values = values.sort(1).values
+    else:
+        values = torch.from_numpy(np.stack([np.partition(v, i) for v, i in zip(values.numpy(), middle.tolist())]))
+    med = values.gather(1, middle).mean(1)
+    if bool((med <= 0.0).any()):
+        raise ValueError("median squared distance is 0 (all states identical); pass a fixed bandwidth")
+    return med
+
+
+def _centred_sq_norms(k: Tensor, valid: Tensor, len_a: Tensor, len_b: Tensor) -> Tensor:
+    """``||H_m K H_n||_F^2`` per pair of the padded kernels ``k [P, m, n]`` (valid block ``len_a x len_b``)."""
+    k = k.masked_fill_(~valid, 0.0)
+    rows, cols = len_a[:, None, None].to(k.dtype), len_b[:, None, None].to(k.dtype)
+    centred = k - k.sum(2, keepdim=True) / cols - k.sum(1, keepdim=True) / rows + k.sum((1, 2), keepdim=True) / (rows * cols)
+    return centred.masked_fill_(~valid, 0.0).pow_(2).sum((1, 2))
+
+
+def _terms(x1: Sequence[Tensor], x2: Sequence[Tensor], sigma2: float | None, device: torch.device) -> Tensor:
+    """``[P, 3]`` terms ``(h11, h22, h12)`` of validated float64 pairs computed together on ``device``;
+    ``sigma2=None`` means each pair's median."""
+    (a, len_a), (b, len_b) = _padded(x1, device), _padded(x2, device)
+    v11, v22, v12 = _mask(len_a, a.shape[1], len_a, a.shape[1]), _mask(len_b, b.shape[1], len_b, b.shape[1]), \
+        _mask(len_a, a.shape[1], len_b, b.shape[1])
+    d11, d22, d12 = _sq_dist(a, a), _sq_dist(b, b), _sq_dist(a, b)
+    s2 = _pair_medians(d11, d22, d12, v11, v22, v12) if sigma2 is None else torch.full_like(len_a, sigma2, dtype=a.dtype)
+    g = (-0.5 / s2)[:, None, None]
+    return torch.stack([_centred_sq_norms(d.mul_(g).exp_(), v, la, lb) for d, v, la, lb in
+                        ((d11, v11, len_a, len_a), (d22, v22, len_b, len_b), (d12, v12, len_a, len_b))], 1)
 
 
 def _fixed_sigma2(bandwidth: Bandwidth) -> float | None:
@@ -116,20 +154,26 @@ def soft_cka_terms(x1: Tensor, x2: Tensor, bandwidth: Bandwidth = "median") -> t
 
     ``"corpus-median"`` on a single pair equals ``"median"`` (the pair is the corpus).
     """
-    x1, x2 = _check_pair(x1, x2)
-    sigma2 = _fixed_sigma2(bandwidth)
-    return _terms(x1, x2, sigma2)
+    return tuple(soft_cka_terms_batch([(x1, x2)], bandwidth)[0])  # type: ignore[return-value]
 
 
-def soft_cka_terms_batch(pairs: Sequence[tuple[Tensor, Tensor]], bandwidth: Bandwidth = "median") -> np.ndarray:
-    """Terms of every pair: ``[n_pairs, 3]`` with columns ``(h11, h22, h12)``."""
+def soft_cka_terms_batch(pairs: Sequence[tuple[Tensor, Tensor]], bandwidth: Bandwidth = "median",
+                         device: str | torch.device = "cpu") -> np.ndarray:
+    """Terms of every pair: ``[n_pairs, 3]`` with columns ``(h11, h22, h12)``.
+
+    Pairs are zero-padded and computed together in float64 on ``device`` (a GPU's float64 units do a model's
+    13 languages in seconds), in chunks of at most ``BATCH_ELEMENTS`` kernel entries per kernel."""
     if len(pairs) == 0:
         raise ValueError("pairs must contain at least one (x1, x2) pair")
     checked = [_check_pair(x1, x2) for x1, x2 in pairs]
     sigma2 = _fixed_sigma2(bandwidth)
     if bandwidth == "corpus-median":
         sigma2 = _corpus_sigma2(checked)
-    return np.array([_terms(x1, x2, sigma2) for x1, x2 in checked], dtype=np.float64).reshape(-1, 3)
+    longest = max(max(x1.shape[0], x2.shape[0]) for x1, x2 in checked)
+    step = max(1, BATCH_ELEMENTS // longest**2)
+    chunks = [_terms([p[0] for p in checked[i:i + step]], [p[1] for p in checked[i:i + step]], sigma2,
+                     torch.device(device)) for i in range(0, len(checked), step)]
+    return torch.cat(chunks).cpu().numpy().reshape(-1, 3)
 
 
 def aggregate(terms: np.ndarray) -> np.ndarray:

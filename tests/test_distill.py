@@ -86,11 +86,12 @@ def test_coinciding_layouts_share_one_student(teacher_dir, cache, monkeypatch):
 def test_killed_run_resumes_to_identical_weights(teacher_dir, cache, tmp_path, monkeypatch):
     straight = run(teacher_dir).load_model()
     monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path / "other"))
+    monkeypatch.setattr(distill, "CHECKPOINT_EVERY_S", 0.0)  # a checkpoint after every step
     real_train = distill.train
 
     def killed(*args, callbacks=(), **kw):
         def kill(step, history):
-            if step == 5:  # 12 steps, CHECKPOINTS_PER_RUN=4: checkpoints at 3, 6, 9, 12; killed after step 5
+            if step == 5:  # 12 steps; callbacks run before the step's checkpoint: the last one is step 4's
                 raise KeyboardInterrupt
 
         return real_train(*args, callbacks=[*callbacks, kill], **kw)
@@ -102,7 +103,7 @@ def test_killed_run_resumes_to_identical_weights(teacher_dir, cache, tmp_path, m
     monkeypatch.setattr(distill, "train", lambda *a, callbacks=(), **k: real_train(
         *a, callbacks=[*callbacks, lambda s, h: steps.append(s)], **k))
     resumed = run(teacher_dir)
-    assert steps == list(range(4, 13))  # continued from the checkpoint at step 3, not from scratch
+    assert steps == list(range(5, 13))  # continued from the checkpoint at step 4, not from scratch
     for x, y in zip(straight.state_dict().values(), resumed.load_model().state_dict().values()):
         assert torch.equal(x, y)
 

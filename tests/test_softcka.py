@@ -187,3 +187,12 @@ def test_bad_input_errors():
         sc.pool([x], "max")
     with pytest.raises(ValueError, match="level"):
         sc.bootstrap_ci(np.ones((3, 3)), level=1.5)
+
+
+def test_chunked_batches_equal_one_batch(monkeypatch):
+    """Pairs of different lengths padded together, in one chunk or one pair per chunk, give the same terms."""
+    pairs = _pairs(n=6)
+    whole = sc.soft_cka_terms_batch(pairs)
+    monkeypatch.setattr(sc, "BATCH_ELEMENTS", 1)
+    np.testing.assert_allclose(sc.soft_cka_terms_batch(pairs), whole, rtol=1e-12)
+    np.testing.assert_allclose(whole, [_slow_terms(x1, x2, None) for x1, x2 in pairs], rtol=1e-10)

@@ -176,6 +176,21 @@ def test_resume_after_kill_is_bit_identical(tmp_path):
         train(tiny_model(), tiny_batches(), causal_lm_loss, config(steps=7, seed=1, out_dir=str(out)))
 
 
+@pytest.mark.parametrize("every_s, expected_step", [(0.0, 4), (3600.0, None)])
+def test_time_based_checkpoints(tmp_path, every_s, expected_step):
+    """``checkpoint_every_s``: 0 s saves after every step (a kill after step 5's callback leaves step 4's);
+    an hour saves nothing in a short run."""
+    out = tmp_path / "run"
+    with pytest.raises(Killed):
+        train(tiny_model(), tiny_batches(), causal_lm_loss,
+              config(steps=7, checkpoint_every_s=every_s, out_dir=str(out)), callbacks=[_kill_at(5)])
+    path = out / "checkpoint.pt"
+    if expected_step is None:
+        assert not path.exists()
+    else:
+        assert torch.load(path, weights_only=False)["step"] == expected_step
+
+
 def test_optimizer_choice_and_missing_bitsandbytes():
     assert isinstance(build_optimizer(tiny_model(), config()), torch.optim.AdamW)
     try:

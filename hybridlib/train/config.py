@@ -23,6 +23,8 @@ class TrainConfig:
     to ``min_lr``. Weight decay applies to matrices only (``ndim >= 2``).
     ``micro_batch_size``: sequences per forward pass on one rank (gradient accumulation); default the
     whole per-rank batch. ``precision="bf16"`` runs the forward under autocast.
+    Checkpoints (with ``out_dir``): every ``checkpoint_every_steps`` steps and at the last step, and/or
+    whenever ``checkpoint_every_s`` seconds of wall time have passed since the last one (or the start).
     """
 
     batch_size: int
@@ -43,6 +45,7 @@ class TrainConfig:
     strategy: Literal["ddp", "fsdp"] = "ddp"
     eval_every_tokens: int | None = None
     checkpoint_every_steps: int | None = None
+    checkpoint_every_s: float | None = None
     seed: int = 0
     out_dir: str | None = None
     progress: bool = True

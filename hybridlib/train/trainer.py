@@ -30,7 +30,7 @@ from hybridlib.train.objectives import LossFn
 from hybridlib.train.optim import build_optimizer, build_scheduler
 
 Evaluate = Callable[[nn.Module], dict[str, float]]
-_RESUME_FREE = {"progress", "out_dir", "checkpoint_every_steps"}  # may change between a run and its resume
+_RESUME_FREE = {"progress", "out_dir", "checkpoint_every_steps", "checkpoint_every_s"}  # may change between a run and its resume
 
 
 @dataclass
@@ -160,6 +160,7 @@ def train(
         disable=not (config.progress and world.is_main),
         dynamic_ncols=True,
     )
+    saved_at = time.monotonic()
     while step < config.total_steps:
         start = time.perf_counter()
         batch = batches[step]
@@ -187,11 +188,12 @@ def train(
             history.evals.append({"step": step, "tokens": step * tps, **_evaluate(model, evaluate)})
         for callback in callbacks:
             callback(step, history)
-        if (
-            config.out_dir
-            and config.checkpoint_every_steps
-            and (step % config.checkpoint_every_steps == 0 or step == config.total_steps)
-        ):
+        by_steps = config.checkpoint_every_steps and (
+            step % config.checkpoint_every_steps == 0 or step == config.total_steps)
+        by_time = config.checkpoint_every_s is not None and bool(mean_over_ranks(  # ranks agree: any rank due saves
+            torch.tensor(float(time.monotonic() - saved_at >= config.checkpoint_every_s), device=world.device), world) > 0)
+        if config.out_dir and (by_steps or by_time):
+            saved_at = time.monotonic()
             save_checkpoint(
                 config.out_dir,
                 model,
