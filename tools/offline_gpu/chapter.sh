@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Usage: chapter.sh SECONDS CHAPTER... : run the gpu preset of CHAPTERs (in order) within SECONDS; the notebooks
-# and result JSON this run wrote, and its log (cell output streamed as it runs), are copied to $OUT (default
-# ./gpu-out). Outputs are kept in /tmp/keep so later calls (fresh working-tree copies) see them.
+# Usage: chapter.sh SECONDS CHAPTER... : run the gpu preset of CHAPTERs (in order) within SECONDS; the notebook
+# and result JSON each chapter wrote in this run go to $OUT/<chapter>/ (default OUT: ./gpu-out), the log (cell
+# output streamed as it runs) to $OUT. Outputs are kept in /tmp/keep so later calls (fresh working-tree copies) see them.
 set -uo pipefail
 source tools/offline_gpu/env.sh
 limit=$1; shift
@@ -18,7 +18,7 @@ tail -n 25 "$OUT/log-$1.txt"
 for c in "$@"; do
   nb=book/gpu/$(python3 -c 'import sys; from hybridlib.chapters import chapter; print(chapter(sys.argv[1]).notebook)' "$c")
   for f in "$nb" data/results/"$c"/*gpu*.json; do
-    if [ -f "$f" ] && [ "$f" -nt "$marker" ]; then cp -f "$f" "$OUT/" && cp --parents -f "$f" /tmp/keep/; fi
+    if [ -f "$f" ] && [ "$f" -nt "$marker" ]; then mkdir -p "$OUT/$c" && cp -f "$f" "$OUT/$c/" && cp --parents -f "$f" /tmp/keep/; fi
   done
 done
-ls -la "$OUT"
+ls -laR "$OUT"

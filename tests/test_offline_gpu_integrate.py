@@ -1,0 +1,83 @@
+"""tools/offline_gpu/integrate.py: a device run's archive reaches book/gpu, data/results and _toc.yml, and a
+failed run's notebook is refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("integrate", ROOT / "tools" / "offline_gpu" / "integrate.py")
+integrate = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(integrate)
+
+TOC = """format: jb-book
+root: book/intro
+parts:
+  - caption: Findings
+    chapters:
+      - file: notebooks/01_efficiency
+      - file: notebooks/02_softcka
+      - file: notebooks/05_layout_distillation
+        sections:
+          - file: book/gpu/05_layout_distillation
+            title: "On one H200"
+"""
+
+
+def _notebook(preset: str = "gpu", error: bool = False) -> dict:
+    outputs = [{"output_type": "error", "ename": "OutOfMemoryError", "evalue": "", "traceback": []}] if error else []
+    return {"cells": [{"cell_type": "code", "source": "", "outputs": outputs, "metadata": {}}],
+            "metadata": {"hybridlib": {"provenance": {"preset": preset, "git_commit": "abc123"}}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def _archive(tmp_path: Path, files: dict[str, dict]) -> Path:
+    src = tmp_path / "out"
+    for name, content in files.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(json.dumps(content))
+    path = tmp_path / "gpu-out.tgz"
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(src, arcname=".")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "_toc.yml").write_text(TOC)
+    return root
+
+
+def test_notebooks_json_and_toc_sections(tmp_path, repo):
+    archive = _archive(tmp_path, {
+        "softcka-first_fa/softcka/02_softcka.ipynb": _notebook(),
+        "softcka-first_fa/softcka/gpu.json": {"x": 1},
+        "softcka-first_fa/first_fa/gpu.json": {"x": 2},
+        "layout_distillation/layout_distillation/05_layout_distillation.ipynb": _notebook(),
+    })
+    placed = integrate.integrate(archive, repo)
+    assert (repo / "book/gpu/02_softcka.ipynb").is_file() and (repo / "book/gpu/05_layout_distillation.ipynb").is_file()
+    assert json.loads((repo / "data/results/softcka/gpu.json").read_text()) == {"x": 1}
+    assert json.loads((repo / "data/results/first_fa/gpu.json").read_text()) == {"x": 2}
+    toc = (repo / "_toc.yml").read_text()
+    assert toc.count("file: book/gpu/02_softcka\n") == 1 and toc.count("file: book/gpu/05_layout_distillation\n") == 1
+    assert "      - file: notebooks/02_softcka\n        sections:\n          - file: book/gpu/02_softcka\n" in toc
+    assert sum("new toc section" in line for line in placed) == 1
+    integrate.integrate(archive, repo)  # a second time changes nothing
+    assert (repo / "_toc.yml").read_text() == toc
+
+
+@pytest.mark.parametrize("notebook, message", [(_notebook(error=True), "error outputs"),
+                                               (_notebook(preset="seminar"), "no gpu-preset provenance")])
+def test_failed_or_stale_notebooks_are_refused(tmp_path, repo, notebook, message):
+    archive = _archive(tmp_path, {"efficiency/efficiency/01_efficiency.ipynb": notebook})
+    with pytest.raises(ValueError, match=message):
+        integrate.integrate(archive, repo)
+    assert not (repo / "book/gpu/01_efficiency.ipynb").exists()
