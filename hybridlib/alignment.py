@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from torch import Tensor, nn
+from torch import nn
 from tqdm.auto import tqdm
 
 from hybridlib import probe, softcka
@@ -223,16 +223,6 @@ def _states(probed: Probed, texts: list[str], max_tokens: int, signals: Sequence
     return captured, full
 
 
-def _layer_terms(side_a: list[list[Tensor]], side_b: list[list[Tensor]], bandwidth: str, pool,
-                 device: torch.device) -> np.ndarray:
-    """:func:`hybridlib.softcka.soft_cka_terms_batch` per layer on ``device`` -> ``[n_layers, n_pairs, 3]``; on
-    the CPU the layers may be spread over a thread pool (torch and numpy release the GIL in the kernels)."""
-    if pool is None:
-        return np.stack([softcka.soft_cka_terms_batch(list(zip(a, b)), bandwidth, device) for a, b in zip(side_a, side_b)])
-    jobs = [pool.submit(softcka.soft_cka_terms_batch, list(zip(a, b)), bandwidth) for a, b in zip(side_a, side_b)]
-    return np.stack([job.result() for job in jobs])
-
-
 def measure(probed: Probed, texts: dict[str, list[str]], *, max_tokens: int, bandwidth: str = "median",
             seed: int = 0, signals: Sequence[str] = SIGNALS, workers: int = 1, progress: bool = True) -> Alignment:
     """SoftCKA terms (parallel and shuffled) and linear-CKA curves of ``probed`` for English vs every other
@@ -279,7 +269,8 @@ def _measure_language(result: Alignment, ref, ref_len: list[int], other, other_l
             layers = range(result.n_layers)
             side_a = [[ref[signal][l][a][:ka] for a, (ka, _) in enumerate(cuts)] for l in layers]
             side_b = [[other[signal][l][b][:kb] for b, (_, kb) in zip(order, cuts)] for l in layers]
-            result.terms[(signal, lang, pairing)] = _layer_terms(side_a, side_b, bandwidth, pool, device)
+            result.terms[(signal, lang, pairing)] = softcka.layerwise_soft_cka_terms(
+                side_a, side_b, bandwidth=bandwidth, device=device, pool=pool)
             if pairing == "parallel":
                 for pooling in softcka.POOLINGS:
                     result.linear[(signal, lang, pooling)] = softcka.layerwise_linear_cka(side_a, side_b,

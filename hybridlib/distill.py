@@ -410,8 +410,7 @@ def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout
         lrs={"recurrent": s.lr_recurrent, "rest": s.lr_rest}, group_patterns={"recurrent": RECURRENT_PATTERN},
         warmup_frac=WARMUP_FRAC, min_lr=MIN_LR_RATIO * min(s.lr_rest, s.lr_recurrent), precision=s.precision,
         eval_every_tokens=s.eval_every_tokens, seed=MODEL_SEED, out_dir=str(folder / "train"),
-        checkpoint_every_s=CHECKPOINT_EVERY_S,
-        progress=progress)
+        checkpoint_every_s=CHECKPOINT_EVERY_S, progress=progress)
     batches = _corpus_batches(tokenizer, card, steps=config.total_steps, batch_size=s.batch_size,
                               seq_len=s.seq_len, languages=s.languages, data_seed=s.data_seed)
     val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)

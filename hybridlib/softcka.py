@@ -26,6 +26,7 @@ All arithmetic is float64. Baselines the paper argues against: :func:`linear_cka
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 
 import numpy as np
 import torch
@@ -129,8 +130,8 @@ def _terms(x1: Sequence[Tensor], x2: Sequence[Tensor], sigma2: float | None, dev
     """``[P, 3]`` terms ``(h11, h22, h12)`` of validated float64 pairs computed together on ``device``;
     ``sigma2=None`` means each pair's median."""
     (a, len_a), (b, len_b) = _padded(x1, device), _padded(x2, device)
-    v11, v22, v12 = _mask(len_a, a.shape[1], len_a, a.shape[1]), _mask(len_b, b.shape[1], len_b, b.shape[1]), \
-        _mask(len_a, a.shape[1], len_b, b.shape[1])
+    m, n = a.shape[1], b.shape[1]
+    v11, v22, v12 = _mask(len_a, m, len_a, m), _mask(len_b, n, len_b, n), _mask(len_a, m, len_b, n)
     d11, d22, d12 = _sq_dist(a, a), _sq_dist(b, b), _sq_dist(a, b)
     s2 = _pair_medians(d11, d22, d12, v11, v22, v12) if sigma2 is None else torch.full_like(len_a, sigma2, dtype=a.dtype)
     g = (-0.5 / s2)[:, None, None]
@@ -202,14 +203,20 @@ def _layer_pairs(states_a: LayerStates, states_b: LayerStates) -> list[list[tupl
 
 
 def layerwise_soft_cka_terms(
-    states_a: LayerStates, states_b: LayerStates, *, bandwidth: Bandwidth = "median"
+    states_a: LayerStates, states_b: LayerStates, *, bandwidth: Bandwidth = "median",
+    device: str | torch.device = "cpu", pool: Executor | None = None,
 ) -> np.ndarray:
     """Terms per layer and pair: ``[n_layers, n_pairs, 3]``.
 
     ``states_a[layer][pair]`` is a ``[T, d]`` tensor (the layout :func:`hybridlib.probe.capture` returns
-    per signal); pair ``s`` of ``states_a`` is matched with pair ``s`` of ``states_b``.
+    per signal); pair ``s`` of ``states_a`` is matched with pair ``s`` of ``states_b``. Each layer is one
+    :func:`soft_cka_terms_batch` on ``device``; a thread ``pool`` runs layers in parallel (torch and numpy
+    release the GIL in the kernels; results are identical).
     """
-    return np.stack([soft_cka_terms_batch(pairs, bandwidth) for pairs in _layer_pairs(states_a, states_b)])
+    layers = _layer_pairs(states_a, states_b)
+    if pool is None:
+        return np.stack([soft_cka_terms_batch(pairs, bandwidth, device) for pairs in layers])
+    return np.stack(list(pool.map(lambda pairs: soft_cka_terms_batch(pairs, bandwidth, device), layers)))
 
 
 def layerwise_soft_cka(

@@ -196,3 +196,11 @@ def test_chunked_batches_equal_one_batch(monkeypatch):
     monkeypatch.setattr(sc, "BATCH_ELEMENTS", 1)
     np.testing.assert_allclose(sc.soft_cka_terms_batch(pairs), whole, rtol=1e-12)
     np.testing.assert_allclose(whole, [_slow_terms(x1, x2, None) for x1, x2 in pairs], rtol=1e-10)
+
+
+def test_layers_on_a_thread_pool_equal_serial_layers():
+    from concurrent.futures import ThreadPoolExecutor
+
+    a, b = [[x for x, _ in _pairs(n=4, seed=s)] for s in range(3)], [[y for _, y in _pairs(n=4, seed=s)] for s in range(3)]
+    with ThreadPoolExecutor(2) as pool:
+        np.testing.assert_array_equal(sc.layerwise_soft_cka_terms(a, b, pool=pool), sc.layerwise_soft_cka_terms(a, b))

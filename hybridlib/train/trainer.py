@@ -125,6 +125,17 @@ def _resume(config: TrainConfig, model, optimizer, scheduler, world: World) -> t
     return state["step"], History(**state["history"])
 
 
+def _checkpoint_due(config: TrainConfig, step: int, since_save_s: float, world: World) -> bool:
+    """Whether ``step`` ends with a checkpoint: every ``checkpoint_every_steps`` steps and the last one, or once
+    ``checkpoint_every_s`` seconds passed since the last save (any rank due makes every rank save: collective)."""
+    if config.checkpoint_every_steps and (step % config.checkpoint_every_steps == 0 or step == config.total_steps):
+        return True
+    if config.checkpoint_every_s is None:
+        return False
+    due = torch.tensor(float(since_save_s >= config.checkpoint_every_s), device=world.device)
+    return bool(mean_over_ranks(due, world) > 0)
+
+
 def train(
     model: nn.Module,
     batches: Sequence[Batch],
@@ -188,11 +199,7 @@ def train(
             history.evals.append({"step": step, "tokens": step * tps, **_evaluate(model, evaluate)})
         for callback in callbacks:
             callback(step, history)
-        by_steps = config.checkpoint_every_steps and (
-            step % config.checkpoint_every_steps == 0 or step == config.total_steps)
-        by_time = config.checkpoint_every_s is not None and bool(mean_over_ranks(  # ranks agree: any rank due saves
-            torch.tensor(float(time.monotonic() - saved_at >= config.checkpoint_every_s), device=world.device), world) > 0)
-        if config.out_dir and (by_steps or by_time):
+        if config.out_dir and _checkpoint_due(config, step, time.monotonic() - saved_at, world):
             saved_at = time.monotonic()
             save_checkpoint(
                 config.out_dir,
