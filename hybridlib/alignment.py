@@ -33,12 +33,12 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from hybridlib import probe, softcka
 from hybridlib.data import load_udhr
 from hybridlib.models import ModelCard, describe, encode, load
 from hybridlib.paths import cache_dir
+from hybridlib.progress import progress_bar
 
 REFERENCE = "eng"
 PAIRINGS = ("parallel", "shuffled")
@@ -94,7 +94,7 @@ def load_models(teacher: str, layouts: Sequence[str], *, preset: str, swa_contro
     SWA student (standard periodic), a random-init copy of the teacher and extra ``observed`` models.
 
     Students come from :func:`hybridlib.distill.distill_layout` (trained first if not cached). Models are
-    moved to ``device`` (SoftCKA itself runs on the CPU in float64).
+    moved to ``device``; :func:`measure` computes SoftCKA there, in float64.
     """
     from hybridlib import distill
     from hybridlib.layouts import BASELINE, LAYOUT_NAMES
@@ -249,7 +249,7 @@ def measure(probed: Probed, texts: dict[str, list[str]], *, max_tokens: int, ban
     device = next(probed.model.parameters()).device
     n_workers = (workers or os.cpu_count() or 1) if device.type == "cpu" else 1
     with ThreadPoolExecutor(n_workers) if n_workers > 1 else nullcontext() as pool:
-        for lang in tqdm(langs, desc=f"alignment {probed.label}", unit="lang", disable=not progress):
+        for lang in progress_bar(langs, desc=f"alignment {probed.label}", unit="lang", disable=not progress):
             _measure_language(result, ref, ref_len, *_states(probed, texts[lang], max_tokens, signals), lang, perm,
                               max_tokens=max_tokens, bandwidth=bandwidth, signals=signals, pool=pool, device=device)
     _save(path, result)

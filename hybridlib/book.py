@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import yaml
 
@@ -25,6 +26,7 @@ from hybridlib.atomic import atomic_path
 from hybridlib.chapters import CHAPTERS, chapter, execution_order
 from hybridlib.params import PRESETS, ChapterSpec, ParameterError, check_choice
 from hybridlib.paths import REPO_ROOT
+from hybridlib.progress import LOG_ENV
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
@@ -76,7 +78,7 @@ def stored_key(path: Path) -> str | None:
 def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: Path, *, force: bool,
                 log_output: bool = False) -> str:
     """Execute one chapter unless its cache key matches; returns ``"skipped"`` or ``"executed"``.
-    ``log_output`` streams the cells' output (progress bars, prints) to this process's stderr as it comes."""
+    ``log_output`` streams the cells' output (text progress bars, prints) to this process's stderr as it comes."""
     import nbformat
     import papermill
 
@@ -86,7 +88,8 @@ def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: 
         return "skipped"
     injected = {"preset": preset, **overrides}
     start = time.monotonic()
-    with atomic_path(out) as tmp:
+    logged = {LOG_ENV: "1"} if log_output else {}  # text progress bars, which reach the log (widgets do not)
+    with atomic_path(out) as tmp, patch.dict(os.environ, logged):
         papermill.execute_notebook(
             str(NOTEBOOKS / spec.notebook), str(tmp), parameters=injected, cwd=str(NOTEBOOKS),
             kernel_name="python3", progress_bar=not log_output, request_save_on_cell_execute=False,

@@ -32,10 +32,10 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from hybridlib import probe
 from hybridlib.models import ModelCard, encode
+from hybridlib.progress import progress_bar
 
 POINTS = ("in", "mid", "out")
 
@@ -200,7 +200,7 @@ def word_identity_probe(model: nn.Module, tokenizer, card: ModelCard, texts: Seq
         splits[task] = (np.flatnonzero(units["task"] == task), train, test, labels)
     rows = []
     groups = _layer_groups(items, card)
-    for group in tqdm(groups, desc=f"probe {label or card.name}", unit="pass", disable=not progress):
+    for group in progress_bar(groups, desc=f"probe {label or card.name}", unit="pass", disable=not progress):
         for layer, feats in _group_features(model, tokenizer, items, group, units).items():
             _score_layer(rows, feats, splits, label or card.name, layer, l2)
     long = pd.DataFrame(rows)

@@ -9,6 +9,8 @@
   serves the layout and the baseline).
 - :func:`perplexity_by_script`: per-language perplexity change vs the baseline, grouped by script.
 - :func:`verdict`: the chapter's verdict from those numbers.
+- :func:`run_to_run`, :func:`run_spread`, :func:`curves_by_run`: the same figures across committed runs
+  (``hybridlib.results.history``), to show how far a re-run alone moves them.
 """
 
 from __future__ import annotations
@@ -215,3 +217,37 @@ def paper_rows(speed: pd.DataFrame, table: pd.DataFrame, per_lang: pd.DataFrame,
          else "not reproduced at this scale"},
     ]
     return [{**row, "note": ""} for row in rows]
+
+
+_RUN_STATS = ("delta", "delta_low", "delta_high", "R", "R_low", "R_high")
+
+
+def run_to_run(history: Sequence[tuple[str, Mapping]]) -> pd.DataFrame:
+    """One row per (run, layout) of committed chapter results (``(label, result JSON)`` pairs): final
+    validation CE (nats/token), speed-up, test delta and R with their 95% intervals, and the run's verdict."""
+    rows = []
+    for label, result in history:
+        for layout, speed in result["speedup"].items():
+            test = result["test"].get(layout, {})
+            rows.append({"run": label, "layout": layout, "final_ce": speed["final_ce"], "speedup": speed["speedup"],
+                         **{k: test.get(k, np.nan) for k in _RUN_STATS}, "verdict": result["verdict"]["status"]})
+    return pd.DataFrame(rows)
+
+
+def run_spread(between: pd.DataFrame) -> pd.DataFrame:
+    """Per layout (index) over the runs of :func:`run_to_run`: the range (max - min) of final validation CE,
+    test delta and R, and whether the runs' delta intervals all overlap (False: the runs disagree by more than
+    the test documents' sampling noise)."""
+    grouped = between.groupby("layout")
+    spread = pd.DataFrame({f"{col} range": grouped[col].max() - grouped[col].min() for col in ("final_ce", "delta", "R")})
+    spread["runs"] = grouped.size()
+    spread["delta intervals overlap"] = grouped["delta_low"].max() <= grouped["delta_high"].min()
+    return spread
+
+
+def curves_by_run(history: Sequence[tuple[str, Mapping]]) -> pd.DataFrame:
+    """Columns run, layout, tokens, ce: the committed validation curves after training began (tokens > 0)."""
+    rows = [{"run": label, "layout": layout, "tokens": point["tokens"], "ce": point["ce"]}
+            for label, result in history for layout, points in result["curves"].items() for point in points
+            if point["tokens"] > 0]
+    return pd.DataFrame(rows)

@@ -288,8 +288,7 @@ def measure_mixers(
 ) -> pd.DataFrame:
     """One layer of SDPA and of GDN (fla on CUDA when importable, else the chunked PyTorch form) per shape, mode
     and context, timed in-process with ``kernels.bench``; rows as :func:`read_benchmark` returns them."""
-    from tqdm.auto import tqdm
-
+    from hybridlib.progress import progress_bar
     from kernels import bench
 
     if device not in ("cpu", "cuda"):
@@ -307,7 +306,7 @@ def measure_mixers(
         for mixer, impl in (("sdpa", "sdpa"), ("gdn", gdn))
     ]
     rows = []
-    for s, mode, t, mixer, impl in tqdm(points, desc="mixer benchmark", disable=not progress):
+    for s, mode, t, mixer, impl in progress_bar(points, desc="mixer benchmark", disable=not progress):
         state = None
         if mode == "decode":
             fn, state = bench.decode_workload(mixer, impl, bench.SHAPES[s], t, device, dtype)

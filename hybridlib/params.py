@@ -91,8 +91,6 @@ class ChapterSpec:
     claim: str
     params: tuple[Param, ...]
     depends_on: tuple[str, ...] = ()
-    seminar_minutes: float = 5.0
-    gpu_minutes: float = 10.0
     _by_name: Mapping[str, Param] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

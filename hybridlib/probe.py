@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+
+from hybridlib.progress import progress_bar
 
 SIGNALS = ("attn_in", "attn_delta", "mlp_delta")
 Captured = dict[str, dict[int, list[Tensor]]]
@@ -190,7 +191,7 @@ def capture(
                 handles.append(module.register_forward_hook(
                     lambda mod, args, output, l=l, s=signal: store(s, l, _first_tensor(output))))
 
-    with _probing(model, handles), tqdm(total=len(items), desc="capture", unit="text", disable=not progress) as bar:
+    with _probing(model, handles), progress_bar(total=len(items), desc="capture", unit="text", disable=not progress) as bar:
         for ids, mask, keep in _batches(items, batch_size, pad_id):
             in_flight["keep"] = keep
             base(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
@@ -262,7 +263,7 @@ def attention_locality(
 
     handles = [stack[l].self_attn.register_forward_hook(lambda m, a, o, l=l: record(l, o)) for l in chosen]
     with _probing(model, handles), _eager_attention(model):
-        for s in tqdm(seqs, desc="locality", unit="seq", disable=not progress):
+        for s in progress_bar(seqs, desc="locality", unit="seq", disable=not progress):
             base(input_ids=s[None].to(device), use_cache=False)
     return Locality(
         layers=chosen,

@@ -211,3 +211,29 @@ def test_chapter_defaults_are_the_recipes_of_each_presets_teacher():
         for name in ("fa_fraction", "train_tokens", "seq_len", "batch_size", "lr_recurrent", "lr_rest",
                      "eval_every_tokens", "swa_window"):
             assert values[name] == getattr(r, name), (preset, name)
+
+
+def _committed(base_ce: float, base_delta: tuple[float, float, float], verdict: str) -> dict:
+    lo, mid, hi = base_delta
+    return {"speedup": {"standard_periodic": {"final_ce": base_ce, "speedup": 1.0},
+                        "sandwich": {"final_ce": 3.5, "speedup": 5.0}},
+            "test": {"standard_periodic": {"delta": mid, "delta_low": lo, "delta_high": hi, "R": 1.0, "R_low": 1.0,
+                                           "R_high": 1.0},
+                     "sandwich": {"delta": 0.23, "delta_low": 0.21, "delta_high": 0.25, "R": 0.5, "R_low": 0.48,
+                                  "R_high": 0.52}},
+            "curves": {"sandwich": [{"tokens": 0, "ce": 9.0}, {"tokens": 65536, "ce": 4.0}]},
+            "verdict": {"status": verdict}}
+
+
+def test_run_to_run_spread_flags_runs_that_disagree_beyond_document_noise():
+    history = [("run-a", _committed(3.89, (0.59, 0.61, 0.64), "partly reproduced")),
+               ("run-b", _committed(4.16, (0.86, 0.88, 0.91), "reproduced"))]
+    between = report.run_to_run(history)
+    assert len(between) == 4 and set(between["verdict"]) == {"partly reproduced", "reproduced"}
+    spread = report.run_spread(between)
+    assert spread.loc["standard_periodic", "final_ce range"] == pytest.approx(0.27)
+    assert spread.loc["standard_periodic", "delta range"] == pytest.approx(0.27)
+    assert not spread.loc["standard_periodic", "delta intervals overlap"]
+    assert spread.loc["sandwich", "delta intervals overlap"] and spread.loc["sandwich", "final_ce range"] == 0
+    curves = report.curves_by_run(history)
+    assert curves[["run", "tokens", "ce"]].values.tolist() == [["run-a", 65536, 4.0], ["run-b", 65536, 4.0]]

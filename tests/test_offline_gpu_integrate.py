@@ -81,3 +81,22 @@ def test_failed_or_stale_notebooks_are_refused(tmp_path, repo, notebook, message
     with pytest.raises(ValueError, match=message):
         integrate.integrate(archive, repo)
     assert not (repo / "book/gpu/01_efficiency.ipynb").exists()
+
+
+def _result(date: str, commit: str, value: float) -> dict:
+    return {"value": value, "provenance": {"preset": "gpu", "date_utc": date, "git_commit": commit}}
+
+
+def test_a_replaced_run_is_kept_in_previous_runs(tmp_path, repo):
+    first = _archive(tmp_path / "a", {"layout_distillation/layout_distillation/gpu.json":
+                                      _result("2026-11-29T11:10:34+00:00", "415875ac769b", 1.0)})
+    second = _archive(tmp_path / "b", {"layout_distillation/layout_distillation/gpu.json":
+                                       _result("2026-11-29T14:38:34+00:00", "f8c3c44c47c930306a99e7b", 2.0)})
+    integrate.integrate(first, repo)
+    placed = integrate.integrate(second, repo)
+    folder = repo / "data/results/layout_distillation"
+    kept = folder / "previous_runs" / "gpu@2026-11-29T11-10_415875ac769b.json"
+    assert json.loads(kept.read_text())["value"] == 1.0 and json.loads((folder / "gpu.json").read_text())["value"] == 2.0
+    assert "previous run kept as" in placed[0]
+    integrate.integrate(second, repo)  # the same run again: nothing more archived
+    assert [p.name for p in (folder / "previous_runs").iterdir()] == [kept.name]

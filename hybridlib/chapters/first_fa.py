@@ -4,6 +4,7 @@ Models and alignment settings mirror the SoftCKA chapter (same preset), so its c
 """
 
 from hybridlib.chapters.layout_distillation import LAYOUTS
+from hybridlib.chapters.softcka import GPU_LAYOUTS
 from hybridlib.chapters.softcka import SPEC as SOFTCKA
 from hybridlib.params import ChapterSpec, Param
 
@@ -23,7 +24,7 @@ SPEC = ChapterSpec(
         SOFTCKA.param("teacher"),
         Param("layouts", list, "Gated DeltaNet students probed (distilled by the layout chapter)", item=str,
               choices=LAYOUTS, defaults={"seminar": ["standard_periodic", "reverse_periodic"],
-                                         "gpu": list(LAYOUTS), "paper": list(LAYOUTS[:5])}),
+                                         "gpu": list(GPU_LAYOUTS), "paper": list(LAYOUTS[:5])}),
         Param("swa_control", bool, "also probe the sliding-window student (standard periodic layout)",
               defaults={p: True for p in _ALL}),
         *(SOFTCKA.param(name) for name in _SHARED),

@@ -17,7 +17,6 @@ SPEC = ChapterSpec(
         "Linearising a pretrained Transformer works when the new feature maps are first trained to reproduce "
         "softmax attention outputs (attention transfer) and then LoRA-adapted; a small softmax window helps most."
     ),
-    seminar_minutes=3.0,
     params=(
         Param("models", list, "pretrained softmax models to linearise (the first one runs every ablation)",
               item=str, choices=("tiny-teacher", "smollm2-135m", "gemma3-270m"),

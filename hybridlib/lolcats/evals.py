@@ -18,10 +18,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from hybridlib.data.corpus import heldout_documents
 from hybridlib.data.tokenizers import encode_batch
+from hybridlib.progress import progress_bar
 
 
 def heldout_sequences(tokenizer: Any, *, seq_len: int, per_language: int, languages: Sequence[str],
@@ -109,7 +109,7 @@ def continuation_logits(model: nn.Module, prefix: Sequence[int], continuations: 
 def cloze_accuracy(model: nn.Module, items: Sequence[ClozeItem], progress: bool = False) -> float:
     """Share of items whose true continuation has the highest mean log-likelihood per token."""
     correct = 0
-    for item in tqdm(items, desc="cloze", disable=not progress):
+    for item in progress_bar(items, desc="cloze", disable=not progress):
         logits = continuation_logits(model, item.context, item.choices)
         scores = [F.log_softmax(lg, -1).gather(-1, torch.tensor(c, device=lg.device)[:, None]).mean().item()
                   for lg, c in zip(logits, item.choices)]

@@ -17,10 +17,10 @@ from typing import Any
 import pandas as pd
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from hybridlib.data.tokenizers import encode_batch
 from hybridlib.lolcats.evals import continuation_logits
+from hybridlib.progress import progress_bar
 
 INTRO = "There is an important number hidden inside a lot of irrelevant text. Find it and memorize it."
 FILLER = " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
@@ -95,7 +95,7 @@ def passkey_training_rows(tokenizer: Any, *, n: int, seq_len: int, start: Sequen
 def passkey_accuracy(model: nn.Module, items: Sequence[PasskeyItem], progress: bool = False) -> pd.DataFrame:
     """Exact-match accuracy per (length, depth): columns length, depth, accuracy, n."""
     records = []
-    for item in tqdm(items, desc="passkey", disable=not progress):
+    for item in progress_bar(items, desc="passkey", disable=not progress):
         logits = continuation_logits(model, item.prompt, [item.answer])[0]
         hit = logits.argmax(-1).tolist() == item.answer
         records.append({"length": item.length, "depth": item.depth, "hit": hit})

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 from transformers import DynamicCache
+
+from hybridlib.progress import progress_bar
 
 
 @torch.no_grad()
@@ -39,7 +40,7 @@ def generation_throughput(model: nn.Module, batch_sizes: Sequence[int], *, promp
     vocab = model.config.get_text_config().vocab_size
     generator = torch.Generator().manual_seed(seed)
     rows = []
-    for batch in tqdm(batch_sizes, desc="throughput"):
+    for batch in progress_bar(batch_sizes, desc="throughput"):
         prompt = torch.randint(vocab, (batch, prompt_len), generator=generator).to(device)
         row: dict[str, object] = {"batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens}
         if device.type == "cuda":

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+
+from hybridlib.progress import progress_bar
 
 NEEDLE = "The special magic number for {key} is {value}."
 QUESTION = "\n\nWhat is the special magic number for {key} mentioned in the text above? The special magic number for {key} is"
@@ -189,7 +190,7 @@ def score(
     tokens), ``answer_logprob`` (sum of log-probabilities of the answer tokens, nats)."""
     device = next(model.parameters()).device
     rows = []
-    for sample in tqdm(samples, desc="needle", disable=not progress):
+    for sample in progress_bar(samples, desc="needle", disable=not progress):
         prompt, answer = encode(sample.prompt), answer_ids(sample.answer)
         ids = torch.tensor([prompt + answer], device=device)
         keep = (

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from hybridlib.atomic import write_json
+from hybridlib.progress import progress_bar
 from hybridlib.train.batches import Batch, batch_rows, micro_batches
 from hybridlib.train.checkpoint import load_checkpoint, save_checkpoint, seed_everything
 from hybridlib.train.config import TrainConfig
@@ -163,7 +163,7 @@ def train(
     step, history = _resume(config, model, optimizer, scheduler, world)
     tps = config.tokens_per_step
     history_path = Path(config.out_dir) / "history.json" if config.out_dir else None
-    bar = tqdm(
+    bar = progress_bar(
         total=config.total_steps * tps,
         initial=step * tps,
         unit="tok",

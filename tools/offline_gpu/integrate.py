@@ -1,9 +1,10 @@
 """Put a device run's results where the book reads them: ``python tools/offline_gpu/integrate.py gpu-out.tgz``.
 
 The archive is what ``collect.sh`` packs: per chapter group a folder with its log and, per chapter that
-finished, ``<chapter>/`` with the executed ``gpu`` notebook and result JSON files. Each notebook goes to ``book/gpu/`` and gets a section under its chapter in
-``_toc.yml`` (if it has none yet); each JSON file goes to ``data/results/<chapter>/``. A notebook with an error
-output or without provenance is refused, so a failed or stale run never reaches the book.
+finished, ``<chapter>/`` with the executed ``gpu`` notebook and result JSON files. Each notebook goes to
+``book/gpu/`` and gets a section under its chapter in ``_toc.yml`` (if it has none yet); each JSON file goes to
+``data/results/<chapter>/``, and the run it replaces to ``previous_runs/`` there (``hybridlib.results``). A
+notebook with an error output or without provenance is refused, so a failed or stale run never reaches the book.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from hybridlib.chapters import CHAPTERS
+from hybridlib.results import archive_previous
 
 SECTION_TITLE = "On one H200 (gpu preset)"
 
@@ -76,8 +78,9 @@ def integrate(archive: Path, root: Path = ROOT) -> list[str]:
                 continue
             target = root / "data" / "results" / path.parent.name / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
+            moved = archive_previous(target, json.loads(path.read_text(encoding="utf-8")))
             shutil.copyfile(path, target)
-            done.append(str(target.relative_to(root)))
+            done.append(str(target.relative_to(root)) + (f" (previous run kept as {moved.relative_to(root)})" if moved else ""))
     return done
 
 
