@@ -93,3 +93,16 @@ def test_encode_prepends_bos_once(tiny_qwen_dir):
     prepend = ModelCard(**(card.to_dict() | {"bos_policy": "prepend", "bos_id": 0}))
     assert encode(tokenizer, "born free", prepend) == [0, *plain]
     assert encode(tokenizer, "<s>born free", prepend) == [0, *plain]  # already there: not doubled
+
+
+def test_one_gguf_reader_per_file_while_converting():
+    import gguf
+
+    from hybridlib.models.gguf import one_reader_per_file, smollm2_gguf
+
+    path, build = smollm2_gguf(), gguf.GGUFReader
+    with one_reader_per_file():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first  # the config, tokenizer and weights share one parse
+        assert "tokenizer.ggml.tokens" in first.fields
+    assert gguf.GGUFReader is build  # restored afterwards
