@@ -237,3 +237,16 @@ def test_run_to_run_spread_flags_runs_that_disagree_beyond_document_noise():
     assert spread.loc["sandwich", "delta intervals overlap"] and spread.loc["sandwich", "final_ce range"] == 0
     curves = report.curves_by_run(history)
     assert curves[["run", "tokens", "ce"]].values.tolist() == [["run-a", 65536, 4.0], ["run-b", 65536, 4.0]]
+
+
+def test_reseed_shift_and_row_against_the_papers_qwen_numbers():
+    idx = ["standard_periodic", "reverse_periodic"]
+    table = pd.DataFrame({"delta": [0.071, 0.045]}, index=idx)
+    replicate = pd.DataFrame({"delta": [0.068, 0.044]}, index=idx)
+    reseed = report.reseed_shift(table, replicate, "reverse_periodic")
+    assert reseed["gap"] == pytest.approx(-0.026) and reseed["shift"] == pytest.approx(-0.003)
+    assert reseed["ratio"] == pytest.approx(0.003 / 0.026)  # the paper's "~1/10"
+    assert report.reseed_row(reseed)["verdict"] == "reproduced"
+    noisy = report.reseed_shift(table, replicate.assign(delta=[0.060, 0.044]), "reverse_periodic")
+    assert noisy["ratio"] == pytest.approx(11 / 26) and report.reseed_row(noisy)["verdict"] == "not reproduced at this scale"
+    assert report.reseed_row(None)["verdict"] == "not yet run"
