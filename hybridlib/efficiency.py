@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hybridlib.progress import progress_bar
+
 GIB = 1024**3
 CARDS_GIB: Mapping[str, float] = {
     "48 GB (L40S/A6000)": 48.0,
@@ -288,7 +290,6 @@ def measure_mixers(
 ) -> pd.DataFrame:
     """One layer of SDPA and of GDN (fla on CUDA when importable, else the chunked PyTorch form) per shape, mode
     and context, timed in-process with ``kernels.bench``; rows as :func:`read_benchmark` returns them."""
-    from hybridlib.progress import progress_bar
     from kernels import bench
 
     if device not in ("cpu", "cuda"):

@@ -40,9 +40,9 @@ def archive_previous(path: Path, incoming: Mapping[str, Any]) -> Path | None:
 
 
 def history(chapter: str, name: str = "gpu") -> list[tuple[str, dict[str, Any]]]:
-    """Every committed run of ``data/results/<chapter>/<name>.json`` as ``(label, result)``, oldest first: the
-    archived previous runs, then the current one."""
+    """Every committed run of ``data/results/<chapter>/<name>.json`` as ``(label, result)``, oldest first (the
+    archived previous runs and the current one)."""
     folder = results_dir(chapter)
-    paths = sorted((folder / PREVIOUS).glob(f"{name}@*.json")) + [folder / f"{name}.json"]
+    paths = [*(folder / PREVIOUS).glob(f"{name}@*.json"), folder / f"{name}.json"]
     runs = [json.loads(p.read_text(encoding="utf-8")) for p in paths if p.exists()]
-    return sorted(((run_label(r), r) for r in runs), key=lambda item: item[0])
+    return sorted(((run_label(r), r) for r in runs), key=lambda item: item[0])  # labels start with the date

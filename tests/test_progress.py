@@ -17,7 +17,8 @@ def test_logged_runs_get_rate_limited_text_bars_on_stderr(monkeypatch, capsys):
     with progress_bar(range(3), desc="steps") as bar:
         assert type(bar) is text_tqdm and bar.mininterval == LOG_INTERVAL_S
         assert sum(bar) == 3
-    assert "steps: 100%" in capsys.readouterr().err and "3/3" not in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "steps: 100%" in captured.err and "3/3" not in captured.out
 
 
 def test_unlogged_runs_keep_tqdm_auto(monkeypatch):
