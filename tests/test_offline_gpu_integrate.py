@@ -100,3 +100,23 @@ def test_a_replaced_run_is_kept_in_previous_runs(tmp_path, repo):
     assert "previous run kept as" in placed[0]
     integrate.integrate(second, repo)  # the same run again: nothing more archived
     assert [p.name for p in (folder / "previous_runs").iterdir()] == [kept.name]
+
+
+def test_progress_redraws_are_cut_to_each_bars_last_state():
+    redraws = ("needle:   0%|          | 0/520 [00:00<?, ?it/s]\r"
+               "needle:  50%|#####     | 260/520 [00:20<00:20, 13.0it/s]\r\n"
+               "compile kernel `kernel`\n\n"
+               "needle: 100%|##########| 520/520 [00:40<00:00, 13.0it/s]\n")
+    training = ("  0%|   | 0.00/65.5M [00:00<?, ?tok/s]\r 99%|## | 65.0M/65.5M [02:00<00:01, 540ktok/s, loss=0.40]\n"
+                "  0%|   | 0.00/65.5M [00:00<?, ?tok/s]\r100%|###| 65.5M/65.5M [02:01<00:00, 552ktok/s, loss=0.01]\n")
+    nb = {"cells": [{"cell_type": "code", "outputs": [
+        {"output_type": "stream", "name": "stderr", "text": [redraws]},
+        {"output_type": "stream", "name": "stdout", "text": ["budget  512\n\n"]},
+        {"output_type": "stream", "name": "stderr", "text": ["\n"]},
+        {"output_type": "stream", "name": "stderr", "text": [training]}]}]}
+    outputs = integrate.compact_progress(nb)["cells"][0]["outputs"]
+    assert ["".join(o["text"]) for o in outputs] == [
+        "compile kernel `kernel`\nneedle: 100%|##########| 520/520 [00:40<00:00, 13.0it/s]\n",
+        "budget  512\n\n",  # stdout untouched
+        " 99%|## | 65.0M/65.5M [02:00<00:01, 540ktok/s, loss=0.40]\n"  # two training runs: two bars kept
+        "100%|###| 65.5M/65.5M [02:01<00:00, 552ktok/s, loss=0.01]\n"]

@@ -3,11 +3,13 @@
 import itertools
 import json
 import math
+import re
 
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from hybridlib.progress import LOG_ENV
 from hybridlib.train import PackedBatches, TrainConfig, causal_lm_loss, lr_at, train
 from hybridlib.train.batches import micro_batches
 from hybridlib.train.optim import build_optimizer, param_groups
@@ -198,3 +200,11 @@ def test_optimizer_choice_and_missing_bitsandbytes():
     except ImportError:
         with pytest.raises(ImportError, match="bitsandbytes"):
             build_optimizer(tiny_model(), config(optimizer="adamw8bit"))
+
+
+def test_logged_training_redraws_its_bar_at_most_every_interval(monkeypatch, capsys):
+    """In a log (``$HYBRIDLIB_PROGRESS_LOG``) the loss postfix must not force a redraw every step."""
+    monkeypatch.setenv(LOG_ENV, "1")
+    train(tiny_model(), tiny_batches(), causal_lm_loss, config(steps=30, progress=True))
+    redraws = [s for s in re.split(r"[\r\n]", capsys.readouterr().err) if "%|" in s]
+    assert len(redraws) <= 3 and redraws[-1].lstrip().startswith("100%")  # first draw, (close), final state

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import datasets
 
 from hybridlib.atomic import write_json
-from hybridlib.data.bible import bible_db_path, chapters, check_bible_language
+from hybridlib.data.bible import chapters, check_bible_language
 from hybridlib.data.checksums import load_manifest
 from hybridlib.data.languages import BIBLE_LANGUAGES, ENGLISH, TIERS, check_languages, language
 from hybridlib.data.tokenizers import encode_batch, tokenizer_fingerprint
@@ -236,7 +236,6 @@ def _build(
     path: Path, tokenizer: Any, budgets: dict[str, int], seq_len: int, seed: int, bos: int | None, eos: int
 ) -> None:
     """Tokenise, pack, shuffle and save under ``path`` (``meta.json`` written last marks it complete)."""
-    bible_db_path()  # verify the source before spending time on it
     body = seq_len - (bos is not None)
     sequences: list[tuple[list[int], str]] = []
     meta = {}

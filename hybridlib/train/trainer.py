@@ -192,7 +192,7 @@ def train(
             }
         )
         bar.update(tps)
-        bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{speed:,.0f}")
+        bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{speed:,.0f}", refresh=False)
         every = config.eval_every_tokens
         due = every and (step * tps) // every > ((step - 1) * tps) // every
         if evaluate is not None and (due or step == config.total_steps):

@@ -5,12 +5,15 @@ finished, ``<chapter>/`` with the executed ``gpu`` notebook and result JSON file
 ``book/gpu/`` and gets a section under its chapter in ``_toc.yml`` (if it has none yet); each JSON file goes to
 ``data/results/<chapter>/``, and the run it replaces to ``previous_runs/`` there (``hybridlib.results``). A
 notebook with an error output or without provenance is refused, so a failed or stale run never reaches the book.
+A log-mode run (``--log-output``) leaves every redraw of its text progress bars in the notebook; each bar is
+reduced to its last state (``compact_progress``), all other output is kept as it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import tarfile
@@ -24,6 +27,31 @@ from hybridlib.chapters import CHAPTERS
 from hybridlib.results import archive_previous
 
 SECTION_TITLE = "On one H200 (gpu preset)"
+_BAR = re.compile(r"^(?P<desc>.*?)\s*(?P<pct>\d+)%\|.*\|\s*[\d.]+\w?/(?P<total>[\d.]+\w?)\b")
+
+
+def compact_progress(nb: dict) -> dict:
+    """``nb`` with each text progress bar on stderr cut to its last redraw per cell; blank lines dropped.
+
+    A redraw continues the previous bar of the same description and total unless its percentage went down
+    (a new bar, e.g. the next model's training run)."""
+    for cell in nb["cells"]:
+        streams = [o for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o["name"] == "stderr"]
+        segments = [(o, seg) for o in streams for seg in re.split(r"[\r\n]", "".join(o["text"])) if seg.strip()]
+        keep = [True] * len(segments)
+        last: dict[tuple[str, str], tuple[int, int]] = {}  # (desc, total) -> (segment index, percent)
+        for i, (_, seg) in enumerate(segments):
+            bar = _BAR.match(seg)
+            if not bar:
+                continue
+            key, pct = (bar["desc"].strip(), bar["total"]), int(bar["pct"])
+            if key in last and pct >= last[key][1]:
+                keep[last[key][0]] = False
+            last[key] = (i, pct)
+        for o in streams:
+            o["text"] = "".join(seg + "\n" for (owner, seg), k in zip(segments, keep) if k and owner is o)
+        cell["outputs"] = [o for o in cell.get("outputs", []) if o not in streams or o["text"]]
+    return nb
 
 
 def check_notebook(path: Path) -> str:
@@ -70,7 +98,8 @@ def integrate(archive: Path, root: Path = ROOT) -> list[str]:
             commit = check_notebook(path)
             target = root / "book" / "gpu" / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+            nb = compact_progress(json.loads(path.read_text(encoding="utf-8")))
+            target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
             toc = add_toc_section(root / "_toc.yml", path.name)
             done.append(f"{target.relative_to(root)} (commit {commit}{', new toc section' if toc else ''})")
         for path in sorted(Path(tmp).rglob("*.json")):

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Usage: queue.sh [--gpu N] SECONDS:CHAPTER[,CHAPTER]... : run chapter.sh for each group in order, in the
 # background (setsid, so the runs outlive the calling command) from a copy of this checkout. With --gpu N the
-# queue sees only GPU N (CUDA_VISIBLE_DEVICES), so a machine with several GPUs runs one queue per GPU. Each
+# queue sees only GPU N (CUDA_VISIBLE_DEVICES), so a machine with several GPUs runs one queue per GPU (a second
+# queue on a GPU whose queue still runs would delete that queue's copy: wait for its "queue done"). Each
 # group's notebook, result JSON and log land in /tmp/gpu-out/<chapters>; collect.sh packs them into $OUT.
 set -euo pipefail
+: "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first: the notebooks record it}"
 gpu=0
 if [ "${1:-}" = "--gpu" ]; then gpu=$2; shift 2; fi
 repo=/tmp/repo-$gpu
