@@ -8,7 +8,16 @@ from collections import Counter
 
 import pytest
 
-from hybridlib.data import ChecksumError, bible, chapters, heldout_documents, iter_documents, load_tokenizer, split_documents, training_corpus
+from hybridlib.data import (
+    ChecksumError,
+    bible,
+    chapters,
+    heldout_documents,
+    iter_documents,
+    load_tokenizer,
+    split_documents,
+    training_corpus,
+)
 from hybridlib.data.corpus import DEFAULT_TIER_WEIGHTS, _budgets
 from hybridlib.paths import cache_dir
 

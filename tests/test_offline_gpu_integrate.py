@@ -118,5 +118,5 @@ def test_progress_redraws_are_cut_to_each_bars_last_state():
     assert ["".join(o["text"]) for o in outputs] == [
         "compile kernel `kernel`\nneedle: 100%|##########| 520/520 [00:40<00:00, 13.0it/s]\n",
         "budget  512\n\n",  # stdout untouched
-        " 99%|## | 65.0M/65.5M [02:00<00:01, 540ktok/s, loss=0.40]\n"  # two training runs: two bars kept
-        "100%|###| 65.5M/65.5M [02:01<00:00, 552ktok/s, loss=0.01]\n"]
+        (" 99%|## | 65.0M/65.5M [02:00<00:01, 540ktok/s, loss=0.40]\n"  # two training runs: two bars kept
+         "100%|###| 65.5M/65.5M [02:01<00:00, 552ktok/s, loss=0.01]\n")]

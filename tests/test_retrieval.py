@@ -1,5 +1,6 @@
 """Needle placement and budget, MQAR generator invariants, and oracle models that must score 100%."""
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -19,6 +20,7 @@ from hybridlib.retrieval import (
 )
 from hybridlib.retrieval.mqar import FILLER
 from hybridlib.retrieval.needle import NEEDLE
+from hybridlib.retrieval.verdicts import mqar_gap, needle_gap
 
 SENTENCES = [f"Sentence number {i} of the haystack talks about item {i * 7}." for i in range(40)]
 
@@ -99,14 +101,15 @@ def test_mqar_invariants(task):
     for row, lab in zip(ids.tolist(), labels.tolist()):
         keys, values = row[0 : 2 * n : 2], row[1 : 2 * n : 2]
         assert len(set(keys)) == n and all(1 <= k < half for k in keys)
-        assert all(half <= v < task.vocab_size for v in values)
+        assert len(set(values)) == n and all(half <= v < task.vocab_size for v in values)
         asked = [p for p, y in enumerate(lab) if y != IGNORE_INDEX]
         assert len(asked) == task.queries and all(p >= 2 * n for p in asked)
         assert len({row[p] for p in asked}) == len(asked)  # each key asked at most once
-        for p in asked:  # the answer appears earlier, right after the same key, and follows the query
-            assert values[keys.index(row[p])] == lab[p] == row[p + 1]
-        rest = set(range(2 * n, task.seq_len)) - set(asked) - {p + 1 for p in asked}
-        assert all(row[p] == FILLER for p in rest)
+        assert all(row[p] == FILLER for p in {p + 1 for p in asked} - set(asked))  # a filler follows each query
+        for p in asked:  # the answer appears only earlier, right after the same key
+            assert values[keys.index(row[p])] == lab[p]
+        rest = set(range(2 * n, task.seq_len)) - set(asked)
+        assert all(row[p] == FILLER for p in rest)  # no value is ever repeated: no answering by elimination
 
 
 def test_mqar_batches_reproducible_and_validated():
@@ -160,3 +163,37 @@ def test_tiny_lm_layouts():
     assert out.shape == (2, 12, 32) and torch.isfinite(out).all()
     with pytest.raises(ValueError, match="kind"):
         fa_layers("mamba", 4)
+
+
+def _needle(eng: list[int], other: list[int], budget: int = 512) -> pd.DataFrame:
+    return pd.DataFrame({"lang": ["eng"] * len(eng) + ["yor"] * len(other), "budget": budget,
+                         "correct": eng + other})
+
+
+def test_needle_gap_is_judged_only_when_its_interval_excludes_zero():
+    clear = needle_gap(pd.concat([_needle([1] * 40, [0] * 40), _needle([0] * 5, [1] * 5, budget=64)]), 512)
+    assert (clear.english, clear.other, clear.gap, clear.n_english, clear.n_other) == (1.0, 0.0, 1.0, 40, 40)
+    assert clear.low == clear.high == 1.0 and clear.verdict == "reproduced"  # no resample can differ
+    assert needle_gap(_needle([0] * 40, [1] * 40), 512).verdict == "contradicted"
+    small = needle_gap(_needle([1] * 7 + [0] * 3, [1] * 96 + [0] * 24), 512)  # 70% vs 80% on 10 English samples
+    assert small.gap == pytest.approx(-0.1) and small.low < 0 < small.high
+    assert small.verdict == "not reproduced at this scale"
+    with pytest.raises(ValueError, match="budget=2048: needs English and non-English"):
+        needle_gap(_needle([1], [1]), 2048)
+
+
+def _mqar(full: list[float], hybrid: list[float]) -> pd.DataFrame:
+    lengths = [256, 512, 1024]
+    return pd.DataFrame([{"kind": k, "seq_len": t, "n_pairs": 8, "accuracy": a}
+                         for k, accs in (("full-attention", full), ("hybrid-3:1", hybrid)) for t, a in zip(lengths, accs)])
+
+
+def test_mqar_gap_needs_both_stacks_to_have_learned_the_task():
+    shrinking = mqar_gap(_mqar([0.9, 0.9, 0.9], [0.6, 0.7, 0.8]))  # hybrid deficit -0.3 -> -0.1
+    assert shrinking.gap.round(6).tolist() == [-0.3, -0.2, -0.1] and shrinking.verdict == "reproduced"
+    assert mqar_gap(_mqar([0.9, 0.9, 0.9], [0.8, 0.7, 0.6])).verdict == "contradicted"
+    untrained = mqar_gap(_mqar([0.31, 0.2, 0.1], [1.0, 1.0, 1.0]))  # the gap grows, but full attention never learned
+    assert untrained.trained_accuracy == {"full-attention": 0.31, "hybrid-3:1": 1.0}
+    assert not untrained.learned and untrained.verdict == "not reproduced at this scale"
+    with pytest.raises(ValueError, match=r"kinds \['hybrid-3:1'\] not in mqar"):
+        mqar_gap(_mqar([0.9] * 3, [0.9] * 3).replace({"hybrid-3:1": "gdn"}))

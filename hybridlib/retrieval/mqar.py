@@ -1,11 +1,13 @@
 """Multi-query associative recall (MQAR), Zoology-style synthetic data and its accuracy.
 
 A sequence of ``seq_len`` tokens starts with ``n_pairs`` key-value pairs ``k_1 v_1 ... k_N v_N`` (distinct
-keys from ``[1, vocab/2)``, values from ``[vocab/2, vocab)``); the rest is filler token 0 into which
-``n_queries`` of the keys (each at most once) are written again, each followed by its value, at uniformly
+keys from ``[1, vocab/2)``, distinct values from ``[vocab/2, vocab)``); the rest is filler token 0 into which
+``n_queries`` of the keys (each at most once) are written again, each followed by a filler token, at uniformly
 drawn non-overlapping positions (Zoology draws the gaps from a power law; uniform spreads queries over the
 whole context, so longer sequences mean longer recall distances). ``labels`` is aligned with the logits:
-at a query key's position it holds that key's value, everywhere else ``IGNORE_INDEX``.
+at a query key's position it holds that key's value, everywhere else ``IGNORE_INDEX``. As in Zoology, a
+query's answer never appears in the input: were it written after the query key, a model could answer later
+queries by elimination (the context value not yet repeated), reaching ``H_N / N`` accuracy without recall.
 """
 
 from __future__ import annotations
@@ -57,11 +59,11 @@ def make_batch(task: MQARTask, batch_size: int, generator: torch.Generator) -> d
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     B, N, Q, T, half = batch_size, task.n_pairs, task.queries, task.seq_len, task.vocab_size // 2
     keys = torch.rand(B, half - 1, generator=generator).argsort(-1)[:, :N] + 1  # distinct keys per row
-    values = torch.randint(half, task.vocab_size, (B, N), generator=generator)
+    values = torch.rand(B, half, generator=generator).argsort(-1)[:, :N] + half  # distinct values per row
     ids = torch.full((B, T), FILLER, dtype=torch.long)
     labels = torch.full((B, T), IGNORE_INDEX, dtype=torch.long)
     ids[:, 0 : 2 * N : 2], ids[:, 1 : 2 * N : 2] = keys, values
-    # Q two-token query blocks among `free` filler tokens: choose the blocks' ranks among the free + Q items
+    # Q two-token query blocks (key, filler) among `free` filler tokens: choose the blocks' ranks among the free + Q items
     # (stars and bars); block i then starts at 2N + rank_i + i, as each earlier block is one token longer.
     free = T - 2 * N - 2 * Q
     starts = torch.rand(B, free + Q, generator=generator).argsort(-1)[:, :Q].sort(-1).values
@@ -69,7 +71,6 @@ def make_batch(task: MQARTask, batch_size: int, generator: torch.Generator) -> d
     which = torch.rand(B, N, generator=generator).argsort(-1)[:, :Q]  # which pairs are asked
     rows = torch.arange(B)[:, None]
     ids[rows, starts] = keys.gather(1, which)
-    ids[rows, starts + 1] = values.gather(1, which)
     labels[rows, starts] = values.gather(1, which)
     return {"input_ids": ids, "labels": labels}
 
