@@ -63,8 +63,8 @@ def make_batch(task: MQARTask, batch_size: int, generator: torch.Generator) -> d
     ids = torch.full((B, T), FILLER, dtype=torch.long)
     labels = torch.full((B, T), IGNORE_INDEX, dtype=torch.long)
     ids[:, 0 : 2 * N : 2], ids[:, 1 : 2 * N : 2] = keys, values
-    # Q two-token query blocks (key, filler) among `free` filler tokens: choose the blocks' ranks among the free + Q items
-    # (stars and bars); block i then starts at 2N + rank_i + i, as each earlier block is one token longer.
+    # Q two-token query blocks (key, filler) among `free` filler tokens: choose the blocks' ranks among the
+    # free + Q items (stars and bars); block i then starts at 2N + rank_i + i, each earlier block being one longer.
     free = T - 2 * N - 2 * Q
     starts = torch.rand(B, free + Q, generator=generator).argsort(-1)[:, :Q].sort(-1).values
     starts = 2 * N + starts + torch.arange(Q)

@@ -50,7 +50,7 @@ def compact_progress(nb: dict) -> dict:
             last[key] = (i, pct)
         for o in streams:
             o["text"] = "".join(seg + "\n" for (owner, seg), k in zip(segments, keep) if k and owner is o)
-        cell["outputs"] = [o for o in cell.get("outputs", []) if o not in streams or o["text"]]
+        cell["outputs"] = [o for o in cell.get("outputs", []) if o.get("name") != "stderr" or o["text"]]
     return nb
 
 
