@@ -21,6 +21,7 @@ from hybridlib.lolcats.convert import linearize
 from hybridlib.lolcats.evals import ClozeItem, cloze_accuracy, perplexity
 from hybridlib.lolcats.lora import lora_finetune
 from hybridlib.lolcats.transfer import attention_transfer, mse_by_layer
+from hybridlib.progress import progress_bar
 from hybridlib.train import TrainConfig
 from hybridlib.train.batches import Batch
 
@@ -84,17 +85,26 @@ def ablation(teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evalu
     Returns one row per stage (variant fields, stage, ppl, cloze, train seconds) and extras: the per-layer
     MSE before/after transfer (``mse_swap``, ``mse_transfer``), loss curves, and ``model`` (transfer + LoRA).
     """
-    swapped, _ = transferred(teacher, batches, budget, steps=0, **variant)
-    moved, info = transferred(teacher, batches, budget, **variant)
-    extras: dict[str, Any] = {"mse_swap": mse_by_layer(swapped, evaluate.mse_batches) if evaluate.mse_batches else None,
-                              "mse_transfer": mse_by_layer(moved, evaluate.mse_batches) if evaluate.mse_batches else None,
-                              **info}
-    rows = [{"stage": "swap", **evaluate(swapped), "train_s": 0.0},
-            {"stage": "transfer", **evaluate(moved), "train_s": info["transfer_s"]}]
-    lora_only, lora_info = adapted(swapped, batches, budget)
-    rows.append({"stage": "lora", **evaluate(lora_only), "train_s": lora_info["lora_s"]})
-    del swapped, lora_only
-    full, full_info = adapted(moved, batches, budget)
-    rows.append({"stage": "transfer+lora", **evaluate(full), "train_s": info["transfer_s"] + full_info["lora_s"]})
+    label = ", ".join(f"{k}={v}" for k, v in variant.items())
+    with progress_bar(total=len(STAGES), desc=f"ablation {label}", unit="stage") as bar:
+        swapped, _ = transferred(teacher, batches, budget, steps=0, **variant)
+        rows = [{"stage": "swap", **evaluate(swapped), "train_s": 0.0}]
+        mse_swap = mse_by_layer(swapped, evaluate.mse_batches) if evaluate.mse_batches else None
+        bar.update()
+        moved, info = transferred(teacher, batches, budget, **variant)
+        rows.append({"stage": "transfer", **evaluate(moved), "train_s": info["transfer_s"]})
+        extras: dict[str, Any] = {
+            "mse_swap": mse_swap,
+            "mse_transfer": mse_by_layer(moved, evaluate.mse_batches) if evaluate.mse_batches else None,
+            **info,
+        }
+        bar.update()
+        lora_only, lora_info = adapted(swapped, batches, budget)
+        rows.append({"stage": "lora", **evaluate(lora_only), "train_s": lora_info["lora_s"]})
+        bar.update()
+        del swapped, lora_only
+        full, full_info = adapted(moved, batches, budget)
+        rows.append({"stage": "transfer+lora", **evaluate(full), "train_s": info["transfer_s"] + full_info["lora_s"]})
+        bar.update()
     extras |= {"lora_only_loss": lora_info["lora_loss"], "lora_loss": full_info["lora_loss"], "model": full}
     return [{**variant, **row} for row in rows], extras
