@@ -26,7 +26,8 @@ def _display(obj: Any) -> None:
 
 
 def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """Resolve and validate the chapter's parameters from the notebook's globals, seed everything, set plot style.
+    """Resolve and validate the chapter's parameters from the notebook's globals, seed everything, set plot and
+    table style.
 
     Returns the resolved parameters (``preset`` included) and shows them as a table.
     """
@@ -42,6 +43,7 @@ def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     import seaborn as sns
 
     sns.set_theme(context="notebook", style="whitegrid")
+    pd.set_option("display.max_colwidth", None)  # tables show whole cells (the paper-vs-book texts are long)
     _quiet_library_progress()
     spec = chapter(name)
     rows = [(p.name, params[p.name], p.doc) for p in spec.params]

@@ -87,3 +87,26 @@ def alignment_grid(frame: pd.DataFrame, fa_layers: dict[str, Sequence[int]], tit
     fig.suptitle(title, y=1.01)
     fig.tight_layout()
     return fig
+
+
+def throughput_figure(frame: pd.DataFrame, title: str) -> Figure:
+    """Decoded tokens/s, peak memory while decoding and cache size against batch size (log 2), one line per
+    ``model``, from ``generation_throughput`` rows with a ``model`` column; out-of-memory points are dotted
+    lines labelled with the phase that ran out."""
+    _require(frame, ["model", "batch", "status", "oom_in", "tokens_per_s", "decode_peak_gib", "cache_gib"])
+    panels = {"tokens_per_s": "decoded tokens / s", "decode_peak_gib": "peak memory decoding (GiB)",
+              "cache_gib": "cache after decoding (GiB)"}
+    fig, axes = plt.subplots(1, len(panels), figsize=(13, 3.6))
+    ok = frame[frame.status == "ok"]
+    for i, (ax, (column, label)) in enumerate(zip(axes, panels.items())):
+        sns.lineplot(data=ok, x="batch", y=column, hue="model", marker="o", ax=ax, legend=i == 0)
+        for batch, rows in frame[frame.status == "oom"].groupby("batch"):
+            ax.axvline(batch, ls=":", c="grey")
+            text = "OOM: " + ", ".join(f"{m.split()[0]} in {phase}" for m, phase in zip(rows.model, rows.oom_in))
+            ax.annotate(text, (batch, 0), xycoords=("data", "axes fraction"), textcoords="offset points",
+                        xytext=(-2, 4), fontsize=7, rotation=90, ha="right", va="bottom")
+        ax.set_xscale("log", base=2)
+        ax.set_ylabel(label)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -10,14 +10,19 @@ from hybridlib.lolcats import (
     alternate_layers,
     attention_parameters,
     attention_transfer,
+    cache_nbytes,
     cloze_accuracy,
     cloze_items,
     decode,
+    decode_steps,
+    generation_throughput,
     layer_mse,
     linearize,
     lora_finetune,
     mse_by_layer,
     passkey_item,
+    prefill,
+    throughput_comparison,
 )
 from hybridlib.lolcats.convert import linearized_modules
 from hybridlib.train import PackedBatches, TrainConfig
@@ -95,6 +100,85 @@ def test_cached_decoding_matches_full_recomputation(window, terraced):
     for _ in range(6):
         full = torch.cat([full, student(input_ids=full).logits[:, -1].argmax(-1, keepdim=True)], 1)
     assert torch.equal(out, full[:, 19:])
+
+
+def test_cache_bytes_grow_per_token_for_softmax_and_stay_constant_for_window_linear():
+    teacher = _model("llama")
+    student = linearize(teacher, window=8)
+    ids = torch.randint(97, (2, 19))
+    for n in (3, 9):
+        t_cache, _ = prefill(teacher, torch.cat([ids, ids[:, :n]], 1))
+        s_cache, _ = prefill(student, torch.cat([ids, ids[:, :n]], 1))
+        # fp32 keys and values: 2 layers x 2 sequences x 2 KV heads x (19 + n) tokens x 16 dims x 2 (k, v) x 4 bytes
+        assert cache_nbytes(t_cache) == 2 * 2 * 2 * (19 + n) * 16 * 2 * 4
+        # per layer and sequence, fp32, K/V repeated to the 4 query heads: the 7 tokens still in the next query's
+        # window (k 16 + v 16 + Hedgehog features 2 x 8 dims each) + the linear state (16 x 16 kv + 16 z)
+        assert cache_nbytes(s_cache) == 2 * 2 * 4 * (7 * (16 + 16 + 16) + 16 * 16 + 16) * 4
+
+
+@pytest.mark.parametrize("window", [0, 8])
+def test_chunked_prefill_gives_the_same_logits_and_cache(window):
+    teacher = _model("llama", init=0.2)
+    ids = torch.randint(97, (2, 21))
+    for model in (teacher, linearize(teacher, window=window)):
+        whole_cache, whole = prefill(model, ids)
+        chunked_cache, chunked = prefill(model, ids, chunk=5)  # 5 + 5 + 5 + 5 + 1 tokens
+        torch.testing.assert_close(chunked, whole, atol=1e-5, rtol=1e-5)
+        assert cache_nbytes(chunked_cache) == cache_nbytes(whole_cache)
+        assert torch.equal(decode_steps(model, chunked_cache, chunked, 4), decode_steps(model, whole_cache, whole, 4))
+    with pytest.raises(ValueError, match="chunk must be a positive int"):
+        prefill(teacher, ids, chunk=0)
+
+
+class _RunsOutOfMemory(torch.nn.Module):
+    """A model that runs out of memory once a batch holds ``limit`` or more sequences in ``phase``."""
+
+    def __init__(self, model, limit: int, phase: str):
+        super().__init__()
+        self.model, self.limit, self.phase, self.config = model, limit, phase, model.config
+
+    def forward(self, input_ids, cache=None, **kw):
+        if input_ids.shape[0] >= self.limit and (input_ids.shape[1] == 1) == (self.phase == "decode"):
+            raise torch.OutOfMemoryError("simulated")
+        return self.model(input_ids=input_ids, cache=cache, **kw)
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_generation_throughput_separates_phases_and_records_oom_without_numbers(phase):
+    teacher = _model("llama")
+    rows = generation_throughput(_RunsOutOfMemory(teacher, 3, phase), [1, 2, 4], prompt_len=12, new_tokens=5,
+                                 prefill_chunk=5)
+    ok, oom = rows[:2], rows[2]
+    for row in ok:
+        assert row["status"] == "ok" and row["oom_in"] is None and row["prefill_peak_gib"] is None  # CPU: no peak
+        assert row["tokens_per_s"] == pytest.approx(row["batch"] * 5 / row["decode_s"])
+        assert row["cache_gib"] * 2**30 == 2 * row["batch"] * 2 * (12 + 5) * 16 * 2 * 4  # as in the test above
+    assert oom["status"] == "oom" and oom["oom_in"] == phase
+    assert "tokens_per_s" not in oom and "cache_gib" not in oom
+    assert ("prefill_s" in oom) == (phase == "decode")
+
+
+def _rows(points):
+    """generation_throughput-like rows from {batch: (tokens_per_s, cache_gib) or "prefill"/"decode" (OOM phase)}."""
+    return [{"batch": b, "status": "oom", "oom_in": v} if isinstance(v, str) else
+            {"batch": b, "status": "ok", "oom_in": None, "tokens_per_s": v[0], "cache_gib": v[1]}
+            for b, v in points.items()]
+
+
+def test_throughput_comparison_uses_the_largest_batch_both_decoded():
+    softmax = _rows({1: (10.0, 1.0), 64: (500.0, 8.0), 256: "decode"})
+    faster = _rows({1: (8.0, 0.5), 64: (1500.0, 2.0), 256: (4000.0, 8.0)})
+    got = throughput_comparison(softmax, faster)
+    assert (got["batch"], got["speedup"], got["cache_ratio"]) == (64, 3.0, 4.0)
+    assert got["softmax_oom"] == [(256, "decode")] and got["linear_oom"] == []
+    assert got["status"] == "reproduced"
+    slower_everywhere = _rows({1: (5.0, 0.5), 64: (250.0, 2.0), 256: "prefill"})
+    got = throughput_comparison(softmax, slower_everywhere)
+    assert got["speedup"] == 0.5 and got["status"] == "not reproduced at this scale"
+    no_oom = _rows({1: (10.0, 1.0), 64: (500.0, 8.0), 256: (900.0, 30.0)})
+    assert throughput_comparison(no_oom, faster)["status"] == "partly reproduced"  # faster, but no memory win
+    nothing = throughput_comparison(_rows({1: "prefill"}), faster)
+    assert nothing["batch"] is None and nothing["status"] == "not reproduced at this scale"
 
 
 @pytest.mark.parametrize("feature_map", ["hedgehog", "t2r"])

@@ -3,6 +3,7 @@ with the feature maps and every base weight frozen."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 from peft import LoraConfig, PeftModel, get_peft_model
@@ -24,7 +25,9 @@ def add_lora(model: nn.Module, *, r: int = 8, alpha: int = 16, targets: Sequence
     if not targets or unknown:
         raise ValueError(f"targets must be a non-empty subset of {LORA_TARGETS}, got {list(targets)}")
     config = LoraConfig(r=r, lora_alpha=alpha, target_modules=list(targets), lora_dropout=dropout, bias="none")
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():  # peft reads transformers' deprecated `is_gradient_checkpointing`
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        return get_peft_model(model, config)
 
 
 def lora_finetune(model: nn.Module, batches: Sequence[Batch], config: TrainConfig, *, r: int = 8, alpha: int = 16,

@@ -2,7 +2,10 @@
 
 Each point: prefill ``prompt_len`` random tokens, then greedily decode ``new_tokens`` tokens one at a time
 through the model's cache (a KV cache for softmax layers, a constant-size state for linearised ones).
-A point that runs out of memory is recorded as ``status="oom"`` with no numbers - never estimated.
+Prefill and decoding are timed and their peak memory measured separately, because the paper's claim is
+about decoding: a KV cache grows with every token, a linear-attention state does not. The bytes the
+cache holds after the last token are measured too. A point that runs out of memory is recorded as
+``status="oom"`` with the phase it failed in and no numbers - never estimated.
 """
 
 from __future__ import annotations
@@ -14,17 +17,34 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 from transformers import DynamicCache
+from transformers.cache_utils import Cache
 
 from hybridlib.progress import progress_bar
 
 
-@torch.no_grad()
-def decode(model: nn.Module, input_ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
-    """Greedy decoding with a cache: prompt ids [B, T] -> generated ids [B, new_tokens]."""
-    cache = DynamicCache(config=model.config)
+def _cache_kwargs(model: nn.Module, cache: Cache) -> dict[str, object]:
     params = inspect.signature(type(model).forward).parameters
-    kw = {"cache" if "cache" in params else "past_key_values": cache, "use_cache": True, "logits_to_keep": 1}
-    logits = model(input_ids=input_ids, **kw).logits[:, -1]
+    return {"cache" if "cache" in params else "past_key_values": cache, "use_cache": True, "logits_to_keep": 1}
+
+
+@torch.no_grad()
+def prefill(model: nn.Module, input_ids: torch.Tensor, chunk: int | None = None) -> tuple[Cache, torch.Tensor]:
+    """Run the prompt ids [B, T] through the model, in pieces of ``chunk`` tokens (None: all at once; chunked
+    prefill bounds the temporaries by the chunk, as serving systems do): the filled cache and the last
+    position's logits [B, vocab]."""
+    if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
+        raise ValueError(f"chunk must be a positive int or None, got {chunk!r}")
+    cache = DynamicCache(config=model.config)
+    kw = _cache_kwargs(model, cache)
+    for piece in input_ids.split(chunk or input_ids.shape[1], dim=1):
+        logits = model(input_ids=piece, **kw).logits[:, -1]
+    return cache, logits
+
+
+@torch.no_grad()
+def decode_steps(model: nn.Module, cache: Cache, logits: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    """Greedy decoding from ``prefill``'s cache and logits [B, vocab]: generated ids [B, new_tokens]."""
+    kw = _cache_kwargs(model, cache)
     out = []
     for _ in range(new_tokens):
         token = logits.argmax(-1, keepdim=True)
@@ -33,32 +53,86 @@ def decode(model: nn.Module, input_ids: torch.Tensor, new_tokens: int) -> torch.
     return torch.cat(out, dim=1)
 
 
+def decode(model: nn.Module, input_ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    """Greedy decoding with a cache: prompt ids [B, T] -> generated ids [B, new_tokens]."""
+    return decode_steps(model, *prefill(model, input_ids), new_tokens)
+
+
+def cache_nbytes(cache: Cache) -> int:
+    """Bytes held by ``cache``: keys and values of softmax layers, window tokens and linear state of
+    linearised ones (``WindowLinearCacheLayer.nbytes``)."""
+    total = 0
+    for layer in cache.layers:
+        if hasattr(layer, "nbytes"):
+            total += layer.nbytes
+        else:
+            total += sum(t.numel() * t.element_size() for t in (getattr(layer, "keys", None),
+                                                               getattr(layer, "values", None)) if t is not None)
+    return total
+
+
+def _timed(device: torch.device, fn, *args) -> tuple[object, float, float | None]:
+    """``fn(*args)``, its wall time (s) and, on CUDA, the peak memory allocated during it (GiB)."""
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    result = fn(*args)
+    if cuda:
+        torch.cuda.synchronize(device)
+    return result, time.perf_counter() - start, torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None
+
+
 def generation_throughput(model: nn.Module, batch_sizes: Sequence[int], *, prompt_len: int, new_tokens: int,
-                          seed: int = 0) -> list[dict[str, object]]:
-    """Per batch size: decoded tokens/s and peak memory (GiB, CUDA only), or ``status="oom"``."""
+                          prefill_chunk: int | None = None, seed: int = 0) -> list[dict[str, object]]:
+    """Per batch size: prefill seconds (in pieces of ``prefill_chunk`` tokens), decoded tokens/s (decoding
+    only), peak memory of each phase (GiB, CUDA only) and the cache's size after the last token (GiB); or
+    ``status="oom"`` and ``oom_in``."""
     device = next(model.parameters()).device
     vocab = model.config.get_text_config().vocab_size
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for batch in progress_bar(batch_sizes, desc="throughput"):
         prompt = torch.randint(vocab, (batch, prompt_len), generator=generator).to(device)
-        row: dict[str, object] = {"batch": batch, "prompt_len": prompt_len, "new_tokens": new_tokens}
+        row: dict[str, object] = {"batch": batch, "prompt_len": prompt_len, "prefill_chunk": prefill_chunk,
+                                  "new_tokens": new_tokens, "status": "oom", "oom_in": "prefill"}
         if device.type == "cuda":
             torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
         try:
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            start = time.perf_counter()
-            decode(model, prompt, new_tokens)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            seconds = time.perf_counter() - start
-            row |= {"status": "ok", "seconds": seconds, "tokens_per_s": batch * new_tokens / seconds,
-                    "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None}
+            (cache, logits), prefill_s, prefill_peak = _timed(device, prefill, model, prompt, prefill_chunk)
+            row |= {"prefill_s": prefill_s, "prefill_peak_gib": prefill_peak, "oom_in": "decode"}
+            _, decode_s, decode_peak = _timed(device, decode_steps, model, cache, logits, new_tokens)
+            row |= {"status": "ok", "oom_in": None, "decode_s": decode_s,
+                    "tokens_per_s": batch * new_tokens / decode_s, "decode_peak_gib": decode_peak,
+                    "cache_gib": cache_nbytes(cache) / 2**30}
         except torch.OutOfMemoryError:
-            row |= {"status": "oom", "seconds": None, "tokens_per_s": None, "peak_gib": None}
+            pass  # the row says where; the tensors of the failed point are freed with the exception
+        cache = logits = None
         rows.append(row)
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return rows
+
+
+def throughput_comparison(softmax: Sequence[dict], linear: Sequence[dict]) -> dict[str, object]:
+    """The Fig. 8 comparison of two models' ``generation_throughput`` rows (same batch sizes).
+
+    Returns ``batch`` (the largest batch both decoded, or None), ``speedup`` (linear / softmax decoded
+    tokens/s there), ``cache_ratio`` (softmax / linear cache bytes there), ``softmax_oom`` / ``linear_oom``
+    (batches out of memory, each with the phase) and ``status``: "reproduced" if the linear model decodes
+    faster and the softmax one runs out of memory at a batch the linear one decodes, "partly reproduced"
+    if only faster, else "not reproduced at this scale".
+    """
+    ok = lambda rows: {r["batch"]: r for r in rows if r["status"] == "ok"}
+    oom = lambda rows: [(r["batch"], r["oom_in"]) for r in rows if r["status"] == "oom"]
+    s_ok, l_ok = ok(softmax), ok(linear)
+    both = sorted(set(s_ok) & set(l_ok))
+    batch = both[-1] if both else None
+    speedup = l_ok[batch]["tokens_per_s"] / s_ok[batch]["tokens_per_s"] if batch is not None else float("nan")
+    cache_ratio = s_ok[batch]["cache_gib"] / l_ok[batch]["cache_gib"] if batch is not None else float("nan")
+    memory_win = any(b in l_ok for b, _ in oom(softmax))
+    status = ("reproduced" if speedup > 1 and memory_win else "partly reproduced" if speedup > 1
+              else "not reproduced at this scale")
+    return {"batch": batch, "speedup": speedup, "cache_ratio": cache_ratio, "softmax_oom": oom(softmax),
+            "linear_oom": oom(linear), "status": status}
