@@ -15,6 +15,7 @@ from kernels import (
     linear_attention,
     sliding_window_attention,
     window_linear_attention,
+    window_weight_share,
 )
 
 F64 = torch.float64
@@ -124,6 +125,27 @@ def test_window_linear_matches_dense_outputs_and_gradients(terraced, window):
     for g, r, name in zip(torch.autograd.grad((y * w).sum(), params),
                           torch.autograd.grad((ref * w).sum(), params), ["q", "k", "v", "W", "gamma"]):
         torch.testing.assert_close(g, r, rtol=1e-9, atol=1e-9, msg=f"grad of {name}")
+
+
+@pytest.mark.parametrize("terraced", [False, True])
+@pytest.mark.parametrize("window", [1, 4, 64])
+def test_window_weight_share_from_the_kernels_own_normalisers(terraced, window):
+    """With v = 1 and eps = 1 the kernel returns S / (S + 1) for its normaliser S, so S = y / (1 - y): once with
+    the linear keys zeroed (window mass only), once whole; the share is their ratio."""
+    (q, k, _), fm, gamma = wl_inputs()
+    ones = torch.ones(*q.shape[:3], 1, dtype=q.dtype)
+
+    def mass(kf):
+        y = window_linear_attention(q, k, ones, fm(q), kf, window=window, softmax_weight=gamma, terraced=terraced,
+                                    eps=1.0)[0][..., 0]
+        return y / (1 - y)
+
+    expected = mass(torch.zeros_like(fm(k))) / mass(fm(k))
+    got = window_weight_share(q, k, fm(q), fm(k), window=window, softmax_weight=gamma, terraced=terraced)
+    torch.testing.assert_close(got, expected.detach(), rtol=1e-9, atol=1e-12)
+    assert got.shape == q.shape[:3] and (got[:, :window] == 1).all() and (got[:, 2 * window:] < 1).all()
+    with pytest.raises(ValueError, match="window must be an int >= 1"):
+        window_weight_share(q, k, fm(q), fm(k), window=0, softmax_weight=gamma)
 
 
 def test_terraced_equals_lolcats_end_aligned_blocks_when_t_is_a_multiple():

@@ -17,6 +17,7 @@ from hybridlib.lolcats import (
     decode_steps,
     generation_throughput,
     layer_mse,
+    layer_window_share,
     linearize,
     lora_finetune,
     mse_by_layer,
@@ -89,6 +90,15 @@ def test_conversion_variants_and_bad_input():
         linearize(teacher, terraced=True)
     with pytest.raises(ValueError, match="softmax_layers"):
         linearize(teacher, softmax_layers=(7,))
+
+
+def test_window_share_is_one_inside_the_window_and_zero_without_one():
+    teacher = _model("llama", init=0.2)
+    ids = torch.randint(97, (2, 24))
+    assert layer_window_share(linearize(teacher, window=24), ids).tolist() == [1.0, 1.0]
+    assert layer_window_share(linearize(teacher, window=0), ids).tolist() == [0.0, 0.0]
+    partial = layer_window_share(linearize(teacher, feature_map="t2r", window=4), ids)
+    assert ((partial > 0) & (partial < 1)).all()
 
 
 @pytest.mark.parametrize("window,terraced", [(0, False), (8, False), (8, True)])

@@ -26,12 +26,20 @@ from hybridlib.lolcats.throughput import (
     prefill,
     throughput_comparison,
 )
-from hybridlib.lolcats.transfer import attention_transfer, layer_mse, mse_by_layer, transfer_loss
+from hybridlib.lolcats.transfer import (
+    attention_transfer,
+    layer_mse,
+    layer_window_share,
+    mse_by_layer,
+    transfer_loss,
+    window_share_by_layer,
+)
 
 __all__ = [
     "FEATURE_MAPS", "LORA_TARGETS", "ClozeItem", "LinearizedAttention", "PasskeyItem", "WindowLinearCacheLayer",
     "add_lora", "alternate_layers", "attention_parameters", "attention_transfer", "cache_nbytes", "cloze_accuracy",
-    "cloze_items", "decode", "decode_steps", "generation_throughput", "heldout_sequences", "layer_mse", "linearize",
-    "linearized_modules", "lora_finetune", "mse_by_layer", "passkey_accuracy", "passkey_item", "passkey_items",
-    "passkey_training_rows", "perplexity", "prefill", "softmax_attention", "throughput_comparison", "transfer_loss",
+    "cloze_items", "decode", "decode_steps", "generation_throughput", "heldout_sequences", "layer_mse",
+    "layer_window_share", "linearize", "linearized_modules", "lora_finetune", "mse_by_layer", "passkey_accuracy",
+    "passkey_item", "passkey_items", "passkey_training_rows", "perplexity", "prefill", "softmax_attention",
+    "throughput_comparison", "transfer_loss", "window_share_by_layer",
 ]

@@ -20,7 +20,7 @@ from transformers import PreTrainedModel
 from hybridlib.lolcats.convert import linearize
 from hybridlib.lolcats.evals import ClozeItem, cloze_accuracy, perplexity
 from hybridlib.lolcats.lora import lora_finetune
-from hybridlib.lolcats.transfer import attention_transfer, mse_by_layer
+from hybridlib.lolcats.transfer import attention_transfer, mse_by_layer, window_share_by_layer
 from hybridlib.progress import progress_bar
 from hybridlib.train import TrainConfig
 from hybridlib.train.batches import Batch
@@ -83,21 +83,21 @@ def ablation(teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evalu
     """Evaluate the four :data:`STAGES` of one variant.
 
     Returns one row per stage (variant fields, stage, ppl, cloze, train seconds) and extras: the per-layer
-    MSE before/after transfer (``mse_swap``, ``mse_transfer``), loss curves, and ``model`` (transfer + LoRA).
+    MSE and softmax-window share of the attention weight before/after transfer (``mse_swap``, ``mse_transfer``,
+    ``window_share_swap``, ``window_share_transfer``), loss curves, and ``model`` (transfer + LoRA).
     """
     label = ", ".join(f"{k}={v}" for k, v in variant.items())
     with progress_bar(total=len(STAGES), desc=f"ablation {label}", unit="stage") as bar:
         swapped, _ = transferred(teacher, batches, budget, steps=0, **variant)
         rows = [{"stage": "swap", **evaluate(swapped), "train_s": 0.0}]
-        mse_swap = mse_by_layer(swapped, evaluate.mse_batches) if evaluate.mse_batches else None
+        diagnostics = {"mse": mse_by_layer, "window_share": window_share_by_layer}
+        per_layer = lambda model, stage: {f"{name}_{stage}": fn(model, evaluate.mse_batches) if evaluate.mse_batches
+                                          else None for name, fn in diagnostics.items()}
+        extras: dict[str, Any] = per_layer(swapped, "swap")
         bar.update()
         moved, info = transferred(teacher, batches, budget, **variant)
         rows.append({"stage": "transfer", **evaluate(moved), "train_s": info["transfer_s"]})
-        extras: dict[str, Any] = {
-            "mse_swap": mse_swap,
-            "mse_transfer": mse_by_layer(moved, evaluate.mse_batches) if evaluate.mse_batches else None,
-            **info,
-        }
+        extras |= per_layer(moved, "transfer") | info
         bar.update()
         lora_only, lora_info = adapted(swapped, batches, budget)
         rows.append({"stage": "lora", **evaluate(lora_only), "train_s": lora_info["lora_s"]})

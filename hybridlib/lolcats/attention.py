@@ -22,7 +22,13 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache, DynamicLayer
 
-from kernels import HedgehogFeatureMap, T2RFeatureMap, WindowLinearState, window_linear_attention
+from kernels import (
+    HedgehogFeatureMap,
+    T2RFeatureMap,
+    WindowLinearState,
+    window_linear_attention,
+    window_weight_share,
+)
 
 FEATURE_MAPS = {"hedgehog": HedgehogFeatureMap, "t2r": T2RFeatureMap}
 
@@ -112,6 +118,16 @@ class LinearizedAttention(nn.Module):
             softmax_weight=torch.sigmoid(self.window_factors), scale=self.attn.scaling, state=state,
             output_state=output_state)
         return y.flatten(2), state
+
+    def window_share(self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
+                     ) -> torch.Tensor:
+        """Share of each query's attention weight that the softmax window carries: [B, T, H] (all 0 without
+        a window). See :func:`kernels.window_weight_share`."""
+        q, k, _ = self.qkv(hidden_states, position_embeddings)
+        if self.window == 0:
+            return torch.zeros(q.shape[:3], device=q.device)
+        return window_weight_share(q, k, self.phi_q(q), self.phi_k(k), window=self.window, terraced=self.terraced,
+                                   softmax_weight=torch.sigmoid(self.window_factors), scale=self.attn.scaling)
 
     def qkv(self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -61,15 +61,33 @@ def transfer_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     return layer_mse(model, batch["input_ids"]).mean()
 
 
+def layer_window_share(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+    """Mean share of the attention weight carried by each linearised layer's softmax window, teacher-forced:
+    ``[n_linearised_layers]`` float32 (0 for layers without a window)."""
+    records = _teacher_pass(model, input_ids)
+    return torch.stack([module.window_share(r["h"], r["pe"]).float().mean()
+                        for module, r in zip(linearized_modules(model), records)])
+
+
 @torch.no_grad()
-def mse_by_layer(model: nn.Module, batches: Sequence[torch.Tensor]) -> list[float]:
-    """Mean per-layer attention-output MSE over ``batches`` of input ids [B, T] (the Fig. 7 curve)."""
+def _mean_by_layer(model: nn.Module, batches: Sequence[torch.Tensor], per_layer) -> list[float]:
+    """``per_layer(model, ids)`` averaged over ``batches`` of input ids [B, T], the model in eval mode."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    total = sum(layer_mse(model, ids.to(device)) for ids in batches) / len(batches)
+    total = sum(per_layer(model, ids.to(device)) for ids in batches) / len(batches)
     model.train(was_training)
     return total.tolist()
+
+
+def mse_by_layer(model: nn.Module, batches: Sequence[torch.Tensor]) -> list[float]:
+    """Mean per-layer attention-output MSE over ``batches`` of input ids [B, T] (the Fig. 7 curve)."""
+    return _mean_by_layer(model, batches, layer_mse)
+
+
+def window_share_by_layer(model: nn.Module, batches: Sequence[torch.Tensor]) -> list[float]:
+    """Mean per-layer share of the attention weight carried by the softmax window over ``batches``."""
+    return _mean_by_layer(model, batches, layer_window_share)
 
 
 def attention_transfer(model: nn.Module, batches: Sequence[Batch], config: TrainConfig) -> History:

@@ -4,7 +4,7 @@ from kernels.ops.feature_maps import HedgehogFeatureMap, T2RFeatureMap
 from kernels.ops.gated_delta_rule import gated_delta_rule
 from kernels.ops.linear_attention import linear_attention
 from kernels.ops.sliding_window import sliding_window_attention
-from kernels.ops.window_linear import WindowLinearState, window_linear_attention
+from kernels.ops.window_linear import WindowLinearState, window_linear_attention, window_weight_share
 
 __all__ = [
     "HedgehogFeatureMap",
@@ -14,4 +14,5 @@ __all__ = [
     "linear_attention",
     "sliding_window_attention",
     "window_linear_attention",
+    "window_weight_share",
 ]

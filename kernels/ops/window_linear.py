@@ -200,3 +200,31 @@ def _check_state(state: WindowLinearState, B, H, D, V, Fd, window, terraced) -> 
         ("state.z", state.z.shape, (B, H, Fd)),
     ):
         check_dims(name, shape, want, "matching the new tokens")
+
+
+def window_weight_share(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_phi: torch.Tensor,
+    k_phi: torch.Tensor,
+    *,
+    window: int,
+    softmax_weight: torch.Tensor,
+    terraced: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """How much of each query's normaliser the exact-softmax window contributes: ``sum_j e_pj / (sum_j e_pj +
+    sum_j l_pj)`` in the module docstring's notation, [B, T, H] in [0, 1] (1 where no key is older than the
+    window). Shapes as in :func:`window_linear_attention`. Dense T x T: a diagnostic for short sequences."""
+    _, T, H, D = _check_inputs(q, k, q, q_phi, k_phi, softmax_weight)
+    check_positive_int("window", window)
+    dtype = compute_dtype(q, k, q_phi, k_phi)
+    scale = D**-0.5 if scale is None else scale
+    pos = torch.arange(T, device=q.device)
+    lo = window_start(pos, window, terraced)[:, None]
+    in_window, older = (pos[None] >= lo) & (pos[None] <= pos[:, None]), pos[None] < lo
+    scores = (torch.einsum("bthd,bshd->bhts", q.to(dtype), k.to(dtype)) * scale).masked_fill(~in_window, float("-inf"))
+    exact = softmax_weight.to(dtype).view(1, H, 1, 1) * (scores - scores.amax(-1, keepdim=True)).exp()
+    linear = torch.einsum("bthf,bshf->bhts", q_phi.to(dtype), k_phi.to(dtype)).masked_fill(~older, 0.0)
+    window_mass = exact.sum(-1)
+    return (window_mass / (window_mass + linear.sum(-1))).transpose(1, 2)
