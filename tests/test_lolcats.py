@@ -171,7 +171,8 @@ def test_generation_throughput_separates_phases_and_records_oom_without_numbers(
 def _rows(points):
     """generation_throughput-like rows from {batch: (tokens_per_s, cache_gib) or "prefill"/"decode" (OOM phase)}."""
     return [{"batch": b, "status": "oom", "oom_in": v} if isinstance(v, str) else
-            {"batch": b, "status": "ok", "oom_in": None, "tokens_per_s": v[0], "cache_gib": v[1]}
+            {"batch": b, "status": "ok", "oom_in": None, "tokens_per_s": v[0], "cache_gib": v[1], "prompt_len": 24,
+             "new_tokens": 8}
             for b, v in points.items()]
 
 
@@ -181,6 +182,9 @@ def test_throughput_comparison_uses_the_largest_batch_both_decoded():
     got = throughput_comparison(softmax, faster)
     assert (got["batch"], got["speedup"], got["cache_ratio"]) == (64, 3.0, 4.0)
     assert got["softmax_oom"] == [(256, "decode")] and got["linear_oom"] == []
+    # per sequence at batch 64: 8/64 GiB softmax over 24 + 8 tokens, 2/64 GiB linear -> 32 / 4 = 8 tokens
+    assert got["softmax_cache_per_seq"] == 2**27 and got["linear_cache_per_seq"] == 2**25
+    assert got["break_even_tokens"] == 8
     assert got["status"] == "reproduced"
     slower_everywhere = _rows({1: (5.0, 0.5), 64: (250.0, 2.0), 256: "prefill"})
     got = throughput_comparison(softmax, slower_everywhere)

@@ -78,6 +78,12 @@ def adapted(student: PreTrainedModel, batches: Sequence[Batch], budget: Budget) 
     return model, {"lora_loss": [r["loss"] for r in history.train], "lora_s": time.perf_counter() - start}
 
 
+def _per_layer(model: nn.Module, batches: Sequence[torch.Tensor], stage: str) -> dict[str, list[float] | None]:
+    """``mse_<stage>`` and ``window_share_<stage>`` per linearised layer over ``batches`` (None without batches)."""
+    return {f"mse_{stage}": mse_by_layer(model, batches) if batches else None,
+            f"window_share_{stage}": window_share_by_layer(model, batches) if batches else None}
+
+
 def ablation(teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evaluation, budget: Budget,
              **variant: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Evaluate the four :data:`STAGES` of one variant.
@@ -90,14 +96,11 @@ def ablation(teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evalu
     with progress_bar(total=len(STAGES), desc=f"ablation {label}", unit="stage") as bar:
         swapped, _ = transferred(teacher, batches, budget, steps=0, **variant)
         rows = [{"stage": "swap", **evaluate(swapped), "train_s": 0.0}]
-        diagnostics = {"mse": mse_by_layer, "window_share": window_share_by_layer}
-        per_layer = lambda model, stage: {f"{name}_{stage}": fn(model, evaluate.mse_batches) if evaluate.mse_batches
-                                          else None for name, fn in diagnostics.items()}
-        extras: dict[str, Any] = per_layer(swapped, "swap")
+        extras: dict[str, Any] = _per_layer(swapped, evaluate.mse_batches, "swap")
         bar.update()
         moved, info = transferred(teacher, batches, budget, **variant)
         rows.append({"stage": "transfer", **evaluate(moved), "train_s": info["transfer_s"]})
-        extras |= per_layer(moved, "transfer") | info
+        extras |= _per_layer(moved, evaluate.mse_batches, "transfer") | info
         bar.update()
         lora_only, lora_info = adapted(swapped, batches, budget)
         rows.append({"stage": "lora", **evaluate(lora_only), "train_s": lora_info["lora_s"]})

@@ -119,20 +119,27 @@ def throughput_comparison(softmax: Sequence[dict], linear: Sequence[dict]) -> di
     """The Fig. 8 comparison of two models' ``generation_throughput`` rows (same batch sizes).
 
     Returns ``batch`` (the largest batch both decoded, or None), ``speedup`` (linear / softmax decoded
-    tokens/s there), ``cache_ratio`` (softmax / linear cache bytes there), ``softmax_oom`` / ``linear_oom``
-    (batches out of memory, each with the phase) and ``status``: "reproduced" if the linear model decodes
-    faster and the softmax one runs out of memory at a batch the linear one decodes, "partly reproduced"
-    if only faster, else "not reproduced at this scale".
+    tokens/s there), ``cache_ratio`` (softmax / linear cache bytes there), ``softmax_cache_per_seq`` /
+    ``linear_cache_per_seq`` (bytes per sequence there), ``break_even_tokens`` (the context beyond which the
+    linear state is the smaller: its size over the softmax cache's bytes per token), ``softmax_oom`` /
+    ``linear_oom`` (batches out of memory, each with the phase) and ``status``: "reproduced" if the linear
+    model decodes faster and the softmax one runs out of memory at a batch the linear one decodes, "partly
+    reproduced" if only faster, else "not reproduced at this scale".
     """
     ok = lambda rows: {r["batch"]: r for r in rows if r["status"] == "ok"}
     oom = lambda rows: [(r["batch"], r["oom_in"]) for r in rows if r["status"] == "oom"]
     s_ok, l_ok = ok(softmax), ok(linear)
     both = sorted(set(s_ok) & set(l_ok))
     batch = both[-1] if both else None
-    speedup = l_ok[batch]["tokens_per_s"] / s_ok[batch]["tokens_per_s"] if batch is not None else float("nan")
-    cache_ratio = s_ok[batch]["cache_gib"] / l_ok[batch]["cache_gib"] if batch is not None else float("nan")
+    speedup = soft_seq = lin_seq = tokens = float("nan")
+    if batch is not None:
+        soft, lin = s_ok[batch], l_ok[batch]
+        speedup = lin["tokens_per_s"] / soft["tokens_per_s"]
+        soft_seq, lin_seq = (row["cache_gib"] * 2**30 / batch for row in (soft, lin))
+        tokens = soft["prompt_len"] + soft["new_tokens"]
     memory_win = any(b in l_ok for b, _ in oom(softmax))
     status = ("reproduced" if speedup > 1 and memory_win else "partly reproduced" if speedup > 1
               else "not reproduced at this scale")
-    return {"batch": batch, "speedup": speedup, "cache_ratio": cache_ratio, "softmax_oom": oom(softmax),
-            "linear_oom": oom(linear), "status": status}
+    return {"batch": batch, "speedup": speedup, "cache_ratio": soft_seq / lin_seq, "softmax_cache_per_seq": soft_seq,
+            "linear_cache_per_seq": lin_seq, "break_even_tokens": lin_seq / (soft_seq / tokens),
+            "softmax_oom": oom(softmax), "linear_oom": oom(linear), "status": status}
