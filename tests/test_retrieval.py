@@ -20,7 +20,7 @@ from hybridlib.retrieval import (
 )
 from hybridlib.retrieval.mqar import FILLER
 from hybridlib.retrieval.needle import NEEDLE
-from hybridlib.retrieval.verdicts import mqar_gap, needle_gap
+from hybridlib.retrieval.verdicts import guesses_among_pairs, mqar_gap, needle_gap
 
 SENTENCES = [f"Sentence number {i} of the haystack talks about item {i * 7}." for i in range(40)]
 
@@ -197,3 +197,16 @@ def test_mqar_gap_needs_both_stacks_to_have_learned_the_task():
     assert not untrained.learned and untrained.verdict == "not reproduced at this scale"
     with pytest.raises(ValueError, match=r"kinds \['hybrid-3:1'\] not in mqar"):
         mqar_gap(_mqar([0.9] * 3, [0.9] * 3).replace({"hybrid-3:1": "gdn"}))
+
+
+def test_guessing_among_the_context_values_is_recognised_per_pair_count():
+    def rows(acc_by_n: dict[int, float]) -> pd.DataFrame:
+        return pd.DataFrame([{"n_pairs": n, "seq_len": t, "accuracy": a} for n, a in acc_by_n.items() for t in (256, 512)])
+
+    assert guesses_among_pairs(rows({8: 0.13, 16: 0.06, 32: 0.03}))  # the 1 / n plateau (0.125, 0.0625, 0.031)
+    assert not guesses_among_pairs(rows({8: 0.13, 16: 0.20}))  # 16 pairs: 0.20 is beyond 0.0625 +- 0.031
+    assert not guesses_among_pairs(rows({8: 1.0, 16: 1.0}))  # recall
+    assert not guesses_among_pairs(rows({1: 1.0}))  # one pair cannot tell guessing from recall
+    both = pd.concat([rows({8: 0.12, 16: 0.07}).assign(kind="full-attention"),
+                      rows({8: 1.0, 16: 1.0}).assign(kind="hybrid-3:1")])
+    assert mqar_gap(both).guessing == ("full-attention",)

@@ -55,12 +55,14 @@ def needle_gap(needle: pd.DataFrame, budget: int, n_boot: int = 1000, seed: int 
 
 @dataclass(frozen=True)
 class MQARGap:
-    """Hybrid minus full-attention accuracy per sequence length (mean over pair counts) and whether both
-    stacks learned the task (mean accuracy at the training length >= ``threshold``)."""
+    """Hybrid minus full-attention accuracy per sequence length (mean over pair counts), whether both
+    stacks learned the task (mean accuracy at the training length >= ``threshold``), and which of them only
+    guess among the context's values (:func:`guesses_among_pairs`)."""
 
     gap: pd.Series
     trained_accuracy: dict[str, float]
     threshold: float
+    guessing: tuple[str, ...] = ()
 
     @property
     def learned(self) -> bool:
@@ -75,6 +77,14 @@ class MQARGap:
         return "reproduced" if self.gap.iloc[-1] > self.gap.iloc[0] else "contradicted"
 
 
+def guesses_among_pairs(rows: pd.DataFrame, tolerance: float = 0.5) -> bool:
+    """Whether ``rows`` (one stack: n_pairs, accuracy) score about ``1 / n`` with ``n`` pairs, within
+    ``tolerance / n`` at every ``n >= 2`` (mean over lengths): the stack answers with one of the context's
+    values but not the queried key's, the plateau before induction-style recall forms."""
+    by_n = rows[rows["n_pairs"] >= 2].groupby("n_pairs")["accuracy"].mean()
+    return not by_n.empty and all(abs(a - 1 / n) <= tolerance / n for n, a in by_n.items())
+
+
 def mqar_gap(mqar: pd.DataFrame, hybrid: str = "hybrid-3:1", full: str = "full-attention",
              threshold: float = 0.5) -> MQARGap:
     """``mqar`` has columns kind, seq_len, n_pairs, accuracy; the shortest length is the training length."""
@@ -83,5 +93,6 @@ def mqar_gap(mqar: pd.DataFrame, hybrid: str = "hybrid-3:1", full: str = "full-a
     if missing:
         raise ValueError(f"kinds {sorted(missing)} not in mqar; found {sorted(table.columns)}")
     trained = table.iloc[0]
+    guessing = tuple(k for k in (full, hybrid) if guesses_among_pairs(mqar[mqar["kind"] == k]))
     return MQARGap(table[hybrid] - table[full], {full: float(trained[full]), hybrid: float(trained[hybrid])},
-                   threshold)
+                   threshold, guessing)
