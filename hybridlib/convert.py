@@ -31,6 +31,7 @@ padding exact for the real tokens); left padding is not supported through the HF
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,7 +50,7 @@ MIXERS = ("gdn", "swa")
 SWA_IMPLEMENTATIONS = ("eager", "sdpa")
 A_LOG_INIT = -4.0
 DT_RANGE = (1e-3, 1e-1)
-LR_RECURRENT, LR_REST = 7e-5, 2e-5  # the paper's two learning-rate groups
+RECURRENT_PATTERN = re.escape(".self_attn.gdn.")  # names of the GDN mixers' parameters (the recurrent group)
 
 
 class GatedDeltaNetAttention(nn.Module):
@@ -205,28 +206,13 @@ def load_hybrid(
 
 
 def is_recurrent_parameter(name: str) -> bool:
-    """True for a parameter of a GDN mixer (``.self_attn.gdn.`` in the name); a trainer predicate."""
-    return ".self_attn.gdn." in name
+    """True for a parameter of a GDN mixer (:data:`RECURRENT_PATTERN` in the name); a trainer predicate."""
+    return re.search(RECURRENT_PATTERN, name) is not None
 
 
 def recurrent_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
     """The GDN mixers' parameters by name (the paper's recurrent learning-rate group)."""
     return {n: p for n, p in model.named_parameters() if is_recurrent_parameter(n)}
-
-
-def parameter_groups(
-    model: nn.Module, lr_recurrent: float = LR_RECURRENT, lr_rest: float = LR_REST
-) -> list[dict]:
-    """Two optimizer groups, recurrent (``lr_recurrent``) and all other parameters (``lr_rest``)."""
-    named = list(model.named_parameters())
-    return [
-        {
-            "name": "recurrent",
-            "lr": lr_recurrent,
-            "params": [p for n, p in named if is_recurrent_parameter(n)],
-        },
-        {"name": "rest", "lr": lr_rest, "params": [p for n, p in named if not is_recurrent_parameter(n)]},
-    ]
 
 
 def _check_arguments(config, layout, mixer: str, swa_window: int, conv_size: int) -> Layout:

@@ -7,7 +7,7 @@
   :func:`perplexity_change` (per language, percent).
 - :func:`tokens_to_reach` and :func:`reach_baseline`: training tokens a run needs to reach a target loss
   (linear interpolation in log tokens), as a fraction of the baseline's budget and as a speed-up.
-- :func:`bootstrap_ci`: percentile confidence intervals by resampling documents.
+- :func:`bootstrap_ci`: percentile confidence intervals by resampling documents (:func:`percentile_interval`).
 """
 
 from __future__ import annotations
@@ -168,6 +168,14 @@ def reach_baseline(
     return Reach(tokens, tokens / final_tokens, final_tokens / tokens)
 
 
+def percentile_interval(replicates: np.ndarray | Sequence[float], level: float = 0.95) -> tuple:
+    """``(low, high)``: the central ``level`` percentile interval of bootstrap ``replicates`` along axis 0."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    low, high = np.quantile(np.asarray(replicates, dtype=np.float64), [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return low, high
+
+
 def bootstrap_ci(
     values: pd.DataFrame | np.ndarray | Sequence[float],
     stat: Callable,
@@ -197,7 +205,7 @@ def bootstrap_ci(
     for _ in range(n):
         idx = np.concatenate([rng.choice(g, size=len(g), replace=True) for g in groups])
         stats.append(stat(data.iloc[idx] if frame else data[idx]))
-    low, high = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
+    low, high = percentile_interval(stats, level)
     return float(stat(data)), float(low), float(high)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hybridlib import provenance
-from hybridlib.chapters import chapter, notebook_params
+from hybridlib.findings import chapter, notebook_params
 from hybridlib.params import check_choice
 
 VERDICTS = ("reproduced", "partly reproduced", "not reproduced at this scale", "contradicted", "not yet run")

@@ -6,10 +6,13 @@ import datetime as _dt
 import functools
 import hashlib
 import importlib.metadata
+import inspect
 import os
 import platform
 import subprocess
 import time
+from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 
 from hybridlib.paths import REPO_ROOT
@@ -45,6 +48,14 @@ def code_digest() -> str:
         h.update(str(path.relative_to(REPO_ROOT)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
+
+
+def source_digest(modules: Iterable[ModuleType], length: int = 16) -> str:
+    """Hash (``length`` hex digits) of the given modules' source text: the code a cached artefact depends on."""
+    h = hashlib.sha256()
+    for module in modules:
+        h.update(inspect.getsource(module).encode())
+    return h.hexdigest()[:length]
 
 
 def device_name() -> str:

@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from hybridlib.metrics import percentile_interval
+
 Bandwidth = str | float
 LayerStates = Sequence[Sequence[Tensor]] | Mapping[int, Sequence[Tensor]]
 
@@ -226,7 +228,7 @@ def layerwise_soft_cka(
     return aggregate(layerwise_soft_cka_terms(states_a, states_b, bandwidth=bandwidth))
 
 
-def bootstrap_ci(
+def bootstrap_pairs(
     terms: np.ndarray,
     *,
     statistic: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -248,16 +250,13 @@ def bootstrap_ci(
         raise ValueError(f"terms must have shape [n_layers, n_pairs>0, 3] or [n_pairs>0, 3], got {terms.shape}")
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
     stat = statistic if statistic is not None else (lambda s: s)
     n_pairs = terms.shape[1]
     idx = np.random.default_rng(seed).integers(0, n_pairs, size=(n_boot, n_pairs))
     sums = terms[:, idx].sum(2)  # [n_layers, n_boot, 3]
     scores = (sums[..., 2] / np.sqrt(sums[..., 0] * sums[..., 1])).T  # [n_boot, n_layers]
     reps = np.asarray(stat(scores))
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(reps, [alpha, 1.0 - alpha], axis=0)
+    low, high = percentile_interval(reps, level)
     return np.asarray(stat(aggregate(terms))), low, high
 
 

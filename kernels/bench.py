@@ -15,38 +15,25 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import math
+import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from hybridlib.atomic import write_json
-from hybridlib.paths import REPO_ROOT
 from kernels.ops import gated_delta_rule, sliding_window_attention, window_linear_attention
+from kernels.shapes import SHAPES, ModelShape
 
-
-@dataclass(frozen=True)
-class Shape:
-    """Head shapes of one layer. GDN gets one head per query head (the paper's conversion clones the
-    grouped K/V heads to every query head), with K = V = head_dim."""
-
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-
-
-SHAPES = {
-    "qwen3-4b": Shape(32, 8, 128),
-    "gemma3-270m": Shape(4, 1, 256),
-    "smollm2-135m": Shape(9, 3, 64),
-}
 MODES = ("fwd", "fwd_bwd", "decode")
 WL_WINDOW = 64  # LoLCATs' default window
 SWA_WINDOW = 512  # Gemma 3's sliding window
@@ -114,16 +101,16 @@ def _run(fwd: Callable[[], torch.Tensor], inputs: list[torch.Tensor], mode: str)
     return call_bwd
 
 
-def sequence_workload(mixer: str, impl: str, s: Shape, T: int, mode: str, device: str, dtype) -> Callable:
+def sequence_workload(mixer: str, impl: str, s: ModelShape, T: int, mode: str, device: str, dtype) -> Callable:
     """Closure running one mixer over a sequence of T tokens (batch 1)."""
     grad = mode == "fwd_bwd"
-    H, D = s.q_heads, s.head_dim
+    H, D = s.n_heads, s.head_dim
     r = lambda *shape, d=dtype: _randn(*shape, device=device, dtype=d, grad=grad)
     if mixer == "sdpa":
-        q, k, v = r(1, H, T, D), r(1, s.kv_heads, T, D), r(1, s.kv_heads, T, D)
+        q, k, v = r(1, H, T, D), r(1, s.n_kv_heads, T, D), r(1, s.n_kv_heads, T, D)
         return _run(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), [q, k, v], mode)
     if mixer == "swa":
-        q, k, v = r(1, T, H, D), r(1, T, s.kv_heads, D), r(1, T, s.kv_heads, D)
+        q, k, v = r(1, T, H, D), r(1, T, s.n_kv_heads, D), r(1, T, s.n_kv_heads, D)
         return _run(lambda: sliding_window_attention(q, k, v, window=SWA_WINDOW), [q, k, v], mode)
     if mixer == "window_linear":
         q, k, v, qf, kf = r(1, T, H, D), r(1, T, H, D), r(1, T, H, D), r(1, T, H, D), r(1, T, H, D)
@@ -144,13 +131,13 @@ def sequence_workload(mixer: str, impl: str, s: Shape, T: int, mode: str, device
     return _run(lambda: gated_delta_rule(q, k, v, g, beta, use_qk_l2norm=True, impl=impl)[0], inputs, mode)
 
 
-def decode_workload(mixer: str, impl: str, s: Shape, T: int, device: str, dtype) -> tuple[Callable, int]:
+def decode_workload(mixer: str, impl: str, s: ModelShape, T: int, device: str, dtype) -> tuple[Callable, int]:
     """Closure generating one token after a context of T tokens, and the bytes of cache/state it reads."""
-    H, D = s.q_heads, s.head_dim
+    H, D = s.n_heads, s.head_dim
     r = lambda *shape, d=dtype: _randn(*shape, device=device, dtype=d)
     if mixer in ("sdpa", "swa"):
         L = T if mixer == "sdpa" else min(T, SWA_WINDOW)
-        q, k, v = r(1, H, 1, D), r(1, s.kv_heads, L, D), r(1, s.kv_heads, L, D)
+        q, k, v = r(1, H, 1, D), r(1, s.n_kv_heads, L, D), r(1, s.n_kv_heads, L, D)
         fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
         return _nograd(fn), 2 * k.numel() * k.element_size()
     if mixer == "window_linear":
@@ -227,9 +214,17 @@ def naive_vs_chunk(device: str, dtype, T: int = 2048) -> dict:
             "naive_ms": res["naive"], "speedup": res["naive"] / res["chunk"]}
 
 
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` as JSON through a temporary file and a rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8") as f:
+        f.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+    os.replace(f.name, path)
+
+
 def provenance(device: str) -> dict:
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
                                 check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
@@ -315,7 +310,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     result = {
         "provenance": provenance(a.device),
-        "config": {"shapes": {n: vars(SHAPES[n]) for n in shapes}, "batch": 1, "dtype": str(dtype),
+        "config": {"shapes": {n: asdict(SHAPES[n]) for n in shapes}, "batch": 1, "dtype": str(dtype),
                    "wl_window": WL_WINDOW, "wl_feature_dim": "head_dim (softmax features)",
                    "swa_window": SWA_WINDOW, "gdn_heads": "one per query head, K = V = head_dim",
                    "gdn_use_qk_l2norm": True, "repeats": repeats, "point_budget_s": budget},
@@ -328,7 +323,7 @@ def main(argv: list[str] | None = None) -> dict:
     result["wall_s"] = round(time.perf_counter() - t_start, 1)
     print("crossover (first T from which GDN beats SDPA):", result["crossover_T_gdn_beats_sdpa"])
     if a.out:
-        write_json(a.out, result)
+        write_json_atomic(Path(a.out), result)
         print("wrote", a.out)
     return result
 

@@ -8,7 +8,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
-from hybridlib import alignment as al
+from hybridlib.findings.softcka import alignment as al
 from hybridlib.models import ModelCard
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "big", "red", "sun"]
@@ -155,7 +155,7 @@ def test_udhr_texts_and_argument_errors():
 
 
 def test_student_args_follow_the_layout_chapter():
-    from hybridlib.chapters import chapter
+    from hybridlib.findings import chapter
 
     for preset in ("seminar", "gpu"):
         args = al.student_args(preset)

@@ -7,7 +7,7 @@ import pytest
 
 from hybridlib import book
 from hybridlib.atomic import atomic_path, write_json
-from hybridlib.chapters import chapter
+from hybridlib.findings import chapter
 from hybridlib.params import ParameterError
 from hybridlib.paths import REPO_ROOT
 
@@ -73,7 +73,7 @@ def test_parameter_page_is_up_to_date():
 
 
 def test_committed_notebooks_carry_provenance():
-    from hybridlib.chapters import CHAPTERS
+    from hybridlib.findings import CHAPTERS
 
     for spec in CHAPTERS.values():
         meta = json.loads((REPO_ROOT / "notebooks" / spec.notebook).read_text())["metadata"].get("hybridlib")

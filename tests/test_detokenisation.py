@@ -9,7 +9,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
-from hybridlib import detokenisation as dt
+from hybridlib.findings.first_fa import detokenisation as dt
 from hybridlib.models import ModelCard
 
 CORPUS = ["the freedom of thought and the freedom of opinion", "everyone has the right to education",

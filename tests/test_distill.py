@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from hybridlib import distill
-from hybridlib import distill_report as report
 from hybridlib.convert import is_recurrent_parameter
+from hybridlib.findings import chapter
+from hybridlib.findings.layout import distill, report
 from hybridlib.models.tiny import TinySpec, train_tokenizer
 
 LANGS = ("eng", "fra")
@@ -123,9 +123,9 @@ def test_bad_arguments_name_the_parameter(teacher_dir, cache):
 
 def test_fa_count_and_recurrent_group():
     assert [distill.fa_count(n, 0.25) for n in (6, 18, 30, 36, 40)] == [2, 5, 8, 9, 10]
-    for name in ("model.layers.3.self_attn.gdn.q_proj.weight", "model.layers.3.self_attn.q_proj.weight",
-                 "lm_head.weight", "model.layers.1.self_attn.gdn.A_log"):
-        assert bool(distill.re.search(distill.RECURRENT_PATTERN, name)) == is_recurrent_parameter(name)
+    names = ("model.layers.3.self_attn.gdn.q_proj.weight", "model.layers.3.self_attn.q_proj.weight",
+             "lm_head.weight", "model.layers.1.self_attn.gdn.A_log")
+    assert [is_recurrent_parameter(name) for name in names] == [True, False, False, True]
 
 
 # --- analysis helpers on hand-made numbers ---------------------------------------------------------
@@ -202,15 +202,11 @@ def test_perplexity_by_script_counts_improved_languages():
 
 
 def test_chapter_defaults_are_the_recipes_of_each_presets_teacher():
-    from hybridlib.chapters import chapter
-
-    spec = chapter("layout_distillation")
-    for preset in ("seminar", "gpu", "paper"):
-        values = spec.resolve(preset)
-        r = distill.recipe(values["teacher"])
-        for name in ("fa_fraction", "train_tokens", "seq_len", "batch_size", "lr_recurrent", "lr_rest",
-                     "eval_every_tokens", "swa_window"):
-            assert values[name] == getattr(r, name), (preset, name)
+    """One definition: each preset's defaults are read from its teacher's recipe (here against hand-typed values)."""
+    values = chapter("layout_distillation").resolve("gpu")
+    assert (values["teacher"], values["train_tokens"], values["lr_recurrent"], values["swa_window"]) == (
+        "smollm2-135m", 1_048_576, 7e-4, 128)
+    assert distill.recipe("tiny-teacher").batch_size == chapter("layout_distillation").resolve("seminar")["batch_size"]
 
 
 def _committed(base_ce: float, base_delta: tuple[float, float, float], verdict: str) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hybridlib import distill
-from hybridlib.distill_bench import PHASES, profile_step
+from hybridlib.findings.layout import distill
+from hybridlib.findings.layout.bench import PHASES, profile_step
 from hybridlib.models import load
 
 

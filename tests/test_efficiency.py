@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from torch import nn
 
-from hybridlib import efficiency as eff
+from hybridlib.findings.efficiency import cost as eff
 from kernels.layers import GatedDeltaNet
 
 QWEN = eff.shape("qwen3-4b")

@@ -5,27 +5,30 @@ import pytest
 import torch
 from tiny_models import tiny_causal_lm
 
-from hybridlib.lolcats import (
-    LinearizedAttention,
+from hybridlib.findings.lolcats.attention import LinearizedAttention
+from hybridlib.findings.lolcats.evals import cloze_accuracy, cloze_items
+from hybridlib.findings.lolcats.linearize import (
     alternate_layers,
     attention_parameters,
-    attention_transfer,
+    linearize,
+    linearized_modules,
+)
+from hybridlib.findings.lolcats.lora import lora_finetune
+from hybridlib.findings.lolcats.passkey import passkey_item
+from hybridlib.findings.lolcats.throughput import (
     cache_nbytes,
-    cloze_accuracy,
-    cloze_items,
     decode,
     decode_steps,
     generation_throughput,
-    layer_mse,
-    layer_window_share,
-    linearize,
-    lora_finetune,
-    mse_by_layer,
-    passkey_item,
     prefill,
     throughput_comparison,
 )
-from hybridlib.lolcats.convert import linearized_modules
+from hybridlib.findings.lolcats.transfer import (
+    attention_transfer,
+    layer_mse,
+    layer_window_share,
+    mse_by_layer,
+)
 from hybridlib.train import PackedBatches, TrainConfig
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from hybridlib import memo
-from hybridlib.retrieval import runs
+from hybridlib.findings.efficiency import runs
 
 
 @pytest.fixture(autouse=True)

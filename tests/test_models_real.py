@@ -10,7 +10,7 @@ from hybridlib.models import describe, encode, load
 
 pytestmark = pytest.mark.slow
 
-EXPECTED = {  # DESIGN.md section 8 (verified): parameters incl. embeddings (tied, counted once)
+EXPECTED = {  # counted once from the GGUF files: parameters incl. embeddings (tied, counted once)
     "smollm2-135m": {
         "n_params": 134_515_008,
         "n_layers": 30,

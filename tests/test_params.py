@@ -2,7 +2,7 @@
 
 import pytest
 
-from hybridlib.chapters import CHAPTERS, chapter, execution_order, notebook_params
+from hybridlib.findings import CHAPTERS, chapter, execution_order, notebook_params
 from hybridlib.params import PRESETS, ChapterSpec, Param, ParameterError
 
 
@@ -64,7 +64,7 @@ def test_param_needs_every_preset():
 
 
 def test_dependency_cycle_is_reported(monkeypatch):
-    from hybridlib import chapters
+    from hybridlib import findings as chapters
 
     a = ChapterSpec("a", "A", "a.ipynb", "claim", (), depends_on=("b",))
     b = ChapterSpec("b", "B", "b.ipynb", "claim", (), depends_on=("a",))

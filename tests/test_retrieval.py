@@ -5,22 +5,11 @@ import pytest
 import torch
 from torch import nn
 
+from hybridlib.findings.efficiency.models import fa_layers, tiny_lm
+from hybridlib.findings.efficiency.mqar import FILLER, MQARBatches, MQARTask, accuracy, make_batch
+from hybridlib.findings.efficiency.needle import NEEDLE, make_sample, make_samples, score, split_units
+from hybridlib.findings.efficiency.verdicts import guesses_among_pairs, mqar_gap, needle_gap
 from hybridlib.losses import IGNORE_INDEX
-from hybridlib.retrieval import (
-    MQARBatches,
-    MQARTask,
-    accuracy,
-    fa_layers,
-    make_batch,
-    make_sample,
-    make_samples,
-    score,
-    split_units,
-    tiny_lm,
-)
-from hybridlib.retrieval.mqar import FILLER
-from hybridlib.retrieval.needle import NEEDLE
-from hybridlib.retrieval.verdicts import guesses_among_pairs, mqar_gap, needle_gap
 
 SENTENCES = [f"Sentence number {i} of the haystack talks about item {i * 7}." for i in range(40)]
 

@@ -120,18 +120,18 @@ def test_layerwise_accepts_capture_layout_and_matches_per_layer_calls():
     assert sc.layerwise_soft_cka_terms(a, b).shape == (2, 5, 3)
 
 
-def test_bootstrap_ci_brackets_point_and_jump_statistic():
+def test_bootstrap_pairs_brackets_point_and_jump_statistic():
     a = [[p[0] for p in _pairs(n=12, seed=s)] for s in (0, 1)]
     b = [[p[1] for p in _pairs(n=12, seed=s)] for s in (0, 1)]
     terms = sc.layerwise_soft_cka_terms(a, b)
-    point, low, high = sc.bootstrap_ci(terms, n_boot=300, seed=0)
+    point, low, high = sc.bootstrap_pairs(terms, n_boot=300, seed=0)
     np.testing.assert_allclose(point, sc.aggregate(terms))
     assert np.all(low <= point) and np.all(point <= high) and np.all(low < high)
-    jump, jlow, jhigh = sc.bootstrap_ci(terms, statistic=lambda s: s[..., 1] - s[..., 0], n_boot=300)
+    jump, jlow, jhigh = sc.bootstrap_pairs(terms, statistic=lambda s: s[..., 1] - s[..., 0], n_boot=300)
     assert jump == pytest.approx(point[1] - point[0]) and jlow <= jump <= jhigh
     # identical pairs in every replicate: the interval collapses to the point
     same = np.repeat(terms[:, :1], 12, axis=1)
-    _, low, high = sc.bootstrap_ci(same, n_boot=50)
+    _, low, high = sc.bootstrap_pairs(same, n_boot=50)
     np.testing.assert_allclose(low, high)
 
 
@@ -186,7 +186,7 @@ def test_bad_input_errors():
     with pytest.raises(ValueError, match="how must be one of"):
         sc.pool([x], "max")
     with pytest.raises(ValueError, match="level"):
-        sc.bootstrap_ci(np.ones((3, 3)), level=1.5)
+        sc.bootstrap_pairs(np.ones((3, 3)), level=1.5)
 
 
 def test_chunked_batches_equal_one_batch(monkeypatch):

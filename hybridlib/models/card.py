@@ -16,7 +16,7 @@ class ModelCard:
     """Architecture facts of one registry entry.
 
     ``bos_policy``: ``"tokenizer"`` - the tokenizer adds its own start token; ``"prepend"`` - it adds
-    none and ``encode`` prepends ``bos_id`` (SmolLM2: id 0 gave the lowest English loss, DESIGN.md 8).
+    none and ``encode`` prepends ``bos_id`` (SmolLM2: id 0 gave the lowest English loss of the candidates tried).
     ``n_params`` counts tied embeddings once (``model.parameters()`` semantics).
     """
 

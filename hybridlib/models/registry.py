@@ -26,6 +26,8 @@ from transformers import (
 )
 
 from hybridlib.models.card import BosPolicy, ModelCard, architecture_fields, count_parameters
+from hybridlib.models.gguf import converted_checkpoint
+from hybridlib.models.tiny import teacher_folder
 
 _UNVERIFIED = "hub id and licence not verified offline"
 
@@ -48,17 +50,9 @@ class _Entry:
 
 def _gguf(name: str) -> Callable[[], Path]:
     def locate() -> Path:
-        from hybridlib.models.gguf import converted_checkpoint
-
         return converted_checkpoint(name)
 
     return locate
-
-
-def _tiny() -> Path:
-    from hybridlib.models.tiny import trained_teacher
-
-    return trained_teacher()
 
 
 def _observed(hub_id: str, licence: str, *, remote_code: bool = False) -> _Entry:
@@ -71,7 +65,7 @@ _REGISTRY: dict[str, _Entry] = {
     "tiny-teacher": _Entry(
         "trained here (hybridlib.models.tiny)",
         "Apache-2.0 (this project)",
-        _tiny,
+        teacher_folder,
         bos_policy="prepend",
         bos_id=0,
         notes="byte-level BPE 8k on the Bible corpus; <|endoftext|> (id 0) starts every sequence",

@@ -3,7 +3,8 @@
 
 A byte-level BPE tokenizer (``tokenizers``) is trained on training-split chapters of every corpus
 language; the model is trained with ``hybridlib.train`` on ``training_corpus`` (30% English anchor).
-Everything is cached under ``cache_dir("models", "tiny-teacher", <hash of TinySpec>)`` and trained once;
+Everything is cached under ``cache_dir("models", "tiny-teacher", <hash of TinySpec>)`` and trained once by
+``python -m hybridlib.prepare`` (:func:`hybridlib.prepare.train_tiny_teacher`; this module only builds and loads);
 the folder holds a normal ``save_pretrained`` model + tokenizer and ``report.json`` (validation loss per
 language, CPU seconds per 1M training tokens).
 """
@@ -12,16 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from hybridlib.atomic import atomic_dir, write_json
+from hybridlib.data.corpus import heldout_documents, iter_documents
 from hybridlib.losses import next_token_ce, shift_labels
 from hybridlib.paths import cache_dir
 
@@ -56,10 +57,6 @@ class TinySpec:
 def train_tokenizer(spec: TinySpec) -> PreTrainedTokenizerFast:
     """Byte-level BPE over the first ``tokenizer_chars_per_language`` characters of each language's
     training chapters; adds no special tokens itself (``encode`` prepends ``BOS_ID``)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    from hybridlib.data.corpus import iter_documents
-
     def texts():
         budget: dict[str, int] = defaultdict(int)
         for doc in iter_documents(spec.languages, split="train"):
@@ -117,8 +114,6 @@ def validation_loss(
 ) -> dict[str, float]:
     """Mean next-token loss (nats/token) per language on the first ``seq_len`` tokens (BOS included) of
     each of ``per_language`` validation chapters."""
-    from hybridlib.data.corpus import heldout_documents
-
     docs = heldout_documents("validation", languages, per_language=per_language)
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     model.eval()
@@ -131,70 +126,17 @@ def validation_loss(
     return {lang: s / n for lang, (s, n) in totals.items()}
 
 
-def _train_into(folder: Path, spec: TinySpec) -> None:
-    from hybridlib.data.corpus import training_corpus
-    from hybridlib.train import PackedBatches, TrainConfig, causal_lm_loss, train
-
-    tokenizer = train_tokenizer(spec)
-    corpus = training_corpus(
-        tokenizer,
-        tokens=spec.train_tokens,
-        seq_len=spec.seq_len,
-        english_share=spec.english_share,
-        languages=spec.languages,
-        seed=spec.seed,
-        bos_token_id=BOS_ID,
-        eos_token_id=BOS_ID,
-    )
-    model = build_model(spec, len(tokenizer))
-    config = TrainConfig(
-        batch_size=spec.batch_size,
-        seq_len=spec.seq_len,
-        total_tokens=len(corpus) * spec.seq_len,
-        lrs={"rest": spec.lr},
-        min_lr=spec.lr / 10,
-        weight_decay=0.1,
-        seed=spec.seed,
-    )
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    history = train(
-        model, PackedBatches.from_dataset(corpus, spec.batch_size, spec.seed), causal_lm_loss, config
-    )
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    tokens = config.total_steps * config.tokens_per_step
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    write_json(
-        folder / "report.json",
-        {
-            "spec": asdict(spec),
-            "n_params": sum(p.numel() for p in model.parameters()),
-            "train_tokens": tokens,
-            "cpu_seconds_per_1M_tokens": cpu / tokens * 1e6,
-            "wall_seconds_per_1M_tokens": wall / tokens * 1e6,
-            "torch_threads": torch.get_num_threads(),
-            "final_train_loss": history.train[-1]["loss"],
-            "validation_loss": validation_loss(
-                model,
-                tokenizer,
-                seq_len=spec.seq_len,
-                per_language=spec.validation_docs_per_language,
-                languages=spec.languages,
-            ),
-        },
-    )
-
-
-def trained_teacher(spec: TinySpec = TinySpec()) -> Path:
-    """Folder of the trained teacher for ``spec``; trains it (a few CPU minutes) on first call."""
+def teacher_folder(spec: TinySpec = TinySpec()) -> Path:
+    """Folder of the trained teacher for ``spec``; a clear error naming the command that trains it if absent."""
     target = cache_dir("models", "tiny-teacher") / spec.key()
-    if (target / "report.json").is_file():
-        return target
-    with atomic_dir(target) as tmp:
-        _train_into(tmp, spec)
+    if not (target / "report.json").is_file():
+        raise FileNotFoundError(
+            f"the tiny teacher is not trained yet (no {target}); run `python -m hybridlib.prepare` "
+            "(or `make data`) once"
+        )
     return target
 
 
 def report(spec: TinySpec = TinySpec()) -> dict[str, Any]:
     """The training report (``report.json``) of the teacher for ``spec``."""
-    return json.loads((trained_teacher(spec) / "report.json").read_text(encoding="utf-8"))
+    return json.loads((teacher_folder(spec) / "report.json").read_text(encoding="utf-8"))

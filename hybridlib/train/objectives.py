@@ -22,7 +22,7 @@ def causal_lm_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
 
 
 def distillation_loss(teacher: nn.Module, tau: float = 1.0, chunk_size: int = 1024) -> LossFn:
-    """Forward KL from the frozen ``teacher`` to the student on every token (PAPERS.md A, Finding 7)."""
+    """Forward KL from the frozen ``teacher`` to the student on every token (the hybrid paper's distillation objective)."""
     teacher.eval().requires_grad_(False)
 
     def loss_fn(student: nn.Module, batch: Batch) -> torch.Tensor:

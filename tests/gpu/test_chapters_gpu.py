@@ -7,8 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from hybridlib.efficiency import measure_mixers
-from hybridlib.lolcats import decode, generation_throughput, linearize
+from hybridlib.findings.efficiency.cost import measure_mixers
+from hybridlib.findings.lolcats.linearize import linearize
+from hybridlib.findings.lolcats.throughput import decode, generation_throughput
 
 pytestmark = [
     pytest.mark.gpu,

@@ -16,7 +16,7 @@ echo "rc $?; students: $(ls /tmp/hlcache/students 2>/dev/null | wc -l)"
 tr '\r' '\n' < "$log" | grep -v "^Executing" | tail -n 400 > "$OUT/log-$1.txt"
 tail -n 25 "$OUT/log-$1.txt"
 for c in "$@"; do
-  nb=book/gpu/$(python3 -c 'import sys; from hybridlib.chapters import chapter; print(chapter(sys.argv[1]).notebook)' "$c")
+  nb=book/gpu/$(python3 -c 'import sys; from hybridlib.findings import chapter; print(chapter(sys.argv[1]).notebook)' "$c")
   for f in "$nb" data/results/"$c"/*gpu*.json; do
     if [ -f "$f" ] && [ "$f" -nt "$marker" ]; then mkdir -p "$OUT/$c" && cp -f "$f" "$OUT/$c/" && cp --parents -f "$f" /tmp/keep/; fi
   done

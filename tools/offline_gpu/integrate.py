@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from hybridlib.chapters import CHAPTERS
+from hybridlib.findings import CHAPTERS
 from hybridlib.results import archive_previous
 
 SECTION_TITLE = "On one H200 (gpu preset)"

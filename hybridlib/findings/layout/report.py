@@ -1,4 +1,4 @@
-"""The layout chapter's tables from :class:`~hybridlib.distill.DistillRun` curves and per-document test scores.
+"""The layout chapter's tables from :class:`~hybridlib.findings.layout.distill.DistillRun` curves and per-document test scores.
 
 - :func:`curves`: learning curves in long form (validation CE and KL vs training tokens).
 - :func:`speedup_table`: tokens each layout needs to reach the baseline's final validation CE
@@ -23,7 +23,7 @@ import pandas as pd
 
 from hybridlib import metrics
 from hybridlib.data.languages import LANGUAGES
-from hybridlib.distill import DistillRun
+from hybridlib.findings.layout.distill import DistillRun
 from hybridlib.layouts import BASELINE, Layout
 
 FA_FIRST = ("reverse_periodic", "sandwich", "interleaved_sandwich", "endpoint_spread")  # the paper's four
@@ -195,7 +195,7 @@ def reseed_row(reseed: Mapping[str, float] | None) -> dict[str, str]:
 
 def paper_rows(speed: pd.DataFrame, table: pd.DataFrame, per_lang: pd.DataFrame,
                probe: str = "reverse_periodic", reseed: Mapping[str, float] | None = None) -> list[dict[str, str]]:
-    """The paper-vs-book rows (PAPERS.md A, Finding 7) for ``notebook.paper_vs_book``; ``probe`` is the layout
+    """The paper-vs-book rows (the hybrid paper's Finding 7) for ``notebook.paper_vs_book``; ``probe`` is the layout
     the paper quotes most (reverse periodic), ``reseed`` the :func:`reseed_shift` of a second data seed (None:
     not run). Thresholds: reaching the baseline's final CE within half the budget = reproduced, within the
     budget = partly; an interval wholly on the paper's side = reproduced."""

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hybridlib.findings.efficiency.spec import SPEC as EFFICIENCY
+from hybridlib.findings.first_fa.spec import SPEC as FIRST_FA
+from hybridlib.findings.layout.spec import SPEC as LAYOUT_DISTILLATION
+from hybridlib.findings.lolcats.spec import SPEC as LOLCATS
+from hybridlib.findings.softcka.spec import SPEC as SOFTCKA
 from hybridlib.params import ChapterSpec, ParameterError, check_choice
-
-from .efficiency import SPEC as EFFICIENCY
-from .first_fa import SPEC as FIRST_FA
-from .layout_distillation import SPEC as LAYOUT_DISTILLATION
-from .lolcats import SPEC as LOLCATS
-from .softcka import SPEC as SOFTCKA
 
 CHAPTERS: dict[str, ChapterSpec] = {
     spec.name: spec for spec in (EFFICIENCY, SOFTCKA, FIRST_FA, LOLCATS, LAYOUT_DISTILLATION)

@@ -11,12 +11,12 @@ import pandas as pd
 import torch
 
 from hybridlib.data import encode_batch, load_udhr
-from hybridlib.distill import teacher_identity
+from hybridlib.findings.efficiency.models import KINDS, tiny_lm
+from hybridlib.findings.efficiency.mqar import MQARBatches, MQARTask, accuracy_grid
+from hybridlib.findings.efficiency.needle import make_samples, score, split_units
+from hybridlib.findings.layout.distill import teacher_identity
 from hybridlib.memo import memoized
 from hybridlib.models import ModelCard, encode
-from hybridlib.retrieval.models import KINDS, tiny_lm
-from hybridlib.retrieval.mqar import MQARBatches, MQARTask, accuracy_grid
-from hybridlib.retrieval.needle import make_samples, score, split_units
 from hybridlib.train import TrainConfig, causal_lm_loss, train
 
 

@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from hybridlib.progress import progress_bar
+from kernels import bench
+from kernels.shapes import ModelShape, shape
 
 GIB = 1024**3
 CARDS_GIB: Mapping[str, float] = {
@@ -32,46 +34,6 @@ CARDS_GIB: Mapping[str, float] = {
 }
 """Nominal card capacities, taken as GiB (the usual way the marketing figure is read)."""
 STACKS = ("full-attention", "gdn", "hybrid-3:1", "hybrid-9:1")
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """Attention shape of a decoder stack and its parameter count (for weight memory)."""
-
-    name: str
-    n_layers: int
-    hidden_size: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    n_params: float
-    conv_size: int = 4
-
-    def __post_init__(self) -> None:
-        for field in ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "conv_size"):
-            value = getattr(self, field)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field} must be a positive integer, got {value!r}")
-        if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads}")
-
-
-SHAPES: Mapping[str, ModelShape] = {
-    s.name: s
-    for s in (
-        ModelShape("qwen3-4b", 36, 2560, 32, 8, 128, 4.02e9),
-        ModelShape("gemma3-270m", 18, 640, 4, 1, 256, 268e6),
-        ModelShape("smollm2-135m", 30, 576, 9, 3, 64, 134.5e6),
-    )
-}
-"""Published configs (Qwen3-4B-Base, Gemma 3 270M, SmolLM2-135M); Gemma's sliding windows are ignored here."""
-
-
-def shape(name: str) -> ModelShape:
-    """The :data:`SHAPES` entry called ``name``."""
-    if name not in SHAPES:
-        raise ValueError(f"unknown shape={name!r}; allowed: {', '.join(SHAPES)}")
-    return SHAPES[name]
 
 
 def layer_counts(s: ModelShape, stack: str) -> tuple[int, int]:
@@ -290,8 +252,6 @@ def measure_mixers(
 ) -> pd.DataFrame:
     """One layer of SDPA and of GDN (fla on CUDA when importable, else the chunked PyTorch form) per shape, mode
     and context, timed in-process with ``kernels.bench``; rows as :func:`read_benchmark` returns them."""
-    from kernels import bench
-
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device={device!r}; allowed: cpu, cuda")
     bad = [m for m in modes if m not in bench.MODES]

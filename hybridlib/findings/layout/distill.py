@@ -1,4 +1,4 @@
-"""Layout distillation (PAPERS.md A, Finding 7): convert a full-attention teacher into a hybrid with a given
+"""Layout distillation (the hybrid paper's Finding 7): convert a full-attention teacher into a hybrid with a given
 FA layout (Algorithm 1, :func:`hybridlib.convert.convert_to_hybrid`) and train every student parameter with
 forward KL to the frozen teacher through the generic trainer.
 
@@ -12,7 +12,7 @@ trainer checkpoint. Schedule: linear warm-up over 3% of the steps, cosine to ``M
 data; validation / test documents are the corpus' fixed held-out chapters (independent of the seed).
 
 Learning rates per teacher (:data:`RECIPES`) keep the paper's recurrent : rest ratio 7e-5 : 2e-5 (3.5 : 1)
-and scale the peak up for small models and short runs; DESIGN.md 8 reports a GDN rate of 1e-3 diverging on
+and scale the peak up for small models and short runs; a GDN rate of 1e-3 diverged on
 SmolLM2-135M, so that teacher's recurrent peak stays at 7e-4. ``RECIPES`` documents each choice.
 """
 
@@ -23,7 +23,6 @@ import hashlib
 import inspect
 import json
 import math
-import re
 import shutil
 import time
 import warnings
@@ -39,59 +38,25 @@ from transformers import PreTrainedModel
 
 from hybridlib import convert, losses, metrics
 from hybridlib.atomic import write_json
-from hybridlib.convert import MIXERS, convert_to_hybrid, load_hybrid
+from hybridlib.convert import MIXERS, RECURRENT_PATTERN, convert_to_hybrid, load_hybrid
 from hybridlib.data.corpus import heldout_documents, training_corpus
 from hybridlib.data.tokenizers import tokenizer_fingerprint
+from hybridlib.findings.layout.spec import RECIPES, Recipe
 from hybridlib.layouts import LAYOUT_NAMES, Layout
 from hybridlib.models import describe, encode, load, load_tokenizer
 from hybridlib.paths import cache_dir
-from hybridlib.train import PackedBatches, TrainConfig, distillation_loss, train
+from hybridlib.provenance import source_digest
+from hybridlib.train import PackedBatches, TrainConfig, distillation_loss, objectives, optim, train
 from hybridlib.train import trainer as _trainer
+from kernels.layers import gated_deltanet as gdn
 
 PRECISIONS = ("fp32", "bf16")
-PEAK_BF16_FLOPS = 694e12  # measured bf16 matmul ceiling of one H200 (DESIGN.md 5)
+PEAK_BF16_FLOPS = 694e12  # bf16 matmul ceiling measured on one H200 (8192^3 torch.matmul)
 MIN_LR_RATIO = 0.5  # cosine floor = 0.5 * lr_rest (the paper: 1e-5 with lr_rest 2e-5)
 WARMUP_FRAC = 0.03
 MODEL_SEED = 0  # conversion (new GDN parameters) and trainer seed; only the data order varies
 CHECKPOINT_EVERY_S = 60.0  # a checkpoint (weights + AdamW state, 1.6 GB for SmolLM2) costs seconds: a kill loses <= 1 min
-RECURRENT_PATTERN = re.escape(".self_attn.gdn.")  # the same parameters as convert.is_recurrent_parameter
 _VERSION = 1  # bump when the recipe in this file changes meaning
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Per-teacher defaults. Tokens and lengths in tokens; learning rates are peaks of the two groups."""
-
-    fa_fraction: float
-    train_tokens: int
-    seq_len: int
-    batch_size: int
-    lr_recurrent: float
-    lr_rest: float
-    eval_every_tokens: int
-    val_docs_per_language: int
-    tau: float = 1.0
-    swa_window: int = 64  # the sliding-window control's window (tokens); GDN students ignore it
-    note: str = ""
-
-
-RECIPES: dict[str, Recipe] = {
-    # 8 layers, d=128, ~2M parameters (2 FA layers at 25%). CPU cost is set by FLOPs (8 N a token, student +
-    # teacher): ~800 CPU s per 1M tokens on one shared core, so the seminar affords ~25k tokens (48 steps of
-    # 4 x 128) per layout; short runs on a tiny model take 30x the paper's peaks (ratio 3.5 : 1).
-    "tiny-teacher": Recipe(0.25, 16_384, 128, 4, 2.1e-3, 6e-4, 2_048, 1, swa_window=16,
-                           note="30x the paper's lrs, ratio 3.5:1; 32 steps of 512 tokens; SWA window 1/8 of seq"),
-    # 30 layers, 135M parameters, 1M tokens: 9 runs plus the second teacher's 2 must fit one session's 30 H200
-    # minutes with everything else (~45k tokens/s unoptimised, DESIGN.md 8); 10x the paper's peaks, GDN below
-    # the 1e-3 that diverged.
-    "smollm2-135m": Recipe(0.25, 1_048_576, 512, 32, 7e-4, 2e-4, 65_536, 4, swa_window=128,
-                           note="10x the paper's lrs; GDN 1e-3 diverged (DESIGN.md 8)"),
-    "gemma3-270m": Recipe(0.25, 1_048_576, 512, 32, 3.5e-4, 1e-4, 65_536, 4, swa_window=128,
-                          note="5x the paper's lrs: wider model, 262k vocabulary"),
-    "qwen3-4b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"),
-    "granite-4.1-3b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256,
-                                  note="the paper's"),
-}
 
 
 def recipe(teacher_name: str) -> Recipe:
@@ -188,13 +153,7 @@ class DistillRun:
 
 def _code_version() -> str:
     """Hash of the sources a student depends on (this module, the converter, losses, trainer, GDN layer)."""
-    import kernels.layers.gated_deltanet as gdn
-    from hybridlib.train import objectives, optim
-
-    h = hashlib.sha256()
-    for module in (inspect.getmodule(_code_version), convert, losses, _trainer, objectives, optim, gdn):
-        h.update(inspect.getsource(module).encode())
-    return h.hexdigest()[:16]
+    return source_digest((inspect.getmodule(_code_version), convert, losses, _trainer, objectives, optim, gdn))
 
 
 def teacher_identity(model: PreTrainedModel) -> str:
@@ -494,10 +453,10 @@ def heldout_scores(run: DistillRun, per_language: int, split: str = "test", *,
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m hybridlib.distill prepare --teacher NAME [--data-seeds 0 1] [--train-tokens N]``."""
+    """``python -m hybridlib.findings.layout.distill prepare --teacher NAME [--data-seeds 0 1] [--train-tokens N]``."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m hybridlib.distill", description=prepare_data.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m hybridlib.findings.layout.distill", description=prepare_data.__doc__)
     parser.add_argument("command", choices=("prepare",))
     parser.add_argument("--teacher", required=True, choices=sorted(RECIPES))
     parser.add_argument("--data-seeds", type=int, nargs="+", default=[0])

@@ -1,11 +1,58 @@
 """Chapter 5 - layout distillation: which full-attention layout learns multilingual modelling fastest.
 
-Recipe values (tokens, lengths, learning rates) equal ``hybridlib.distill.RECIPES`` of each preset's teacher
-(checked in tests/test_distill.py), so ``distill.load_student(teacher, layout)`` in later chapters returns the
-students this chapter trained.
+:data:`RECIPES` holds each teacher's distillation recipe (tokens, lengths, learning rates); a preset's defaults are
+the recipe of its teacher, so ``distill.load_student(teacher, layout)`` in later chapters returns the students this
+chapter trained.
 """
 
+from dataclasses import dataclass
+
 from hybridlib.params import ChapterSpec, Param
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Per-teacher defaults. Tokens and lengths in tokens; learning rates are peaks of the two groups."""
+
+    fa_fraction: float
+    train_tokens: int
+    seq_len: int
+    batch_size: int
+    lr_recurrent: float
+    lr_rest: float
+    eval_every_tokens: int
+    val_docs_per_language: int
+    tau: float = 1.0
+    swa_window: int = 64  # the sliding-window control's window (tokens); GDN students ignore it
+    note: str = ""
+
+
+RECIPES: dict[str, Recipe] = {
+    # 8 layers, d=128, ~2M parameters (2 FA layers at 25%). CPU cost is set by FLOPs (8 N a token, student +
+    # teacher): ~800 CPU s per 1M tokens on one shared core, so the seminar affords ~25k tokens (48 steps of
+    # 4 x 128) per layout; short runs on a tiny model take 30x the paper's peaks (ratio 3.5 : 1).
+    "tiny-teacher": Recipe(0.25, 16_384, 128, 4, 2.1e-3, 6e-4, 2_048, 1, swa_window=16,
+                           note="30x the paper's lrs, ratio 3.5:1; 32 steps of 512 tokens; SWA window 1/8 of seq"),
+    # 30 layers, 135M parameters, 1M tokens: 9 runs plus the second teacher's 2 must fit one session's 30 H200
+    # minutes with everything else (~45k tokens/s unoptimised); 10x the paper's peaks, GDN below
+    # the 1e-3 that diverged.
+    "smollm2-135m": Recipe(0.25, 1_048_576, 512, 32, 7e-4, 2e-4, 65_536, 4, swa_window=128,
+                           note="10x the paper's lrs; GDN 1e-3 diverged in an earlier run"),
+    "gemma3-270m": Recipe(0.25, 1_048_576, 512, 32, 3.5e-4, 1e-4, 65_536, 4, swa_window=128,
+                          note="5x the paper's lrs: wider model, 262k vocabulary"),
+    "qwen3-4b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"),
+    "granite-4.1-3b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256,
+                                  note="the paper's"),
+}
+
+
+PRESET_TEACHERS = {"seminar": "tiny-teacher", "gpu": "smollm2-135m", "paper": "qwen3-4b-base"}
+
+
+def _recipe_defaults(field: str) -> dict:
+    """``{preset: the recipe value of its teacher}`` for one :class:`Recipe` field."""
+    return {preset: getattr(RECIPES[teacher], field) for preset, teacher in PRESET_TEACHERS.items()}
+
 
 LAYOUTS = ("standard_periodic", "reverse_periodic", "sandwich", "interleaved_sandwich", "endpoint_spread",
            "periodic_first_at_0")
@@ -22,25 +69,25 @@ SPEC = ChapterSpec(
     params=(
         Param("teacher", str, "full-attention teacher", choices=("tiny-teacher", "smollm2-135m", "gemma3-270m",
                                                                   "qwen3-4b-base", "granite-4.1-3b-base"),
-              defaults={"seminar": "tiny-teacher", "gpu": "smollm2-135m", "paper": "qwen3-4b-base"}),
+              defaults=dict(PRESET_TEACHERS)),
         Param("layouts", list, "full-attention layouts raced", item=str, choices=LAYOUTS,
               defaults={p: list(LAYOUTS) for p in _ALL}),
         Param("fa_fraction", float, "share of layers kept full attention (rounded half up)", minimum=0.0,
-              defaults={p: 0.25 for p in _ALL}),
+              defaults=_recipe_defaults("fa_fraction")),
         Param("train_tokens", int, "distillation tokens per layout", minimum=1, unit="tokens",
-              defaults={"seminar": 16_384, "gpu": 1_048_576, "paper": 1_000_000_000}),
+              defaults=_recipe_defaults("train_tokens")),
         Param("seq_len", int, "packed sequence length", minimum=16, unit="tokens",
-              defaults={"seminar": 128, "gpu": 512, "paper": 1024}),
+              defaults=_recipe_defaults("seq_len")),
         Param("batch_size", int, "sequences per optimizer step", minimum=1, unit="sequences",
-              defaults={"seminar": 4, "gpu": 32, "paper": 96}),
+              defaults=_recipe_defaults("batch_size")),
         Param("lr_recurrent", float, "peak learning rate of the Gated DeltaNet parameters", minimum=0.0,
-              defaults={"seminar": 2.1e-3, "gpu": 7e-4, "paper": 7e-5}),
+              defaults=_recipe_defaults("lr_recurrent")),
         Param("lr_rest", float, "peak learning rate of every other parameter", minimum=0.0,
-              defaults={"seminar": 6e-4, "gpu": 2e-4, "paper": 2e-5}),
+              defaults=_recipe_defaults("lr_rest")),
         Param("eval_every_tokens", int, "validation interval", minimum=1, unit="tokens",
-              defaults={"seminar": 2_048, "gpu": 65_536, "paper": 10_000_000}),
+              defaults=_recipe_defaults("eval_every_tokens")),
         Param("swa_window", int, "window of the sliding-window control's non-FA layers", minimum=1, unit="tokens",
-              defaults={"seminar": 16, "gpu": 128, "paper": 256}),
+              defaults=_recipe_defaults("swa_window")),
         Param("data_seed", int, "training-data shuffle seed (the held-out split does not depend on it)", minimum=0,
               defaults={p: 0 for p in _ALL}),
         Param("swa_control", bool, "also distil the sliding-window control (standard periodic layout)",

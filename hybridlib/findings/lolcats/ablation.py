@@ -17,10 +17,10 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from hybridlib.lolcats.convert import linearize
-from hybridlib.lolcats.evals import ClozeItem, cloze_accuracy, perplexity
-from hybridlib.lolcats.lora import lora_finetune
-from hybridlib.lolcats.transfer import attention_transfer, mse_by_layer, window_share_by_layer
+from hybridlib.findings.lolcats.evals import ClozeItem, cloze_accuracy, perplexity
+from hybridlib.findings.lolcats.linearize import linearize
+from hybridlib.findings.lolcats.lora import lora_finetune
+from hybridlib.findings.lolcats.transfer import attention_transfer, mse_by_layer, window_share_by_layer
 from hybridlib.progress import progress_bar
 from hybridlib.train import TrainConfig
 from hybridlib.train.batches import Batch

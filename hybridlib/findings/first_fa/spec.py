@@ -3,9 +3,9 @@
 Models and alignment settings mirror the SoftCKA chapter (same preset), so its cached measurements are reused.
 """
 
-from hybridlib.chapters.layout_distillation import LAYOUTS
-from hybridlib.chapters.softcka import GPU_LAYOUTS
-from hybridlib.chapters.softcka import SPEC as SOFTCKA
+from hybridlib.findings.layout.spec import LAYOUTS
+from hybridlib.findings.softcka.spec import GPU_LAYOUTS
+from hybridlib.findings.softcka.spec import SPEC as SOFTCKA
 from hybridlib.params import ChapterSpec, Param
 
 _ALL = ("seminar", "gpu", "paper")

@@ -9,7 +9,7 @@ cover roughly the same content even when one tokenises into 10x more tokens, and
 once, cut at ``max_tokens``.
 
 Stored per model: SoftCKA terms ``[n_layers, n_articles, 3]`` per ``(signal, lang, pairing)`` (the input
-of :func:`hybridlib.softcka.aggregate` / :func:`~hybridlib.softcka.bootstrap_ci`) and linear-CKA curves
+of :func:`hybridlib.softcka.aggregate` / :func:`~hybridlib.softcka.bootstrap_pairs`) and linear-CKA curves
 ``[n_layers]`` per ``(signal, lang, pooling)`` over the parallel pairs. Results are cached under
 ``cache_dir("alignment")`` keyed by the model's content identity, the texts and every setting, so the two
 chapters share one measurement.
@@ -35,10 +35,16 @@ import torch
 from torch import nn
 
 from hybridlib import probe, softcka
+from hybridlib.atomic import atomic_path
 from hybridlib.data import load_udhr
+from hybridlib.findings import chapter
+from hybridlib.findings.layout import distill
+from hybridlib.layouts import BASELINE, LAYOUT_NAMES
 from hybridlib.models import ModelCard, describe, encode, load
 from hybridlib.paths import cache_dir
+from hybridlib.plots import alignment_curve
 from hybridlib.progress import progress_bar
+from hybridlib.provenance import source_digest
 
 REFERENCE = "eng"
 PAIRINGS = ("parallel", "shuffled")
@@ -68,8 +74,6 @@ class Probed:
 
 def student_args(preset: str) -> dict[str, Any]:
     """The layout-distillation chapter's recipe arguments for ``preset`` (so ``load_student`` hits its cache)."""
-    from hybridlib.chapters import chapter
-
     values = chapter("layout_distillation").resolve(preset)
     return {k: values[k] for k in STUDENT_ARGS}
 
@@ -93,12 +97,9 @@ def load_models(teacher: str, layouts: Sequence[str], *, preset: str, swa_contro
     """Teacher, its distilled GDN students (one per layout, the layout chapter's recipe for ``preset``), the
     SWA student (standard periodic), a random-init copy of the teacher and extra ``observed`` models.
 
-    Students come from :func:`hybridlib.distill.distill_layout` (trained first if not cached). Models are
+    Students come from :func:`hybridlib.findings.layout.distill.distill_layout` (trained first if not cached). Models are
     moved to ``device``; :func:`measure` computes SoftCKA there, in float64.
     """
-    from hybridlib import distill
-    from hybridlib.layouts import BASELINE, LAYOUT_NAMES
-
     bad = [name for name in layouts if name not in LAYOUT_NAMES]
     if bad:
         raise ValueError(f"layouts {bad} are not allowed; choose from {LAYOUT_NAMES}")
@@ -181,10 +182,7 @@ class Alignment:
 
 
 def _code_version() -> str:
-    h = hashlib.sha256()
-    for module in (softcka, probe, inspect.getmodule(_code_version)):
-        h.update(inspect.getsource(module).encode())
-    return h.hexdigest()[:12]
+    return source_digest((softcka, probe, inspect.getmodule(_code_version)), length=12)
 
 
 def _cache_key(probed: Probed, texts: dict[str, list[str]], settings: dict[str, Any]) -> str:
@@ -193,8 +191,6 @@ def _cache_key(probed: Probed, texts: dict[str, list[str]], settings: dict[str, 
 
 
 def _save(path, alignment: Alignment) -> None:
-    from hybridlib.atomic import atomic_path
-
     arrays = {"terms|" + "|".join(k): v for k, v in alignment.terms.items()}
     arrays |= {"linear|" + "|".join(k): v for k, v in alignment.linear.items()}
     arrays |= {"tokens|" + lang: np.array(n) for lang, n in alignment.tokens.items()}
@@ -328,7 +324,7 @@ def hybrid_lower(reference: Alignment, hybrid: Alignment, *, signal: str = "attn
         def diff(s: np.ndarray, n_layers: int = n_layers) -> np.ndarray:
             return s[..., n_layers:].mean(-1) - s[..., :n_layers].mean(-1)
 
-        point, low, high = softcka.bootstrap_ci(terms, statistic=diff, n_boot=n_boot, seed=seed, level=level)
+        point, low, high = softcka.bootstrap_pairs(terms, statistic=diff, n_boot=n_boot, seed=seed, level=level)
         rows.append({"lang": lang, "reference": float(softcka.aggregate(terms[:n_layers]).mean()),
                      "hybrid": float(softcka.aggregate(terms[n_layers:]).mean()), "diff": float(point),
                      "low": float(low), "high": float(high), "lower": bool(point < 0), "lower_ci": bool(high < 0)})
@@ -363,7 +359,7 @@ def jump(al: Alignment, layer: int, *, signal: str = "attn_delta", reference: Al
     rows = []
     for group in [[lang] for lang in langs] + [langs]:
         terms = np.concatenate([m.get(signal, lang) for m in models for lang in group])
-        point, low, high = softcka.bootstrap_ci(terms, statistic=partial(stat, n_langs=len(group)), n_boot=n_boot,
+        point, low, high = softcka.bootstrap_pairs(terms, statistic=partial(stat, n_langs=len(group)), n_boot=n_boot,
                                                 seed=seed, level=level)
         rows.append((group[0] if len(group) == 1 else "mean", float(point), float(low), float(high)))
     frame = pd.DataFrame(rows, columns=["lang", "jump", "low", "high"]).set_index("lang")
@@ -393,8 +389,6 @@ def explorer(frame: pd.DataFrame, fa_layers: dict[str, Sequence[int]]):
     plots parallel vs shuffled SoftCKA per layer with the model's FA layers shaded."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
-
-    from hybridlib.plots import alignment_curve
 
     model = widgets.Dropdown(options=list(dict.fromkeys(frame["model"])), description="model")
     lang = widgets.Dropdown(options=["mean", *dict.fromkeys(frame["lang"])], description="language")

@@ -1,10 +1,11 @@
 """Chapter 1 - efficiency: memory, speed and retrieval of hybrid vs full attention as context grows."""
 
+from hybridlib.data.languages import UDHR_LANGUAGES as LANGUAGES
 from hybridlib.params import ChapterSpec, Param
+from kernels.shapes import SHAPES as MODEL_SHAPES
 
 TOKENIZERS = ("gemma3-270m", "smollm2-135m", "qwen", "tekken", "gpt2", "tiny-teacher")
-LANGUAGES = ("eng", "tel", "mal", "tam", "mya", "khm", "tha", "arb", "cmn_hans", "rus", "hin", "yor", "sot")
-SHAPES = ("qwen3-4b", "gemma3-270m", "smollm2-135m")
+SHAPES = tuple(MODEL_SHAPES)
 
 SPEC = ChapterSpec(
     name="efficiency",

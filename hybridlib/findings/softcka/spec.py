@@ -1,12 +1,12 @@
 """Chapter 2 - SoftCKA: layer-wise cross-lingual alignment in hybrid vs full-attention models.
 
 The teacher and the students are the layout-distillation chapter's (same preset, same recipe, so
-``hybridlib.alignment.load_models`` loads its cached students).
+``hybridlib.findings.softcka.alignment.load_models`` loads its cached students).
 """
 
-from hybridlib.chapters.efficiency import LANGUAGES
-from hybridlib.chapters.layout_distillation import LAYOUTS
-from hybridlib.chapters.layout_distillation import SPEC as DISTILLATION
+from hybridlib.data.languages import UDHR_LANGUAGES as LANGUAGES
+from hybridlib.findings.layout.spec import LAYOUTS
+from hybridlib.findings.layout.spec import SPEC as DISTILLATION
 from hybridlib.params import ChapterSpec, Param
 
 _ALL = ("seminar", "gpu", "paper")

@@ -1,7 +1,7 @@
 """Chapter 4 - LoLCATs ablations: attention transfer, LoRA, window + linear attention.
 
 Besides the chapter's parameters, this module holds the paper's numbers the chapter compares against
-(Zhang et al., ICLR 2025; Llama 3 8B unless stated; see PAPERS.md section B).
+(Zhang et al., ICLR 2025; Llama 3 8B unless stated).
 """
 
 from hybridlib.data.languages import BIBLE_LANGUAGES

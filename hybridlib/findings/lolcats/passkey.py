@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from hybridlib.data.tokenizers import encode_batch
-from hybridlib.lolcats.evals import continuation_logits
+from hybridlib.findings.lolcats.evals import continuation_logits
 from hybridlib.progress import progress_bar
 
 INTRO = "There is an important number hidden inside a lot of irrelevant text. Find it and memorize it."

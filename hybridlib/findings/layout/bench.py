@@ -1,15 +1,15 @@
 """Where a distillation step spends its time: teacher forward, student forward, KL, backward, optimizer.
 
 ``profile_step(teacher_name)`` converts the teacher into the standard periodic hybrid exactly as
-:func:`hybridlib.distill.distill_layout` does, then times ``steps`` optimizer steps on random token ids
+:func:`hybridlib.findings.layout.distill.distill_layout` does, then times ``steps`` optimizer steps on random token ids
 (``[batch_size, seq_len]``; speed does not depend on the text) phase by phase with CUDA events (wall clock on
-CPU). It reports milliseconds per phase, tokens/s and MFU against :data:`hybridlib.distill.PEAK_BF16_FLOPS`
+CPU). It reports milliseconds per phase, tokens/s and MFU against :data:`hybridlib.findings.layout.distill.PEAK_BF16_FLOPS`
 (``6 N_student + 2 N_teacher`` FLOPs a token, as the distillation runs count them), for the eager student and,
 with ``compile_student``, a ``torch.compile``-d one.
 
 CLI (writes ``data/results/layout_distillation/step_profile_<device>.json``)::
 
-    python -m hybridlib.distill_bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
+    python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from hybridlib import distill
 from hybridlib.atomic import write_json
 from hybridlib.convert import convert_to_hybrid
+from hybridlib.findings.layout import distill
 from hybridlib.layouts import BASELINE
 from hybridlib.losses import forward_kl
 from hybridlib.models import load
@@ -121,7 +121,7 @@ def profile_step(teacher_name: str, *, batch_size: int = 32, seq_len: int = 512,
 def main(argv: Sequence[str] | None = None) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m hybridlib.distill_bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hybridlib.findings.layout.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--teacher", required=True, choices=sorted(distill.RECIPES))
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=512)

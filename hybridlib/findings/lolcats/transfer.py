@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hybridlib.lolcats.convert import attention_parameters, linearized_modules, softmax_attention
+from hybridlib.findings.lolcats.linearize import attention_parameters, linearized_modules, softmax_attention
 from hybridlib.train import History, TrainConfig, train
 from hybridlib.train.batches import Batch
 
@@ -25,7 +25,7 @@ def _teacher_pass(model: nn.Module, input_ids: torch.Tensor) -> list[dict[str, o
     before ``o_proj`` ``y`` [B, T, H*D], from one forward of ``model`` run as the teacher."""
     modules = linearized_modules(model)
     if not modules:
-        raise ValueError("model has no linearised attention layer (use hybridlib.lolcats.linearize first)")
+        raise ValueError("model has no linearised attention layer (use hybridlib.findings.lolcats.linearize.linearize first)")
     records: list[dict[str, object]] = [{} for _ in modules]
     hooks = []
     for record, module in zip(records, modules):
@@ -97,7 +97,7 @@ def attention_transfer(model: nn.Module, batches: Sequence[Batch], config: Train
     """
     trainable = attention_parameters(model)
     if not trainable:
-        raise ValueError("model has no feature-map parameters to train (use hybridlib.lolcats.linearize first)")
+        raise ValueError("model has no feature-map parameters to train (use hybridlib.findings.lolcats.linearize.linearize first)")
     model.requires_grad_(False)
     for param in trainable.values():
         param.requires_grad_(True)

@@ -1,0 +1,111 @@
+"""The library's layering, checked on the source (an import-linter-style contract without the dependency).
+
+Layers, lowest first: ``kernels`` -> base utilities -> ``hybridlib.data`` -> ``hybridlib.models`` -> the shared
+core (``train``, ``convert``, ``layouts``, ``softcka``, ...) -> ``hybridlib.findings`` -> the book runner. A module
+may import its own layer or lower ones, never a higher one, and first-party imports sit at module level (an
+import inside a function hides a dependency) unless listed in :data:`DEFERRED` with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIRST_PARTY = ("hybridlib", "kernels")
+
+#: (rank, module prefixes). Longest prefix wins, so ``hybridlib.findings.x`` is ranked by ``hybridlib.findings``.
+LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (0, ("kernels",)),
+    (1, ("hybridlib", "hybridlib.atomic", "hybridlib.paths", "hybridlib.progress", "hybridlib.params",
+         "hybridlib.provenance", "hybridlib.results", "hybridlib.memo")),
+    (2, ("hybridlib.data",)),
+    (3, ("hybridlib.models", "hybridlib.losses")),
+    (4, ("hybridlib.train", "hybridlib.convert", "hybridlib.layouts", "hybridlib.softcka", "hybridlib.probe",
+         "hybridlib.metrics", "hybridlib.verdicts", "hybridlib.plots")),
+    (5, ("hybridlib.findings",)),
+    (6, ("hybridlib.book", "hybridlib.notebook", "hybridlib.prepare")),
+)
+
+#: First-party imports allowed inside a function: ``(importing module, imported module)`` -> reason.
+DEFERRED: dict[tuple[str, str], str] = {}
+
+
+def rank(module: str) -> int:
+    """The layer of ``module`` (a dotted name); the longest matching prefix decides."""
+    best, best_len = None, -1
+    for r, prefixes in LAYERS:
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best_len:
+                best, best_len = r, len(p)
+    if best is None:
+        raise KeyError(f"{module} is in no layer; add it to LAYERS in {Path(__file__).name}")
+    return best
+
+
+def modules() -> dict[str, Path]:
+    """Every first-party module of the repository: dotted name -> file."""
+    out = {}
+    for pkg in FIRST_PARTY:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def imports(name: str, path: Path) -> list[tuple[str, int, bool]]:
+    """``(imported first-party module, line, inside a function)`` for each import statement of one file."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            targets: list[str] = []
+            if isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1] + [base]).strip(".")
+                targets = [base] if base not in FIRST_PARTY else [f"{base}.{a.name}" for a in child.names]
+            for t in targets:
+                if t.split(".")[0] in FIRST_PARTY:
+                    found.append((t, child.lineno, in_function))
+            visit(child, nested)
+
+    visit(tree, False)
+    return found
+
+
+EDGES = [(name, target, line, deferred) for name, path in modules().items()
+         for target, line, deferred in imports(name, path)]
+
+
+def test_every_module_has_a_layer():
+    for name in modules():
+        rank(name)
+
+
+def test_no_module_imports_a_higher_layer():
+    bad = [f"{name}:{line} imports {target} (layer {rank(target)} > {rank(name)})"
+           for name, target, line, _ in EDGES if rank(target) > rank(name)]
+    assert not bad, "\n".join(bad)
+
+
+def test_first_party_imports_are_at_module_level():
+    bad = [f"{name}:{line} imports {target} inside a function"
+           for name, target, line, deferred in EDGES
+           if deferred and not any(name == a and (target == b or target.startswith(b + ".")) for a, b in DEFERRED)]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", ["kernels.ops", "hybridlib.data.corpus", "hybridlib.findings.layout.distill"])
+def test_the_checker_sees_imports(name):
+    """An independent check that the parser finds imports at all (a contract over no edges passes vacuously)."""
+    assert any(edge[0] == name for edge in EDGES)
