@@ -1,0 +1,440 @@
+"""Pre-registered verdict rules and intervals over runs: the one verdict core every finding report uses.
+
+**Vocabulary** (:class:`Outcome`; the values are the words the book prints). A :class:`Rule` is written
+before any run: the claim, the metric, the unit of replication, the direction that supports the paper
+(``+1``: the effect lies above ``null``, ``-1``: below), a magnitude :class:`Tolerance` with its reason,
+the minimum number of replicates and the paper's value. All numbers are on the metric's own scale;
+``null`` is the value meaning "no effect" (0 for a difference, 1 for a ratio such as R or a speed-up).
+
+- *not tested*: a :class:`Precondition` failed - a control that cannot bind, coinciding arms, a bound
+  instead of a measurement, or fewer replicates than ``min_replicates`` (checked by the rule itself, under
+  the name ``"replicates"``). Checked first; the estimate and interval are still reported.
+- *reproduced*: every replicate's own value lies on the paper's side of ``null``, the run-level interval
+  excludes ``null`` on that side, and the estimate is within the tolerance.
+- *direction only*: as *reproduced*, but the estimate lies outside the tolerance.
+- *contradicted*: the interval excludes ``null`` on the other side and every replicate lies on the other
+  side (symmetric with *reproduced*: contradicting the paper takes as much evidence as reproducing it).
+- *inconclusive*: anything else - the interval includes ``null``, or the replicates disagree in sign.
+
+**Estimator and interval** (:func:`hierarchical_bootstrap`). Input: ``k`` runs (replicates), run ``r``
+an array of ``n_r`` per-document values ``x_ri`` (ragged allowed) with optional weights ``w_ri`` (e.g.
+tokens). Estimate: the mean of run means, ``theta = (1/k) sum_r xbar_r`` with
+``xbar_r = sum_i w_ri x_ri / sum_i w_ri``: every run counts once, whatever its document count, because
+the run is the unit of replication. Two-level percentile bootstrap: per resample, draw ``k`` runs with
+replacement, then for each drawn run ``n_r`` of its documents with replacement (fresh for each draw),
+and take the mean of the resampled run means; the interval is the ``(1-level)/2`` and ``(1+level)/2``
+quantiles of ``n_boot`` resamples. Its variance is ``(1/k) [var_r(xbar_r) + mean_r(v_r / n_r)]``
+(population variances, ``v_r`` within run ``r``): it counts document noise twice, so it is conservative
+when documents dominate and slightly narrow (factor ``(k-1)/k``) when run-to-run spread dominates.
+With few runs a percentile interval can hardly be wider than the range of the run means, so with
+``k = 3`` runs and no true effect it excludes ``null`` on a given side about 1 time in 8 (every run on
+that side), not 1 in 40. The interval is therefore widened to at least the Student-t interval on the
+replicate values, ``mean +- t_{k-1} sd / sqrt(k)`` (exact for normal run means; ``t_2 = 4.30`` at 95%),
+whenever ``k >= 2`` (``t_floor=False`` gives the bare percentile interval). With one run only documents
+vary; such an interval says nothing about a re-run, so a rule with ``min_replicates > 1`` reports
+*not tested*.
+
+:func:`paired_bootstrap` is the effect ``A - B`` where run ``r`` of A and of B share a seed and score the
+same documents: seeds are resampled, then documents jointly for both arms, which is the hierarchical
+bootstrap of the per-document differences (weights shared by both arms). :func:`repeat_bootstrap` is the
+one-level form for a measurement without documents (a benchmark ratio per repeat; the repeat is the unit).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+_CHUNK = 1 << 22  # resampled document indices held at once (int64: 32 MiB)
+
+
+class Outcome(StrEnum):
+    """A verdict; the value is the word printed in the book."""
+
+    REPRODUCED = "reproduced"
+    DIRECTION_ONLY = "direction only"
+    INCONCLUSIVE = "inconclusive"
+    CONTRADICTED = "contradicted"
+    NOT_TESTED = "not tested"
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """A named check a verdict depends on; ``why`` states the check with its numbers (shown either way)."""
+
+    name: str
+    holds: bool
+    why: str
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("name must be a non-empty string")
+        object.__setattr__(self, "holds", bool(self.holds))
+
+
+def binds(name: str, condition: bool, why: str) -> Precondition:
+    """That a control binds, e.g. ``binds("SWA window below probe length", window < probe_len,
+    f"window {window} < probe length {probe_len}")``."""
+    return Precondition(name, bool(condition), why)
+
+
+def distinct(name: str, arms: Mapping[str, Hashable], minimum: int) -> Precondition:
+    """At least ``minimum`` distinct arms: ``arms`` maps each arm's label to what defines it (e.g. a layout's
+    FA layer set); labels with equal keys are one arm and ``why`` names them."""
+    if not isinstance(minimum, int) or minimum < 1:
+        raise ValueError(f"minimum must be a positive integer, got {minimum!r}")
+    groups: dict[Hashable, list[str]] = {}
+    for label, key in arms.items():
+        groups.setdefault(key, []).append(label)
+    same = [" = ".join(g) for g in groups.values() if len(g) > 1]
+    why = f"{len(groups)} distinct of {len(arms)} arms, needs >= {minimum}"
+    return Precondition(name, len(groups) >= minimum, why + (f"; coinciding: {', '.join(same)}" if same else ""))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """The estimates (metric scale, bounds inclusive, infinite allowed) that count as the paper's magnitude."""
+
+    low: float
+    high: float
+    reason: str
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.low) or math.isnan(self.high) or self.low > self.high:
+            raise ValueError(f"tolerance needs low <= high, got low={self.low!r}, high={self.high!r}")
+        if not self.reason:
+            raise ValueError("reason must be a non-empty string: say why this tolerance")
+
+    @classmethod
+    def within_factor(cls, paper_value: float, factor: float, reason: str, null: float = 0.0) -> Tolerance:
+        """Effects (distance from ``null``) within ``factor`` of the paper's, same side:
+        ``null + (paper_value - null) * [1/factor, factor]``."""
+        if not factor > 1:
+            raise ValueError(f"factor must be > 1, got {factor!r}")
+        effect = paper_value - null
+        if effect == 0 or not math.isfinite(effect):
+            raise ValueError(f"paper_value must be finite and differ from null={null}, got {paper_value!r}")
+        a, b = null + effect / factor, null + effect * factor
+        return cls(min(a, b), max(a, b), reason)
+
+    @classmethod
+    def any_magnitude(cls, reason: str) -> Tolerance:
+        """Only the direction is claimed (the rule can then never say *direction only*)."""
+        return cls(-math.inf, math.inf, reason)
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def describe(self) -> str:
+        return f"[{self.low:.4g}, {self.high:.4g}] ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its interval (bounds at ``level``; from the bootstraps below: percentile, widened
+    to the t interval) and the per-replicate values behind it.
+
+    ``replicate_values [n_replicates]``: each replicate's own estimate (run means, or repeats);
+    ``n_documents``: documents over all replicates (0 when the replicates have none).
+    """
+
+    estimate: float
+    low: float
+    high: float
+    level: float
+    replicate_values: tuple[float, ...]
+    n_documents: int
+
+    @property
+    def n_replicates(self) -> int:
+        return len(self.replicate_values)
+
+
+def _check_n_boot(n_boot: int) -> None:
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+
+
+def _check_level(level: float) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+
+
+def _as_runs(runs: Sequence[Sequence[float]] | np.ndarray, param: str) -> list[np.ndarray]:
+    """Per-run float64 1-D arrays, each non-empty and finite."""
+    if isinstance(runs, np.ndarray) and runs.ndim == 1 and runs.dtype != object:
+        raise ValueError(f"{param} must be a sequence of per-run arrays (one array per run), got a 1-D array")
+    out = [np.asarray(r, dtype=np.float64) for r in runs]
+    if not out:
+        raise ValueError(f"{param} must hold at least one run, got none")
+    for i, r in enumerate(out):
+        if r.ndim != 1 or r.size == 0:
+            raise ValueError(f"{param}[{i}] must be a non-empty 1-D array of per-document values, got shape {r.shape}")
+        if not np.isfinite(r).all():
+            raise ValueError(f"{param}[{i}] must be finite (no NaN or inf)")
+    return out
+
+
+def _as_weights(weights: Sequence[Sequence[float]] | None, runs: list[np.ndarray]) -> list[np.ndarray | None]:
+    if weights is None:
+        return [None] * len(runs)
+    out = [np.asarray(w, dtype=np.float64) for w in weights]
+    if len(out) != len(runs):
+        raise ValueError(f"weights must have one array per run ({len(runs)}), got {len(out)}")
+    for i, (w, r) in enumerate(zip(out, runs)):
+        if w.shape != r.shape or not (np.isfinite(w).all() and (w > 0).all()):
+            raise ValueError(f"weights[{i}] must be finite and > 0 with the shape of its run {r.shape}, got {w.shape}")
+    return out
+
+
+def _mean(x: np.ndarray, w: np.ndarray | None) -> float:
+    return float(x.mean() if w is None else (w * x).sum() / w.sum())
+
+
+def _resampled_means(x: np.ndarray, w: np.ndarray | None, m: int, rng: np.random.Generator) -> np.ndarray:
+    """``[m]`` (weighted) means of ``x [n]`` over documents drawn ``n`` at a time with replacement."""
+    n = x.size
+    block = max(1, _CHUNK // n)
+    wx = None if w is None else w * x
+    out = np.empty(m)
+    for start in range(0, m, block):
+        idx = rng.integers(0, n, size=(min(block, m - start), n))
+        out[start:start + len(idx)] = x[idx].mean(1) if w is None else wx[idx].sum(1) / w[idx].sum(1)
+    return out
+
+
+def hierarchical_samples(runs: Sequence[Sequence[float]], weights: Sequence[Sequence[float]] | None = None, *,
+                         n_boot: int = 2000, seed: int = 0) -> np.ndarray:
+    """``[n_boot]`` two-level bootstrap replicates of the mean of run means (see the module docstring)."""
+    _check_n_boot(n_boot)
+    xs = _as_runs(runs, "runs")
+    ws = _as_weights(weights, xs)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(xs), size=(n_boot, len(xs)))  # [n_boot, k]: which run fills each slot
+    slot_means = np.empty(picks.shape)
+    for r, (x, w) in enumerate(zip(xs, ws)):
+        rows, cols = np.nonzero(picks == r)
+        slot_means[rows, cols] = _resampled_means(x, w, rows.size, rng)
+    return slot_means.mean(1)
+
+
+def t_quantile(level: float, df: int) -> float:
+    """``t`` with ``P(|T| <= t) = level`` for Student's t with ``df`` (integer >= 1) degrees of freedom:
+    bisection on the closed-form distribution function (Abramowitz & Stegun 26.7.3-4)."""
+    _check_level(level)
+    if isinstance(df, bool) or not isinstance(df, int) or df < 1:
+        raise ValueError(f"df must be a positive integer, got {df!r}")
+
+    def within(theta: float) -> float:  # P(|T| <= sqrt(df) tan(theta))
+        c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+        if df % 2 == 0:  # sin(theta) [1 + (1/2) c^2 + (1*3)/(2*4) c^4 + ... + c^(df-2) term]
+            for j in range(1, df // 2):
+                term *= (2 * j - 1) / (2 * j) * c2
+                total += term
+            return math.sin(theta) * total
+        for j in range(1, (df - 1) // 2):  # odd: (2/pi) [theta + sin cos (1 + (2/3) c^2 + ...)]
+            term *= 2 * j / (2 * j + 1) * c2
+            total += term
+        return 2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
+
+    lo, hi = 0.0, math.pi / 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if within(mid) < level else (lo, mid)
+    return math.sqrt(df) * math.tan((lo + hi) / 2)
+
+
+def _interval(samples: np.ndarray, estimate: float, level: float, values: Sequence[float], n_docs: int,
+              t_floor: bool) -> Interval:
+    """Percentile interval of ``samples``, widened to the t interval on ``values`` when ``t_floor`` and
+    there are >= 2 of them."""
+    low, high = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2])
+    if t_floor and len(values) >= 2:
+        half = t_quantile(level, len(values) - 1) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+        low, high = min(low, float(np.mean(values)) - half), max(high, float(np.mean(values)) + half)
+    return Interval(float(estimate), float(low), float(high), level, tuple(float(v) for v in values), n_docs)
+
+
+def hierarchical_bootstrap(runs: Sequence[Sequence[float]], weights: Sequence[Sequence[float]] | None = None, *,
+                           n_boot: int = 2000, level: float = 0.95, seed: int = 0, t_floor: bool = True) -> Interval:
+    """Mean of run means over ``runs`` (per run: ``[n_r]`` per-document values; ``weights`` likewise, e.g.
+    tokens) with its two-level percentile interval: runs resampled first, then documents within runs;
+    ``t_floor``: widen it to at least the t interval on the run means."""
+    _check_n_boot(n_boot)
+    _check_level(level)
+    xs = _as_runs(runs, "runs")
+    ws = _as_weights(weights, xs)
+    means = [_mean(x, w) for x, w in zip(xs, ws)]
+    samples = hierarchical_samples(xs, None if weights is None else ws, n_boot=n_boot, seed=seed)
+    return _interval(samples, float(np.mean(means)), level, means, sum(x.size for x in xs), t_floor)
+
+
+def paired_bootstrap(a_runs: Sequence[Sequence[float]], b_runs: Sequence[Sequence[float]],
+                     weights: Sequence[Sequence[float]] | None = None, *, n_boot: int = 2000,
+                     level: float = 0.95, seed: int = 0, t_floor: bool = True) -> Interval:
+    """Effect ``A - B``: run ``r`` of each arm shares a seed and scores the same ``[n_r]`` documents in the
+    same order (``weights``: one per document, shared). Seeds are resampled, then documents jointly."""
+    a, b = _as_runs(a_runs, "a_runs"), _as_runs(b_runs, "b_runs")
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        raise ValueError(f"a_runs and b_runs must pair run by run with equal document counts, got "
+                         f"{[x.size for x in a]} and {[y.size for y in b]}")
+    return hierarchical_bootstrap([x - y for x, y in zip(a, b)], weights, n_boot=n_boot, level=level, seed=seed,
+                                  t_floor=t_floor)
+
+
+def repeat_bootstrap(values: Sequence[float], *, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
+                     t_floor: bool = True) -> Interval:
+    """Mean of ``values [n_repeats]`` (one number per repeat, no documents) with its percentile interval,
+    widened to at least the t interval when ``t_floor``."""
+    _check_n_boot(n_boot)
+    _check_level(level)
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or v.size == 0 or not np.isfinite(v).all():
+        raise ValueError(f"values must be a non-empty 1-D array of finite numbers, got shape {v.shape}")
+    samples = v[np.random.default_rng(seed).integers(0, v.size, size=(n_boot, v.size))].mean(1)
+    return _interval(samples, float(v.mean()), level, v.tolist(), 0, t_floor)
+
+
+def _finite(x: float | None) -> float | None:
+    """JSON-safe: non-finite numbers become None."""
+    return x if x is None or math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A rule's decision with the numbers behind it; :meth:`to_dict` is JSON-ready (non-finite -> None)."""
+
+    claim: str
+    metric: str
+    unit: str
+    outcome: Outcome
+    reason: str
+    estimate: float | None
+    low: float | None
+    high: float | None
+    level: float | None
+    n_replicates: int
+    n_documents: int
+    replicate_values: tuple[float, ...]
+    paper_value: float | None
+    null: float
+    tolerance: Tolerance
+    preconditions: tuple[Precondition, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["outcome"] = self.outcome.value
+        out["replicate_values"] = list(self.replicate_values)
+        out["preconditions"] = [asdict(p) for p in self.preconditions]
+        out["tolerance"] = {"low": _finite(self.tolerance.low), "high": _finite(self.tolerance.high),
+                            "reason": self.tolerance.reason}
+        for key in ("estimate", "low", "high", "paper_value"):
+            out[key] = _finite(out[key])
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        tol = data["tolerance"]
+        return cls(**{**data, "outcome": Outcome(data["outcome"]),
+                      "replicate_values": tuple(data["replicate_values"]),
+                      "preconditions": tuple(Precondition(**p) for p in data["preconditions"]),
+                      "tolerance": Tolerance(-math.inf if tol["low"] is None else tol["low"],
+                                             math.inf if tol["high"] is None else tol["high"], tol["reason"])})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A claim's pre-registered test (see the module docstring for the outcomes).
+
+    ``unit``: the unit of replication, e.g. ``"training run (seed)"``, ``"benchmark repeat"``;
+    ``direction``: +1 if the paper's effect lies above ``null``, -1 if below; ``paper_value``: the paper's
+    number on the metric's scale (must lie on the paper's side of ``null``), None when it gives none.
+    """
+
+    claim: str
+    metric: str
+    unit: str
+    direction: int
+    tolerance: Tolerance
+    min_replicates: int = 3
+    paper_value: float | None = None
+    null: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.direction, bool) or self.direction not in (1, -1):
+            raise ValueError(f"direction must be +1 (paper's effect above null) or -1 (below), got {self.direction!r}")
+        if isinstance(self.min_replicates, bool) or not isinstance(self.min_replicates, int) \
+                or self.min_replicates < 1:
+            raise ValueError(f"min_replicates must be a positive integer, got {self.min_replicates!r}")
+        if not math.isfinite(self.null):
+            raise ValueError(f"null must be finite, got {self.null!r}")
+        if self.paper_value is not None and not self.direction * (self.paper_value - self.null) > 0:
+            raise ValueError(f"paper_value={self.paper_value!r} must lie on the paper's side of null={self.null} "
+                             f"(direction={self.direction:+d}); check the sign convention")
+
+    def decide(self, interval: Interval | None, preconditions: Iterable[Precondition] = ()) -> Verdict:
+        """The verdict on an interval computed elsewhere (e.g. a statistic other than a mean of run means);
+        ``interval`` may be None only when a precondition fails (nothing could be measured)."""
+        checks = list(preconditions)
+        if interval is not None:
+            n = interval.n_replicates
+            checks.append(Precondition("replicates", n >= self.min_replicates,
+                                       f"{n} replicates ({self.unit}), the rule needs >= {self.min_replicates}"))
+        failed = [p for p in checks if not p.holds]
+        if interval is None:
+            if not failed:
+                raise ValueError("interval is None but every precondition holds: nothing to judge")
+            interval = Interval(math.nan, math.nan, math.nan, math.nan, (), 0)
+        outcome, reason = (Outcome.NOT_TESTED, "; ".join(f"{p.name} failed: {p.why}" for p in failed)) if failed \
+            else self._outcome(interval)
+        return Verdict(self.claim, self.metric, self.unit, outcome, reason, _finite(interval.estimate),
+                       _finite(interval.low), _finite(interval.high), _finite(interval.level),
+                       interval.n_replicates, interval.n_documents, interval.replicate_values,
+                       self.paper_value, self.null, self.tolerance, tuple(checks))
+
+    def _outcome(self, iv: Interval) -> tuple[Outcome, str]:
+        side = [self.direction * (v - self.null) for v in iv.replicate_values]  # > 0: the paper's side
+        n, k_with, k_against = len(side), sum(s > 0 for s in side), sum(s < 0 for s in side)
+        lo, hi = sorted((self.direction * (iv.low - self.null), self.direction * (iv.high - self.null)))
+        ci = f"{iv.level:.0%} run-level interval [{iv.low:.4g}, {iv.high:.4g}]"
+        if lo > 0 and k_with == n:
+            if self.tolerance.contains(iv.estimate):
+                return Outcome.REPRODUCED, (f"paper's direction in {n}/{n} replicates, {ci} excludes {self.null:g}, "
+                                            f"estimate {iv.estimate:.4g} within {self.tolerance.describe()}")
+            return Outcome.DIRECTION_ONLY, (f"paper's direction in {n}/{n} replicates, {ci} excludes {self.null:g}, "
+                                            f"but estimate {iv.estimate:.4g} outside {self.tolerance.describe()}")
+        if hi < 0 and k_against == n:
+            return Outcome.CONTRADICTED, f"{ci} and all {n} replicates lie on the other side of {self.null:g}"
+        if lo > 0 or hi < 0:
+            return Outcome.INCONCLUSIVE, (f"{ci} excludes {self.null:g}, but only {k_with}/{n} replicates go the "
+                                          f"paper's way and {k_against}/{n} the other")
+        return Outcome.INCONCLUSIVE, f"{ci} includes {self.null:g} ({k_with}/{n} replicates in the paper's direction)"
+
+    def judge(self, runs: Sequence[Sequence[float]], weights: Sequence[Sequence[float]] | None = None, *,
+              preconditions: Iterable[Precondition] = (), n_boot: int = 2000, level: float = 0.95,
+              seed: int = 0) -> Verdict:
+        """Verdict on per-run document values (:func:`hierarchical_bootstrap`)."""
+        return self.decide(hierarchical_bootstrap(runs, weights, n_boot=n_boot, level=level, seed=seed),
+                           preconditions)
+
+    def judge_paired(self, a_runs: Sequence[Sequence[float]], b_runs: Sequence[Sequence[float]],
+                     weights: Sequence[Sequence[float]] | None = None, *,
+                     preconditions: Iterable[Precondition] = (), n_boot: int = 2000, level: float = 0.95,
+                     seed: int = 0) -> Verdict:
+        """Verdict on the paired effect ``A - B`` (:func:`paired_bootstrap`)."""
+        return self.decide(paired_bootstrap(a_runs, b_runs, weights, n_boot=n_boot, level=level, seed=seed),
+                           preconditions)
+
+    def judge_repeats(self, values: Sequence[float], *, preconditions: Iterable[Precondition] = (),
+                      n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> Verdict:
+        """Verdict on one number per repeat of an untrained measurement (:func:`repeat_bootstrap`)."""
+        return self.decide(repeat_bootstrap(values, n_boot=n_boot, level=level, seed=seed), preconditions)
