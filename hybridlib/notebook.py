@@ -12,8 +12,9 @@ import pandas as pd
 from hybridlib import provenance
 from hybridlib.findings import chapter, notebook_params
 from hybridlib.params import check_choice
+from hybridlib.verdicts import Outcome, Verdict
 
-VERDICTS = ("reproduced", "partly reproduced", "not reproduced at this scale", "contradicted", "not yet run")
+VERDICTS = tuple(o.value for o in Outcome)
 
 
 def _display(obj: Any) -> None:
@@ -63,15 +64,45 @@ def _quiet_library_progress() -> None:
     datasets.disable_progress_bars()
 
 
+def interval_text(v: Verdict, digits: int = 3) -> str:
+    """``estimate [low, high], n runs``: a verdict's number as the book prints it."""
+    if v.estimate is None:
+        return "not measured"
+    text = f"{v.estimate:.{digits}g}"
+    if v.low is not None and v.high is not None:
+        text += f" [{v.low:.{digits}g}, {v.high:.{digits}g}]"
+    return f"{text}, {v.n_replicates} {'run' if v.n_replicates == 1 else 'runs'}"
+
+
 def paper_vs_book(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """The side-by-side table: one row per claim with keys metric, paper, book, verdict (and optional note).
 
-    ``verdict`` must be one of :data:`VERDICTS`.
+    ``verdict`` is one of :data:`VERDICTS` or a :class:`~hybridlib.verdicts.Verdict`; for a ``Verdict`` the book
+    column defaults to its estimate with the run-level interval and replicate count, and its reason is added to
+    the note.
     """
+    table = []
     for row in rows:
+        row = dict(row)
+        v = row["verdict"]
+        if isinstance(v, Verdict):
+            row.setdefault("book", interval_text(v))
+            row["note"] = "; ".join(x for x in (row.get("note"), v.reason) if x)
+            row["verdict"] = v.outcome.value
         check_choice("verdict", row["verdict"], VERDICTS)
-    table = pd.DataFrame(rows, columns=["metric", "paper", "book", "verdict", "note"]).fillna("")
-    return table.set_index("metric")
+        table.append(row)
+    return pd.DataFrame(table, columns=["metric", "paper", "book", "verdict", "note"]).fillna("").set_index("metric")
+
+
+def verdict_summary(verdicts: Sequence[Verdict]) -> tuple[str, str]:
+    """``(status, reason)`` for a chapter: the most frequent outcome among its rules (ties go to the less
+    favourable word, in :data:`VERDICTS` order reversed) and the tally of every outcome."""
+    if not verdicts:
+        raise ValueError("verdicts must not be empty")
+    counts = {o.value: sum(v.outcome == o for v in verdicts) for o in Outcome}
+    status = max(reversed(VERDICTS), key=lambda word: counts[word])
+    tally = ", ".join(f"{n} {word}" for word, n in counts.items() if n)
+    return status, f"{len(verdicts)} pre-registered rules: {tally}."
 
 
 def provenance_table(params: dict[str, Any]) -> pd.DataFrame:
@@ -85,7 +116,8 @@ def provenance_table(params: dict[str, Any]) -> pd.DataFrame:
 def verdict(status: str, reason: str) -> None:
     """Show the chapter's verdict as a coloured admonition; ``status`` must be one of :data:`VERDICTS`."""
     check_choice("verdict", status, VERDICTS)
-    kind = {"reproduced": "success", "partly reproduced": "warning"}.get(status, "danger")
+    kind = {"reproduced": "success", "direction only": "warning", "inconclusive": "warning",
+            "not tested": "note"}.get(status, "danger")
     html = (f'<div class="admonition {kind}"><p class="admonition-title">Verdict: {status}</p>'
             f"<p>{reason}</p></div>")
     try:

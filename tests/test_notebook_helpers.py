@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from hybridlib import notebook
+from hybridlib.verdicts import Outcome, Tolerance, Verdict
 
 
 @pytest.fixture
@@ -27,3 +28,23 @@ def test_verdict_and_table_reject_unknown_verdicts():
         notebook.paper_vs_book([{"metric": "m", "paper": "p", "book": "b", "verdict": "maybe"}])
     with pytest.raises(ValueError, match="verdict='maybe'"):
         notebook.verdict("maybe", "because")
+
+
+def _verdict(outcome: str, estimate=0.5, low=0.2, high=0.8, n=3):
+    return Verdict("c", "m", "training run", Outcome(outcome), "why", estimate, low, high, 0.95, n, 10,
+                   (0.4, 0.5, 0.6), 0.7, 0.0, Tolerance.any_magnitude("sign only"))
+
+
+def test_paper_vs_book_shows_a_verdicts_interval_runs_and_reason():
+    table = notebook.paper_vs_book([{"metric": "m", "paper": "0.7", "verdict": _verdict("reproduced"), "note": "n"}])
+    row = table.loc["m"]
+    assert (row["book"], row["verdict"], row["note"]) == ("0.5 [0.2, 0.8], 3 runs", "reproduced", "n; why")
+    assert notebook.interval_text(_verdict("not tested", None, None, None, 0)) == "not measured"
+
+
+def test_verdict_summary_takes_the_most_frequent_outcome_and_breaks_ties_against_the_paper():
+    status, reason = notebook.verdict_summary([_verdict("reproduced"), _verdict("inconclusive")])
+    assert status == "inconclusive" and reason == "2 pre-registered rules: 1 reproduced, 1 inconclusive."
+    assert notebook.verdict_summary([_verdict("reproduced")] * 2 + [_verdict("not tested")])[0] == "reproduced"
+    with pytest.raises(ValueError, match="verdicts"):
+        notebook.verdict_summary([])
