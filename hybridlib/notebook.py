@@ -10,11 +10,14 @@ import numpy as np
 import pandas as pd
 
 from hybridlib import provenance
+from hybridlib.atomic import write_json
 from hybridlib.findings import chapter, notebook_params
 from hybridlib.params import check_choice
+from hybridlib.paths import results_dir
 from hybridlib.verdicts import Outcome, Verdict
 
 VERDICTS = tuple(o.value for o in Outcome)
+_PAGE: dict[str, Any] = {"chapter": None, "rows": [], "status": None}  # what this notebook reported so far
 
 
 def _display(obj: Any) -> None:
@@ -33,6 +36,7 @@ def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     Returns the resolved parameters (``preset`` included) and shows them as a table.
     """
     params = notebook_params(name, namespace)
+    _PAGE.update(chapter=name, rows=[], status=None)
     random.seed(params.get("seed", 0))
     np.random.seed(params.get("seed", 0))
     try:
@@ -91,6 +95,8 @@ def paper_vs_book(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             row["verdict"] = v.outcome.value
         check_choice("verdict", row["verdict"], VERDICTS)
         table.append(row)
+        _PAGE["rows"].append({**{k: row.get(k) for k in ("metric", "paper", "book", "verdict", "note")},
+                              "rule": v.to_dict() if isinstance(v, Verdict) else None})
     return pd.DataFrame(table, columns=["metric", "paper", "book", "verdict", "note"]).fillna("").set_index("metric")
 
 
@@ -106,8 +112,16 @@ def verdict_summary(verdicts: Sequence[Verdict]) -> tuple[str, str]:
 
 
 def provenance_table(params: dict[str, Any]) -> pd.DataFrame:
-    """Preset, device, versions, commit and wall time of this execution as a two-column table."""
+    """Preset, device, versions, commit and wall time of this execution as a two-column table.
+
+    Also writes the page's paper-vs-book rows and chapter verdict, with this provenance, to
+    ``data/results/<chapter>/paper_vs_book_<preset>.json`` (atomically): the scoreboard's source.
+    """
     record = provenance.collect(params.get("preset"), params)
+    if _PAGE["chapter"] is not None:
+        write_json(results_dir(_PAGE["chapter"]) / f"paper_vs_book_{params.get('preset')}.json",
+                   {"chapter": _PAGE["chapter"], "status": _PAGE["status"], "rows": _PAGE["rows"],
+                    "provenance": record})
     flat = {k: v for k, v in record.items() if k not in ("params", "versions")}
     flat.update({f"version: {k}": v for k, v in record["versions"].items()})
     return pd.DataFrame({"value": {k: str(v) for k, v in flat.items()}})
@@ -116,6 +130,7 @@ def provenance_table(params: dict[str, Any]) -> pd.DataFrame:
 def verdict(status: str, reason: str) -> None:
     """Show the chapter's verdict as a coloured admonition; ``status`` must be one of :data:`VERDICTS`."""
     check_choice("verdict", status, VERDICTS)
+    _PAGE["status"] = {"status": status, "reason": reason}
     kind = {"reproduced": "success", "direction only": "warning", "inconclusive": "warning",
             "not tested": "note"}.get(status, "danger")
     html = (f'<div class="admonition {kind}"><p class="admonition-title">Verdict: {status}</p>'

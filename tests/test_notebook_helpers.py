@@ -1,6 +1,7 @@
 """The chapter notebooks' shared calls: parameter table, paper-vs-book table, verdicts."""
 
 import html
+import json
 
 import pandas as pd
 import pytest
@@ -48,3 +49,18 @@ def test_verdict_summary_takes_the_most_frequent_outcome_and_breaks_ties_against
     assert notebook.verdict_summary([_verdict("reproduced")] * 2 + [_verdict("not tested")])[0] == "reproduced"
     with pytest.raises(ValueError, match="verdicts"):
         notebook.verdict_summary([])
+
+
+def test_provenance_table_writes_the_pages_rows_and_verdict(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebook, "results_dir", lambda chapter: tmp_path / chapter)
+    (tmp_path / "softcka").mkdir()
+    notebook.start("softcka", {"preset": "seminar"})
+    notebook.paper_vs_book([{"metric": "m", "paper": "0.7", "verdict": _verdict("inconclusive")},
+                            {"metric": "n", "paper": "1", "book": "2", "verdict": "not tested"}])
+    notebook.verdict("inconclusive", "because")
+    notebook.provenance_table({"preset": "seminar"})
+    saved = json.loads((tmp_path / "softcka" / "paper_vs_book_seminar.json").read_text())
+    assert saved["status"] == {"status": "inconclusive", "reason": "because"}
+    assert [(r["metric"], r["verdict"], r["rule"] is None) for r in saved["rows"]] == [
+        ("m", "inconclusive", False), ("n", "not tested", True)]
+    assert saved["rows"][0]["rule"]["replicate_values"] == [0.4, 0.5, 0.6] and saved["provenance"]["preset"] == "seminar"
