@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridlib import provenance
+from hybridlib import provenance, style
 from hybridlib.atomic import write_json
 from hybridlib.findings import chapter, notebook_params
 from hybridlib.params import check_choice
@@ -45,9 +45,7 @@ def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
         torch.manual_seed(params.get("seed", 0))
     except ImportError:
         pass
-    import seaborn as sns
-
-    sns.set_theme(context="notebook", style="whitegrid")
+    style.apply()
     pd.set_option("display.max_colwidth", None)  # tables show whole cells (the paper-vs-book texts are long)
     _quiet_library_progress()
     spec = chapter(name)

@@ -24,9 +24,9 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (2, ("hybridlib.data",)),
     (3, ("hybridlib.models", "hybridlib.losses")),
     (4, ("hybridlib.train", "hybridlib.convert", "hybridlib.layouts", "hybridlib.softcka", "hybridlib.probe",
-         "hybridlib.metrics", "hybridlib.verdicts", "hybridlib.plots")),
+         "hybridlib.metrics", "hybridlib.verdicts", "hybridlib.plots", "hybridlib.style")),
     (5, ("hybridlib.findings",)),
-    (6, ("hybridlib.book", "hybridlib.notebook", "hybridlib.prepare")),
+    (6, ("hybridlib.book", "hybridlib.notebook", "hybridlib.prepare", "hybridlib.scoreboard")),
 )
 
 #: First-party imports allowed inside a function: ``(importing module, imported module)`` -> reason.

@@ -1,0 +1,75 @@
+"""The book's one plot style: figures drawn for the 784 px text column, fonts that stay readable there.
+
+A figure :data:`COLUMN_WIDTH_IN` wide at :data:`DPI` fills the column at 1:1, so a font of ``p`` points shows
+as ``p * DPI / 72`` px; :data:`MIN_FONT_PT` keeps every text at least :data:`MIN_FONT_PX` px even when a figure
+is shrunk to 80% (a tight bounding box, a narrow screen's first step). The browser test assumes these values
+for every figure of the built book. :func:`apply` is called by ``hybridlib.notebook.start``; chapters never
+set rcParams themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib as mpl
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.ticker import MultipleLocator
+
+TEXT_WIDTH_PX = 784  # the main column of the book's pages (sphinx-book-theme, desktop)
+DPI = 100
+COLUMN_WIDTH_IN = TEXT_WIDTH_PX / DPI
+MIN_FONT_PX = 10  # smallest text as displayed
+MIN_FONT_PT = 9  # smallest text drawn: 12.5 px at 1:1
+BASE_FONT_PT = 10
+
+#: 13 categorical colours, one per language of the UDHR comparison set (tab10, then black, a dark gold and a
+#: light violet): neighbours differ by at least 25 units of CIE L*a*b* distance (tests/test_style.py).
+PALETTE: tuple[str, ...] = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                            "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#b8860b", "#c5b0d5")
+
+RC: dict[str, object] = {
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "figure.figsize": (COLUMN_WIDTH_IN, 3.6),
+    "font.size": BASE_FONT_PT,
+    "axes.titlesize": BASE_FONT_PT + 1,
+    "axes.labelsize": BASE_FONT_PT,
+    "figure.titlesize": BASE_FONT_PT + 2,
+    "xtick.labelsize": MIN_FONT_PT,
+    "ytick.labelsize": MIN_FONT_PT,
+    "legend.fontsize": MIN_FONT_PT,
+    "legend.title_fontsize": MIN_FONT_PT,
+    "legend.framealpha": 0.85,
+    "lines.linewidth": 1.6,
+    "lines.markersize": 3.5,  # markers mark the measured points without hiding the line
+}
+
+
+def apply() -> None:
+    """Set the seaborn theme (white grid), the 13-colour palette and :data:`RC` for every later figure."""
+    sns.set_theme(context="notebook", style="whitegrid", palette=list(PALETTE), rc=RC)
+    mpl.rcParams.update(RC)
+
+
+def figsize(nrows: int = 1, panel_height: float = 3.0) -> tuple[float, float]:
+    """Width and height (inches) of a figure spanning the text column with ``nrows`` rows of panels."""
+    if nrows < 1:
+        raise ValueError(f"nrows must be >= 1, got {nrows}")
+    return COLUMN_WIDTH_IN, panel_height * nrows
+
+
+def language_colors(languages: Sequence[str]) -> dict[str, str]:
+    """One :data:`PALETTE` colour per language, in the given order (at most 13 languages)."""
+    if len(languages) > len(PALETTE):
+        raise ValueError(f"{len(languages)} languages, the palette separates {len(PALETTE)}")
+    return dict(zip(languages, PALETTE))
+
+
+def layer_ticks(ax: Axes, n_layers: int, every: int = 5) -> None:
+    """Layer-index x axis of ``n_layers`` layers: a tick per layer, a label on every ``every``-th (0, 5, ...)."""
+    if n_layers < 1 or every < 1:
+        raise ValueError(f"n_layers and every must be >= 1, got {n_layers}, {every}")
+    ax.xaxis.set_major_locator(MultipleLocator(every if n_layers > 2 * every else 1))
+    ax.xaxis.set_minor_locator(MultipleLocator(1))
+    ax.set_xlim(-0.5, n_layers - 0.5)

@@ -1,0 +1,113 @@
+"""The book's plot style (hybridlib.style) and the figure helpers that use it (hybridlib.plots)."""
+
+import json
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from hybridlib import plots, style  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _styled():
+    with matplotlib.rc_context():
+        style.apply()
+        yield
+    plt.close("all")
+
+
+def _lab(hex_colour: str) -> tuple[float, float, float]:
+    """sRGB hex -> CIE L*a*b* (D65), written out from the standard formulas."""
+    rgb = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    x = (0.4124 * lin[0] + 0.3576 * lin[1] + 0.1805 * lin[2]) / 0.95047
+    y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    z = (0.0193 * lin[0] + 0.1192 * lin[1] + 0.9505 * lin[2]) / 1.08883
+    f = [t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in (x, y, z)]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def test_palette_separates_13_languages():
+    langs = ["eng", "tel", "mal", "tam", "mya", "khm", "tha", "arb", "cmn_hans", "rus", "hin", "yor", "sot"]
+    colours = list(style.language_colors(langs).values())
+    assert len(set(colours)) == 13
+    labs = [_lab(c) for c in colours]
+    closest = min(sum((a - b) ** 2 for a, b in zip(p, q)) ** 0.5 for i, p in enumerate(labs) for q in labs[i + 1:])
+    assert closest > 25
+    with pytest.raises(ValueError, match="14 languages"):
+        style.language_colors(langs + ["fra"])
+
+
+def test_apply_sets_column_sized_figures_and_readable_fonts():
+    rc = matplotlib.rcParams
+    assert rc["figure.dpi"] == 100 and rc["savefig.dpi"] == 100
+    assert rc["figure.figsize"][0] * rc["figure.dpi"] == pytest.approx(784)
+    for key in ("font.size", "axes.labelsize", "xtick.labelsize", "ytick.labelsize", "legend.fontsize"):
+        assert rc[key] * 100 / 72 >= 12.5  # >= 10 px even at 80% of the column
+    cycle = [matplotlib.colors.to_hex(c) for c in rc["axes.prop_cycle"].by_key()["color"]]
+    assert cycle == list(style.PALETTE)
+
+
+def test_layer_ticks_label_every_fifth_of_30_layers():
+    _, ax = plt.subplots()
+    ax.plot(range(30), range(30))
+    style.layer_ticks(ax, 30)
+    ax.figure.canvas.draw()
+    labelled = [int(t) for t in ax.get_xticks() if -0.5 <= t <= 29.5]
+    assert labelled == [0, 5, 10, 15, 20, 25]
+    ticks = {*ax.get_xticks(), *ax.get_xticks(minor=True)}
+    assert sorted(int(t) for t in ticks if -0.5 <= t <= 29.5) == list(range(30))  # a tick per layer
+    assert ax.get_xlim() == (-0.5, 29.5)
+    _, small = plt.subplots()
+    style.layer_ticks(small, 8)
+    assert [int(t) for t in small.get_xticks() if -0.5 <= t <= 7.5] == list(range(8))
+
+
+def test_figures_fit_the_text_column():
+    curves = pd.DataFrame([{"model": m, "layer": layer, "pairing": p, "softcka": 0.1 * layer}
+                           for m in ("a", "b", "c") for layer in range(30) for p in ("parallel", "shuffled")])
+    grid = plots.alignment_grid(curves, {"a": [0, 10], "b": [5], "c": []}, "t")
+    assert grid.get_size_inches()[0] == pytest.approx(7.84)
+    assert grid.axes[0].get_legend() is not None and grid.axes[1].get_legend() is None
+    ctx = pd.DataFrame([{"T": t, "ms": t / 100, "mixer": m, "mode": mode} for t in (256, 512, 1024)
+                        for m in ("fa", "gdn") for mode in ("fwd", "bwd", "decode")])
+    fig = plots.lines_vs_context(ctx, "T", "ms", "mixer", "t", col="mode")
+    width, _ = fig.get_size_inches()
+    assert width == pytest.approx(7.84, rel=0.02)
+    rows = {round(ax.get_position().y0, 3) for ax in fig.axes if ax.get_visible() and ax.has_data()}
+    assert len(rows) == 2  # three facets: two per row
+
+
+def test_curve_selector_embeds_precomputed_curves():
+    frame = pd.DataFrame([
+        {"model": "m1", "lang": "tel", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.2},
+        {"model": "m1", "lang": "tel", "signal": "s", "pairing": "parallel", "layer": 1, "softcka": 0.4},
+        {"model": "m1", "lang": "yor", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.6},
+        {"model": "m1", "lang": "yor", "signal": "s", "pairing": "parallel", "layer": 1, "softcka": 0.8},
+        {"model": "m1", "lang": "tel", "signal": "s", "pairing": "shuffled", "layer": 0, "softcka": 0.1},
+        {"model": "m2", "lang": "yor", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.5},
+    ])
+    html = plots.curve_selector(frame, shade={"m1": [1], "m2": []}, title="SoftCKA </b>")._repr_html_()
+    assert "http" not in html.replace("http://www.w3.org/2000/svg", "")  # nothing loaded from elsewhere
+    assert "SoftCKA &lt;/b&gt;" in html
+    selects = re.findall(r'<select aria-label="(\w+)">(.*?)</select>', html)
+    assert [(name, re.findall(r'value="([^"]+)"', opts)) for name, opts in selects] == [
+        ("model", ["m1", "m2"]), ("lang", ["mean", "tel", "yor"]), ("signal", ["s"])]
+    data = json.loads(re.search(r'<script type="application/json">(.*?)</script>', html).group(1))
+    assert data["curves"] == {
+        "m1|mean|s": {"parallel": [[0, 0.4], [1, 0.6]], "shuffled": [[0, 0.1]]},
+        "m1|tel|s": {"parallel": [[0, 0.2], [1, 0.4]], "shuffled": [[0, 0.1]]},
+        "m1|yor|s": {"parallel": [[0, 0.6], [1, 0.8]]},
+        "m2|mean|s": {"parallel": [[0, 0.5]]},
+        "m2|yor|s": {"parallel": [[0, 0.5]]},
+    }
+    assert data["shade"] == {"m1": [1], "m2": []} and data["shade_index"] == 0
+    assert html == plots.curve_selector(frame, shade={"m1": [1], "m2": []}, title="SoftCKA </b>").html
+    with pytest.raises(ValueError, match="shade_by"):
+        plots.curve_selector(frame, controls=("lang",), shade={"m1": [1]})
