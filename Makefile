@@ -33,6 +33,7 @@ chapters: data
 	$(PY) -m hybridlib.book run --preset seminar $(if $(FORCE),--force)
 
 html: chapters
+	$(PY) -m hybridlib.scoreboard
 	$(VENV)/bin/jupyter-book build -W -n --keep-going .
 
 browser:
