@@ -183,7 +183,8 @@ _SELECTOR_JS = """
     const pad = (y1 - y0) * 0.06; y0 -= pad; y1 += pad;
     const X = v => m.l + (v - x0) / (x1 - x0) * (W - m.l - m.r);
     const Y = v => H - m.b - (v - y0) / (y1 - y0) * (H - m.t - m.b);
-    const shaded = data.shade_index >= 0 ? (data.shade[selects[data.shade_index].value] || []) : [];
+    let shaded = data.shade_index >= 0 ? (data.shade[selects[data.shade_index].value] || []) : [];
+    if (shaded.length >= new Set(xs).size) shaded = [];  // every position (a full-attention model): no contrast
     shaded.forEach(l => add("rect", {x: X(l - 0.5), width: X(l + 0.5) - X(l - 0.5), y: m.t, height: H - m.t - m.b,
                                     fill: "#ff7f0e", "fill-opacity": 0.15}));
     const dy = step(y1 - y0);
@@ -226,7 +227,8 @@ def curve_selector(frame: pd.DataFrame, controls: Sequence[str] = ("model", "lan
     Every curve is pre-computed here (the mean of ``y`` over the rows of each ``x``) and embedded as JSON, so the
     chart works in the static book. A column in ``mean_over`` also offers ``mean``, the average over its
     values. ``shade`` maps a value of the ``shade_by`` control (e.g. a model) to the ``x`` positions to shade
-    (e.g. its full-attention layers). The x axis labels every 5th position.
+    (e.g. its full-attention layers; nothing is shaded when every position would be). The x axis labels every 5th
+    position.
     """
     _require(frame, [*controls, x, y, series])
     if shade is not None and shade_by not in controls:
