@@ -96,7 +96,7 @@ def alignment_curve(frame: pd.DataFrame, fa_layers: Sequence[int], title: str, a
 def alignment_grid(frame: pd.DataFrame, fa_layers: dict[str, Sequence[int]], title: str, y: str = "softcka",
                    hue: str = "pairing", ncols: int = 2) -> Figure:
     """One :func:`alignment_curve` panel per model of ``frame`` (column ``model``), in ``frame``'s order, two
-    per row across the text column; the legend is drawn once, in the first panel."""
+    per row across the text column; one legend, below the panels."""
     _require(frame, ["model"])
     models = list(dict.fromkeys(frame["model"]))
     nrows = -(-len(models) // ncols)
@@ -107,6 +107,11 @@ def alignment_grid(frame: pd.DataFrame, fa_layers: dict[str, Sequence[int]], tit
                         legend=i == 0)
     for ax in list(axes.flat)[len(models):]:
         ax.set_visible(False)
+    first = axes.flat[0].get_legend()
+    labels = [t.get_text() for t in first.texts]
+    fig.legend(first.legend_handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(labels),
+               frameon=False)
+    first.remove()
     fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -1,13 +1,20 @@
 """Build the book with warnings as errors, then check every TOC page in headless Chromium.
 
 Each page must load with its title, show every figure its notebook stored (no broken image), and reference
-no local asset that is missing from the build.
+no local asset that is missing from the build. Then, per page, what a reader sees (:func:`page_report`): no table
+cell cut with "...", no figure whose smallest font shows below ``style.MIN_FONT_PX`` px at 1400 px (display scale
+x the style's smallest font at the PNG's dpi), no empty widget area, no console error but an offline CDN load,
+no stderr text among the outputs, and at 420 px no sideways scrolling of the page and every wider table in a box
+that scrolls. ``HYBRIDLIB_BOOK_HTML=<dir>`` checks an existing build instead of building.
 """
 
 import functools
 import http.server
 import json
+import os
+import re
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -18,6 +25,7 @@ import pytest
 import yaml
 
 from hybridlib.paths import REPO_ROOT
+from hybridlib.style import MIN_FONT_PT, MIN_FONT_PX
 
 
 def toc_files() -> list[str]:
@@ -51,6 +59,8 @@ def stored_figures(doc: str) -> int:
 
 @pytest.fixture(scope="module")
 def html_root(tmp_path_factory) -> Path:
+    if os.environ.get("HYBRIDLIB_BOOK_HTML"):
+        return Path(os.environ["HYBRIDLIB_BOOK_HTML"])
     out = tmp_path_factory.mktemp("book")
     jb = Path(sys.executable).with_name("jupyter-book")
     proc = subprocess.run([str(jb), "build", "-W", "-n", "--keep-going", "--path-output", str(out), str(REPO_ROOT)],
@@ -80,8 +90,9 @@ def browser():
     options.binary_location = chromium
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"):
+                 "--disable-dev-shm-usage", "--hide-scrollbars"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     yield driver
     driver.quit()
@@ -110,3 +121,144 @@ def test_page_loads_with_title_figures_and_assets(doc, server, browser, html_roo
         if parsed.netloc != urlparse(server).netloc:
             continue
         assert (html_root / parsed.path.lstrip("/")).exists(), f"{doc} references a missing asset {parsed.path}"
+
+
+# --- What a reader sees -------------------------------------------------------------------------------------
+
+#: Hosts whose scripts an offline build cannot load (the widget manager's CDN): such errors are expected.
+OFFLINE_CDNS = ("cdn.jsdelivr.net", "unpkg.com", "cdnjs.cloudflare.com")
+DESKTOP, PHONE = 1400, 420
+
+MEASURE_JS = """
+const article = document.querySelector('article') || document.body;
+const cells = Array.from(article.querySelectorAll('td, th')).map(c => c.innerText.trim());
+const images = Array.from(article.querySelectorAll('img')).filter(i => i.src.includes('/_images/'))
+  .map(i => [i.src, i.naturalWidth, i.getBoundingClientRect().width]);
+const widgets = Array.from(article.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]'))
+  .map(s => s.parentElement.getBoundingClientRect().height);
+const selectors = Array.from(article.querySelectorAll('.hybrid-selector'))
+  .map(d => (d.querySelector('svg') || {childElementCount: 0}).childElementCount);
+const stderr = Array.from(article.querySelectorAll('.output.stderr, .stderr'))
+  .map(e => e.innerText.trim()).filter(t => t);
+return {cells, images, widgets, selectors, stderr};
+"""
+OVERFLOW_JS = """
+const width = document.documentElement.clientWidth;
+const wide = Array.from(document.querySelectorAll('article *'))
+  .filter(e => e.getBoundingClientRect().right > width + 1)
+  .filter(e => !e.parentElement || e.parentElement.getBoundingClientRect().right <= width + 1)
+  .map(e => e.tagName + '.' + Array.from(e.classList).join('.'));
+const unscrollable = Array.from(document.querySelectorAll('article table')).filter(t => {
+  for (let a = t.parentElement; a && a !== document.body; a = a.parentElement) {
+    const box = a.getBoundingClientRect();
+    if (t.getBoundingClientRect().width <= box.width + 1) return false;
+    if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) return false;
+  }
+  return true;
+}).map(t => (t.innerText || '').slice(0, 60));
+return {scroll: document.documentElement.scrollWidth, width, wide: wide.slice(0, 8), unscrollable};
+"""
+
+
+def cut_cell(text: str) -> bool:
+    """A table cell shortened with "..." (pandas' max_colwidth) or an ellipsis; a layout string of A and . is
+    whole."""
+    return text.endswith(("...", "\u2026")) and not re.fullmatch(r"[A-Z.]+", text)
+
+
+def png_dpi(path: Path) -> float:
+    """Horizontal dpi from a PNG's pHYs chunk (matplotlib writes it); 72 (CSS px) when absent."""
+    data = path.read_bytes()
+    at = data.find(b"pHYs")
+    if at < 0:
+        return 72.0
+    per_unit, _, unit = struct.unpack(">IIB", data[at + 4:at + 13])
+    return per_unit * 0.0254 if unit == 1 else 72.0
+
+
+_REPORTS: dict[str, dict] = {}
+
+
+def page_report(doc: str, server: str, browser, html_root: Path) -> dict:
+    """What :data:`MEASURE_JS` finds on ``doc`` at 1400 px, the browser's log, and :data:`OVERFLOW_JS` at 420 px
+    (measured once per page)."""
+    if doc not in _REPORTS:
+        browser.get_log("browser")  # drop earlier pages' messages
+        browser.set_window_size(DESKTOP, 1000)
+        browser.get(f"{server}/{doc}.html")
+        report = browser.execute_script(MEASURE_JS)
+        report["log"] = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        report["fonts"] = []
+        for src, natural, shown in report["images"]:
+            path = html_root / urlparse(src).path.lstrip("/")
+            if natural and shown and path.suffix == ".png":
+                report["fonts"].append((path.name, MIN_FONT_PT * png_dpi(path) / 72 * shown / natural))
+        browser.set_window_size(PHONE, 900)
+        browser.get(f"{server}/{doc}.html")
+        report["phone"] = browser.execute_script(OVERFLOW_JS)
+        browser.set_window_size(DESKTOP, 1000)
+        _REPORTS[doc] = report
+    return _REPORTS[doc]
+
+
+#: (page, check) -> why it is expected to fail until the page's notebook is re-executed (strict=False: a pass
+#: after re-execution is fine).
+_SEMINAR_STYLE = ("drawn before hybridlib.style: passes once the notebook is re-executed with notebook.start's "
+                  "style and its figures use style.figsize / the plots helpers")
+_GPU_STYLE = "drawn by the H200 run before hybridlib.style: the gpu re-run draws them at the column's width"
+KNOWN: dict[tuple[str, str], str] = {
+    **{(f"notebooks/{n}", "figure fonts"): _SEMINAR_STYLE for n in
+       ("01_efficiency", "02_softcka", "03_first_fa", "04_lolcats", "05_layout_distillation")},
+    **{(f"book/gpu/{n}", "figure fonts"): _GPU_STYLE for n in
+       ("01_efficiency", "02_softcka", "03_first_fa", "04_lolcats", "05_layout_distillation")},
+    ("book/gpu/02_softcka", "cut cells"): "2 computed cells the H200 run cut at 50 characters, in no committed "
+                                          "file; the gpu re-run prints them whole",
+    ("book/gpu/03_first_fa", "cut cells"): "5 computed cells the H200 run cut at 50 characters, in no committed "
+                                           "file; the gpu re-run prints them whole",
+    ("notebooks/02_softcka", "widgets"): "the ipywidgets explorer needs a kernel: notebook 02 should show "
+                                         "plots.curve_selector(frame, shade=fa_layers) instead",
+}
+
+
+def _pages(check: str) -> list:
+    return [pytest.param(doc, marks=pytest.mark.xfail(strict=False, reason=KNOWN[doc, check]))
+            if (doc, check) in KNOWN else doc for doc in toc_files()]
+
+
+@pytest.mark.parametrize("doc", _pages("cut cells"))
+def test_no_cut_table_cells(doc, server, browser, html_root):
+    cut = [c for c in page_report(doc, server, browser, html_root)["cells"] if cut_cell(c)]
+    assert not cut, f"{doc}: {len(cut)} table cells cut with '...': {cut[:5]}"
+
+
+@pytest.mark.parametrize("doc", _pages("figure fonts"))
+def test_figure_fonts_readable(doc, server, browser, html_root):
+    small = [(name, round(px, 1)) for name, px in page_report(doc, server, browser, html_root)["fonts"]
+             if px < MIN_FONT_PX]
+    assert not small, f"{doc}: figures whose {MIN_FONT_PT} pt text shows below {MIN_FONT_PX} px: {small}"
+
+
+@pytest.mark.parametrize("doc", _pages("widgets"))
+def test_no_empty_widget(doc, server, browser, html_root):
+    report = page_report(doc, server, browser, html_root)
+    empty = sum(height < 20 for height in report["widgets"]) + sum(n == 0 for n in report["selectors"])
+    assert not empty, f"{doc}: {empty} widget areas render nothing"
+
+
+@pytest.mark.parametrize("doc", _pages("console"))
+def test_no_console_errors(doc, server, browser, html_root):
+    errors = [m for m in page_report(doc, server, browser, html_root)["log"] if not any(h in m for h in OFFLINE_CDNS)]
+    assert not errors, f"{doc}: console errors {errors}"
+
+
+@pytest.mark.parametrize("doc", _pages("stderr"))
+def test_no_stderr_outputs(doc, server, browser, html_root):
+    stderr = page_report(doc, server, browser, html_root)["stderr"]
+    assert not stderr, f"{doc}: stderr outputs {[t[:120] for t in stderr]}"
+
+
+@pytest.mark.parametrize("doc", _pages("overflow"))
+def test_no_horizontal_overflow_on_a_phone(doc, server, browser, html_root):
+    phone = page_report(doc, server, browser, html_root)["phone"]
+    assert phone["scroll"] <= phone["width"] + 1, f"{doc}: page scrolls sideways at {PHONE} px: {phone}"
+    assert not phone["unscrollable"], f"{doc}: tables wider than the screen without a scroll box: {phone}"

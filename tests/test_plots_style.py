@@ -74,7 +74,8 @@ def test_figures_fit_the_text_column():
                            for m in ("a", "b", "c") for layer in range(30) for p in ("parallel", "shuffled")])
     grid = plots.alignment_grid(curves, {"a": [0, 10], "b": [5], "c": []}, "t")
     assert grid.get_size_inches()[0] == pytest.approx(7.84)
-    assert grid.axes[0].get_legend() is not None and grid.axes[1].get_legend() is None
+    assert all(ax.get_legend() is None for ax in grid.axes)  # one legend for the figure, off the panels
+    assert [t.get_text() for t in grid.legends[0].texts] == ["full attention", "parallel", "shuffled"]
     ctx = pd.DataFrame([{"T": t, "ms": t / 100, "mixer": m, "mode": mode} for t in (256, 512, 1024)
                         for m in ("fa", "gdn") for mode in ("fwd", "bwd", "decode")])
     fig = plots.lines_vs_context(ctx, "T", "ms", "mixer", "t", col="mode")
