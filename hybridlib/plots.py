@@ -19,6 +19,8 @@ from matplotlib.figure import Figure
 
 from hybridlib.style import COLUMN_WIDTH_IN, MIN_FONT_PT, PALETTE, figsize, layer_ticks
 
+MAX_MARKED = 40  # points per line up to which every point gets a marker
+
 
 def _require(frame: pd.DataFrame, columns: Sequence[str]) -> None:
     missing = [c for c in columns if c not in frame.columns]
@@ -41,14 +43,16 @@ def lines_vs_context(frame: pd.DataFrame, x: str, y: str, hue: str, title: str, 
                      style: str | None = None, logx: bool = True, logy: bool = False, ylabel: str | None = None,
                      hlines: dict[str, float] | None = None) -> Figure:
     """Line plot of ``y`` against context ``x`` per ``hue`` (optionally faceted by ``col``, two facets per row),
-    log-x by default, legend below the panels.
+    log-x by default, legend below the panels; a marker on each point only where lines have at most
+    :data:`MAX_MARKED` points (more would hide the curve).
 
     ``hlines`` draws labelled horizontal reference lines (e.g. card capacities) on every facet.
     """
     _require(frame, [c for c in (x, y, hue, col, style) if c])
     ncols = min(2, frame[col].nunique()) if col else 1
     height = 3.0 if ncols == 2 else 3.4
-    grid = sns.relplot(data=frame, x=x, y=y, hue=hue, col=col, style=style, kind="line", marker="o",
+    marker = "o" if frame[x].nunique() <= MAX_MARKED else None
+    grid = sns.relplot(data=frame, x=x, y=y, hue=hue, col=col, style=style, kind="line", marker=marker,
                        col_wrap=ncols if col else None, height=height, aspect=COLUMN_WIDTH_IN / ncols / height,
                        facet_kws={"sharey": False, "legend_out": False})
     for ax in grid.axes.flat:

@@ -85,6 +85,14 @@ def test_figures_fit_the_text_column():
     assert len(rows) == 2  # three facets: two per row
 
 
+def test_markers_only_on_short_lines():
+    short = pd.DataFrame({"T": [256, 512, 1024], "ms": [1.0, 2.0, 4.0], "mixer": "fa"})
+    long = pd.DataFrame({"step": range(500), "loss": [1 / (1 + s) for s in range(500)], "kind": "fa"})
+    marked = plots.lines_vs_context(short, "T", "ms", "mixer", "t").axes[0].lines[0]
+    plain = plots.lines_vs_context(long, "step", "loss", "kind", "t", logx=False).axes[0].lines[0]
+    assert marked.get_marker() == "o" and plain.get_marker() in ("None", "", None)
+
+
 def test_curve_selector_embeds_precomputed_curves():
     frame = pd.DataFrame([
         {"model": "m1", "lang": "tel", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.2},
