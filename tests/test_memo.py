@@ -44,7 +44,7 @@ def test_a_failed_computation_stores_nothing(cache):
 
 def test_mqar_resumes_with_the_unfinished_kinds(monkeypatch):
     args = {"vocab": 16, "pairs": [2], "lengths": [16, 32], "width": 16, "steps": 3, "batch": 4, "lr": 1e-2,
-            "seed": 0, "kinds": ("full-attention", "gdn")}
+            "seeds": [0], "kinds": ("full-attention", "gdn")}
     trained = []
     real_train = runs.train
     monkeypatch.setattr(runs, "train", lambda *a, **k: trained.append(1) or real_train(*a, **k))

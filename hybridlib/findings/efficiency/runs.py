@@ -57,20 +57,23 @@ def mqar_experiment(
     steps: int,
     batch: int,
     lr: float,
-    seed: int,
+    seeds: Sequence[int],
     device: str = "cpu",
     kinds: Sequence[str] = KINDS,
     eval_examples: int = 128,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train each of ``kinds`` on MQAR at ``lengths[0]`` with every ``pairs`` count mixed, evaluate on every
-    (length, pairs). Returns (accuracy rows kind, seq_len, n_pairs, accuracy; loss curves kind, step, loss).
-    Each kind's result is memoized by every argument, so a killed run resumes with the next kind."""
+    """Train each of ``kinds`` on MQAR at ``lengths[0]`` with every ``pairs`` count mixed, once per seed (model
+    initialisation and data order), evaluate on every (length, pairs). Returns (accuracy rows seed, kind, seq_len,
+    n_pairs, accuracy; loss curves seed, kind, step, loss). Each (kind, seed) result is memoized by every argument,
+    so a killed run resumes with the next one."""
     results = [memoized("mqar", {"vocab": vocab, "pairs": list(pairs), "lengths": list(lengths), "width": width,
                                  "steps": steps, "batch": batch, "lr": lr, "seed": seed, "device": device,
                                  "kind": kind, "eval_examples": eval_examples},
                         partial(_mqar_kind, kind, vocab, pairs, lengths, width, steps, batch, lr, seed, device,
                                 eval_examples))
-               for kind in kinds]
+               for seed in seeds for kind in kinds]
+    results = [(a.assign(seed=seed), c.assign(seed=seed))
+               for seed, (a, c) in zip([s for s in seeds for _ in kinds], results)]
     return (pd.concat([a for a, _ in results], ignore_index=True),
             pd.concat([c for _, c in results], ignore_index=True))
 
