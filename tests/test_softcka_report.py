@@ -135,9 +135,24 @@ def test_verdicts_group_replicates_by_label_and_cover_every_rule():
     assert rows[3][2].outcome == N  # the unseen languages were not measured by these students
     with pytest.raises(ValueError, match="teacher"):
         report.verdicts(results[1:], window=16, probe_tokens=96)
+    table = report.paper_rows(results, window=16, probe_tokens=96)
+    assert [r["verdict"] for r in table] == [v for _, _, v in rows]
+    assert table[0]["paper"] == ("Qwen3.5 vs Qwen3 10/13; Ring-mini-linear-2.0 vs Ring-mini-2.0 11/13 languages lower "
+                                 "(FLORES)")
+    assert "gap lower in 4/4 languages (seed mean)" in table[0]["note"] and "GGUF" in table[0]["note"]
 
 
 def test_every_preset_probes_at_least_two_swa_windows():
     for preset in ("seminar", "gpu", "paper"):
         window = LAYOUT.resolve(preset)["swa_window"]
         assert SOFTCKA.resolve(preset)["max_tokens"] >= report.SWA_COVERAGE * window, preset
+
+
+def test_gap_table_sets_the_gap_beside_the_raw_parallel_difference():
+    teacher = _model("teacher", "full attention", [0.75] * 4, [0.5] * 4)
+    results = [teacher, *[_model("s", "hybrid GDN", [0.5] * 4, [0.25] * 4) for _ in range(2)]]
+    table = report.gap_table(results)
+    assert list(table.index.get_level_values("lang")) == list(report.SEEN)  # unseen: not measured, no rows
+    row = table.loc[("s", "arb")]
+    assert (row["group"], row["seeds"], row["teacher_gap"], row["hybrid_gap"]) == ("seen in distillation", 2, 0.25, 0.25)
+    assert (row["gap_difference"], row["parallel_difference"]) == (0.0, -0.25)  # a level shift, no less alignment

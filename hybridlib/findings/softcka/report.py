@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from hybridlib.data.languages import BIBLE_LANGUAGES, ENGLISH, UDHR_LANGUAGES
 from hybridlib.findings.softcka.alignment import Alignment
@@ -206,9 +207,52 @@ def verdicts(results: Sequence[Alignment], *, window: int, probe_tokens: int,
     return rows
 
 
+PAPER_TEXT: dict[str, str] = {
+    LOWER.claim: "; ".join(f"{pair} {k}/{n}" for pair, (k, n) in PAPER_LOWER.items()) + " languages lower (FLORES)",
+    JAGGED.claim: "jagged curves with jumps at FA layers; non-hybrids rise smoothly and fall at the end",
+    JAGGED_VS_SWA.claim: "sliding-window hybrids (Tiny Aya, OLMo-3) give smooth curves",
+    LOCAL.claim: "FA layers of hybrids attend more locally",
+}
+"""What the paper reports for each rule's claim (Findings 2-3)."""
+
+
+def paper_rows(results: Sequence[Alignment], *, window: int, probe_tokens: int) -> list[dict]:
+    """The paper-vs-book rows (metric, paper, verdict: a :class:`Verdict`, note) of :func:`verdicts`; the
+    alignment rows' notes add the languages where the gap is lower, the first row's what the models are."""
+    teacher, by_label = results[0], replicates(results[1:])
+    rows = []
+    for model, group, v in verdicts(results, window=window, probe_tokens=probe_tokens):
+        note = v.metric
+        if v.claim == LOWER.claim:
+            note += f"; gap lower in {lower_counts(teacher, by_label[model], GROUPS[group])} languages (seed mean)"
+        rows.append({"metric": f"{v.claim} ({model}; languages {group})", "paper": PAPER_TEXT[v.claim],
+                     "verdict": v, "note": note})
+    rows[0]["note"] += f"; models: {MODELS_NOTE}"
+    return rows
+
+
 def lower_counts(teacher: Alignment, students: Sequence[Alignment], group: Sequence[str]) -> str:
     """``"k/n"``: languages of ``group`` where the seed-mean gap of ``students`` lies below the teacher's (the
     paper's count, here on the gap)."""
     langs = languages([teacher, *students], group)
     diffs = np.mean(_differences(students, [teacher], langs, gap), axis=0) if langs else np.array([])
     return f"{int((diffs < 0).sum())}/{len(langs)}"
+
+
+def gap_table(results: Sequence[Alignment], groups: Mapping[str, Sequence[str]] = GROUPS) -> pd.DataFrame:
+    """Per hybrid (GDN and SWA) and language: its group, the teacher's and the hybrid's gap (mean over seeds),
+    their difference, and for contrast the difference of the raw layer-mean parallel scores (index model, lang).
+    ``results``: the teacher first, then the students (replicates share a label)."""
+    teacher, rows = results[0], []
+    for label, students in replicates(results[1:]).items():
+        if students[0].kind not in ("hybrid GDN", "hybrid SWA"):
+            continue
+        for name, group in groups.items():
+            for lang in languages([teacher, *students], group):
+                hybrid = float(np.mean([gap(s, lang) for s in students]))
+                parallel = float(np.mean([s.scores(SIGNAL, lang).mean() for s in students]))
+                rows.append({"model": label, "lang": lang, "group": name, "seeds": len(students),
+                             "teacher_gap": gap(teacher, lang), "hybrid_gap": hybrid,
+                             "gap_difference": hybrid - gap(teacher, lang),
+                             "parallel_difference": parallel - float(teacher.scores(SIGNAL, lang).mean())})
+    return pd.DataFrame(rows).set_index(["model", "lang"])
