@@ -20,9 +20,9 @@ def test_paper_numbers_are_the_papers():
     assert report.PAPER.time_ratio_64k == pytest.approx(61.5 / 13.5) == pytest.approx(4.5556, abs=1e-4)
     assert report.MEMORY_128K.paper_value == pytest.approx(24 / 40)
     assert report.NEEDLE_LANGUAGE.paper_value == pytest.approx(0.267)
-    text = report.PAPER.needle_text()  # the Qwen pair is non-English (it was once labelled English 64K)
-    assert text.startswith("English 64K: Granite-4.0-H-Micro 61.6% vs Granite-4.0-Micro 47.2%")
-    assert "non-English 64K: Granite-4.0-H-Micro 34.9% vs Granite-4.0-Micro 38.1% vs Qwen3.5 93.8% vs Qwen3 92.0%" in text
+    assert report.PAPER.needle_text() == (  # the Qwen pair is non-English (it was once labelled English 64K)
+        "English 64K: Granite-4.0-H-Micro 61.6% vs Granite-4.0-Micro 47.2%; non-English 64K: Granite-4.0-H-Micro 34.9% "
+        "vs Granite-4.0-Micro 38.1%; non-English 64K: Qwen3.5 93.8% vs Qwen3 92.0% (hybrid vs full attention)")
 
 
 def test_inflation_rules():
@@ -125,3 +125,17 @@ def test_guessing_among_the_context_values_is_recognised_per_pair_count():
     assert not report.guesses_among_pairs(rows({8: 0.13, 16: 0.20}))  # 16 pairs: 0.20 is beyond 0.0625 +- 0.031
     assert not report.guesses_among_pairs(rows({8: 1.0, 16: 1.0}))  # recall
     assert not report.guesses_among_pairs(rows({1: 1.0}))  # one pair cannot tell guessing from recall
+
+
+def test_paper_rows_hold_one_verdict_per_rule():
+    oom = pd.DataFrame({"card": ["80 GB"] * 2, "stack": ["full-attention", "hybrid-3:1"], "seqs_at_128K": [3, 13]})
+    shrinking = [([0.9] * 3, [0.6, 0.7, 0.8]), ([0.9] * 3, [0.6, 0.7, 0.85]), ([0.9] * 3, [0.6, 0.7, 0.9])]
+    mqar = pd.concat([_mqar(shrinking), _mqar(shrinking, full="full-attention").query("kind == 'full-attention'")])
+    rows = report.paper_rows(ratios=_ratios(2.6), oom=oom, time_ratios={"hybrid-9:1": [4.5, 4.6, 4.7],
+                                                                       "hybrid-3:1": [2.0, 2.0, 2.0]},
+                             needle=_needle({"eng": [1, 1, 1], "yor": [0, 0, 0]}), mqar=mqar, bench_source="test")
+    assert [r["verdict"].outcome for r in rows] == [R, R, N, R, R, R]
+    assert rows[2]["paper"] == "Qwen3.5 25/40 vs Qwen3 1/40 language-task evaluations"
+    assert "3:1: 2.00x" in rows[3]["note"] and "lower edge 3.04: +1.56" in rows[3]["note"]  # 4.6 - 3.037
+    assert rows[4]["book"].startswith("100% vs 0%; per-cell difference +1.00 [+1.00, +1.00], 3 cells")
+    assert "without the convolution (not judged): seed 0: 256: -0.30" in rows[5]["note"]
