@@ -113,6 +113,8 @@ def test_mqar_preconditions():
     unfair = report.mqar_verdict(_mqar([([0.9] * 3, [0.6, 0.7, 0.8])] * 3, full="full-attention"),
                                  full="full-attention")
     assert unfair.outcome == N and "same short convolution in front of attention failed" in unfair.reason
+    first_only = pd.concat([_mqar(unlearned[:1], full="full-attention"), _mqar(unlearned)])  # seed 0 of the plain arm
+    assert [s.seed for s in report.mqar_seeds(first_only, full="full-attention")] == [0]
     with pytest.raises(ValueError, match=r"kinds \['full-attention\+conv'\] not in mqar"):
         report.mqar_seeds(_mqar(unlearned, full="full-attention"))
 

@@ -53,3 +53,6 @@ def test_mqar_resumes_with_the_unfinished_kinds(monkeypatch):
     again = runs.mqar_experiment(**args | {"kinds": ("full-attention", "gdn", "hybrid-3:1")})
     assert len(trained) == 3  # only the new kind trained
     pd.testing.assert_frame_equal(again[0][again[0]["kind"] != "hybrid-3:1"].reset_index(drop=True), acc)
+    seeds = runs.mqar_experiment(**args | {"seeds": [0, 1], "replicate_kinds": ("gdn",)})
+    assert len(trained) == 4  # seed 1 trains only gdn; seed 0 comes from the cache
+    assert sorted(set(zip(seeds[0]["seed"], seeds[0]["kind"]))) == [(0, "full-attention"), (0, "gdn"), (1, "gdn")]

@@ -218,13 +218,15 @@ class MQARSeed:
 
 
 def mqar_seeds(mqar: pd.DataFrame, hybrid: str = HYBRID, full: str = FAIR_FULL) -> list[MQARSeed]:
-    """Per seed of ``mqar`` (columns seed, kind, seq_len, n_pairs, accuracy; the shortest length is the training
-    length): the :class:`MQARSeed` of ``hybrid`` against ``full``."""
+    """Per seed of ``mqar`` that trained both (columns seed, kind, seq_len, n_pairs, accuracy; the shortest length
+    is the training length): the :class:`MQARSeed` of ``hybrid`` against ``full``."""
     missing = {hybrid, full} - set(mqar["kind"])
     if missing:
         raise ValueError(f"kinds {sorted(missing)} not in mqar; found {sorted(set(mqar['kind']))}")
     out = []
     for seed, rows in mqar.groupby("seed"):
+        if not {hybrid, full} <= set(rows["kind"]):
+            continue
         table = rows.pivot_table(index="seq_len", columns="kind", values="accuracy")
         trained = table.iloc[0]
         guessing = tuple(k for k in (full, hybrid) if guesses_among_pairs(rows[rows["kind"] == k]))
