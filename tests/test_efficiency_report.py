@@ -137,6 +137,7 @@ def test_paper_rows_hold_one_verdict_per_rule():
                                                                        "hybrid-3:1": [2.0, 2.0, 2.0]},
                              needle=_needle({"eng": [1, 1, 1], "yor": [0, 0, 0]}), mqar=mqar, bench_source="test")
     assert [r["verdict"].outcome for r in rows] == [R, R, N, R, R, R]
+    assert rows[0]["book"] == "2.60x (a count: nothing to replicate)" and rows[1]["book"] == "12.0x (mya, gpt2; a count)"
     assert rows[2]["paper"] == "Qwen3.5 25/40 vs Qwen3 1/40 language-task evaluations"
     assert "3:1: 2.00x" in rows[3]["note"] and "lower edge 3.04: +1.56" in rows[3]["note"]  # 4.6 - 3.037
     assert rows[4]["book"].startswith("100% vs 0%; per-cell difference +1.00 [+1.00, +1.00], 3 cells")
