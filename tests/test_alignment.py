@@ -62,18 +62,6 @@ def test_jump_finds_a_planted_spike_with_an_interval():
     assert flat["jump"].abs().max() < 1e-12
 
 
-def test_hybrid_lower_counts_languages_and_pairs_the_bootstrap():
-    teacher = _alignment("teacher", {"a": [0.5] * 4, "b": [0.5] * 4, "c": [0.5] * 4})
-    hybrid = _alignment("hybrid", {"a": [0.3] * 4, "b": [0.7] * 4, "c": [0.49] * 4}, noise=0.01)
-    table = al.hybrid_lower(teacher, hybrid, n_boot=200)
-    assert table["lower"].tolist() == [True, False, True]
-    assert table.loc["a", "diff"] == pytest.approx(-0.2, abs=0.02)
-    assert table.loc["a", "lower_ci"] and not table.loc["b", "lower_ci"]
-    assert (table["low"] <= table["diff"]).all() and (table["diff"] <= table["high"]).all()
-    with pytest.raises(ValueError, match="share"):
-        al.hybrid_lower(teacher, _alignment("deep", {"a": [0.5] * 6}))
-
-
 def test_summary_curves_and_first_fa_layer():
     teacher = _alignment("teacher", {"a": [0.2, 0.4, 0.6, 0.4]})
     hybrid = _alignment("hybrid", {"a": [0.2, 0.7, 0.3, 0.6]}, fa=(1, 3))

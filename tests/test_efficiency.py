@@ -92,12 +92,15 @@ def test_bad_input_names_the_parameter():
         eff.ModelShape("x", 2, 8, 3, 2, 4, 1.0)
 
 
-def test_ratio_verdict():
-    assert eff.ratio_verdict(4.0, 4.6) == "reproduced"
-    assert eff.ratio_verdict(9.0, 4.6) == "partly reproduced"
-    assert eff.ratio_verdict(0.8, 4.6) == "contradicted"
-    with pytest.raises(ValueError, match="factor"):
-        eff.ratio_verdict(1.0, 2.0, factor=0.5)
+def test_prefill_ratio_by_hand():
+    s = eff.shape("smollm2-135m")
+    assert eff.layer_counts(s, "hybrid-9:1") == (3, 27) and eff.layer_counts(s, "full-attention") == (30, 0)
+    fits = {("sdpa", "smollm2-135m", "fwd"): eff.LatencyFit((0, 1, 2), (0.0, 0.0, 1e-6), 0.0),
+            ("gdn", "smollm2-135m", "fwd"): eff.LatencyFit((0, 1), (0.0, 1e-3), 0.0)}
+    att, gdn = 1e-6 * 65536**2, 1e-3 * 65536  # 4294.97 ms and 65.54 ms per layer
+    expected = 30 * att / (3 * att + 27 * gdn)  # 128849 / (12885 + 1769.5) = 8.79
+    assert eff.prefill_ratio(fits, ["smollm2-135m"], "hybrid-9:1", 65536) == pytest.approx(expected)
+    assert 8.79 < expected < 8.80
 
 
 def test_committed_benchmark_used_only_for_shapes_it_timed(tmp_path, monkeypatch):

@@ -1,14 +1,12 @@
 """Needle placement and budget, MQAR generator invariants, and oracle models that must score 100%."""
 
-import pandas as pd
 import pytest
 import torch
 from torch import nn
 
-from hybridlib.findings.efficiency.models import fa_layers, tiny_lm
+from hybridlib.findings.efficiency.models import CausalDepthwiseConv, fa_layers, tiny_lm
 from hybridlib.findings.efficiency.mqar import FILLER, MQARBatches, MQARTask, accuracy, make_batch
 from hybridlib.findings.efficiency.needle import NEEDLE, make_sample, make_samples, score, split_units
-from hybridlib.findings.efficiency.verdicts import guesses_among_pairs, mqar_gap, needle_gap
 from hybridlib.losses import IGNORE_INDEX
 
 SENTENCES = [f"Sentence number {i} of the haystack talks about item {i * 7}." for i in range(40)]
@@ -154,48 +152,33 @@ def test_tiny_lm_layouts():
         fa_layers("mamba", 4)
 
 
-def _needle(eng: list[int], other: list[int], budget: int = 512) -> pd.DataFrame:
-    return pd.DataFrame({"lang": ["eng"] * len(eng) + ["yor"] * len(other), "budget": budget,
-                         "correct": eng + other})
+def test_causal_depthwise_conv_by_hand():
+    conv = CausalDepthwiseConv(2, 4)
+    x = torch.arange(12.0).reshape(1, 6, 2)  # [B=1, T=6, C=2]
+    assert torch.equal(conv(x), x)  # identity at initialisation
+    with torch.no_grad():
+        conv.weight.zero_()
+        conv.weight[0, 0] = torch.tensor([1.0, 0.0, 0.0, 0.0])  # channel 0: the token 3 steps back
+        conv.weight[1, 0] = torch.tensor([0.0, 0.0, 1.0, 1.0])  # channel 1: previous + current
+    y = conv(x)[0]
+    assert y[:, 0].tolist() == [0, 0, 0, 0, 2, 4]  # x[:, 0] = 0 2 4 6 8 10, shifted by 3, zeros first
+    assert y[:, 1].tolist() == [1, 4, 8, 12, 16, 20]  # x[:, 1] = 1 3 5 7 9 11: 1, 1+3, 3+5, ...
 
 
-def test_needle_gap_is_judged_only_when_its_interval_excludes_zero():
-    clear = needle_gap(pd.concat([_needle([1] * 40, [0] * 40), _needle([0] * 5, [1] * 5, budget=64)]), 512)
-    assert (clear.english, clear.other, clear.gap, clear.n_english, clear.n_other) == (1.0, 0.0, 1.0, 40, 40)
-    assert clear.low == clear.high == 1.0 and clear.verdict == "reproduced"  # no resample can differ
-    assert needle_gap(_needle([0] * 40, [1] * 40), 512).verdict == "contradicted"
-    small = needle_gap(_needle([1] * 7 + [0] * 3, [1] * 96 + [0] * 24), 512)  # 70% vs 80% on 10 English samples
-    assert small.gap == pytest.approx(-0.1) and small.low < 0 < small.high
-    assert small.verdict == "not reproduced at this scale"
-    with pytest.raises(ValueError, match="budget=2048: needs English and non-English"):
-        needle_gap(_needle([1], [1]), 2048)
-
-
-def _mqar(full: list[float], hybrid: list[float]) -> pd.DataFrame:
-    lengths = [256, 512, 1024]
-    return pd.DataFrame([{"kind": k, "seq_len": t, "n_pairs": 8, "accuracy": a}
-                         for k, accs in (("full-attention", full), ("hybrid-3:1", hybrid)) for t, a in zip(lengths, accs)])
-
-
-def test_mqar_gap_needs_both_stacks_to_have_learned_the_task():
-    shrinking = mqar_gap(_mqar([0.9, 0.9, 0.9], [0.6, 0.7, 0.8]))  # hybrid deficit -0.3 -> -0.1
-    assert shrinking.gap.round(6).tolist() == [-0.3, -0.2, -0.1] and shrinking.verdict == "reproduced"
-    assert mqar_gap(_mqar([0.9, 0.9, 0.9], [0.8, 0.7, 0.6])).verdict == "contradicted"
-    untrained = mqar_gap(_mqar([0.31, 0.2, 0.1], [1.0, 1.0, 1.0]))  # the gap grows, but full attention never learned
-    assert untrained.trained_accuracy == {"full-attention": 0.31, "hybrid-3:1": 1.0}
-    assert not untrained.learned and untrained.verdict == "not reproduced at this scale"
-    with pytest.raises(ValueError, match=r"kinds \['hybrid-3:1'\] not in mqar"):
-        mqar_gap(_mqar([0.9] * 3, [0.9] * 3).replace({"hybrid-3:1": "gdn"}))
-
-
-def test_guessing_among_the_context_values_is_recognised_per_pair_count():
-    def rows(acc_by_n: dict[int, float]) -> pd.DataFrame:
-        return pd.DataFrame([{"n_pairs": n, "seq_len": t, "accuracy": a} for n, a in acc_by_n.items() for t in (256, 512)])
-
-    assert guesses_among_pairs(rows({8: 0.13, 16: 0.06, 32: 0.03}))  # the 1 / n plateau (0.125, 0.0625, 0.031)
-    assert not guesses_among_pairs(rows({8: 0.13, 16: 0.20}))  # 16 pairs: 0.20 is beyond 0.0625 +- 0.031
-    assert not guesses_among_pairs(rows({8: 1.0, 16: 1.0}))  # recall
-    assert not guesses_among_pairs(rows({1: 1.0}))  # one pair cannot tell guessing from recall
-    both = pd.concat([rows({8: 0.12, 16: 0.07}).assign(kind="full-attention"),
-                      rows({8: 1.0, 16: 1.0}).assign(kind="hybrid-3:1")])
-    assert mqar_gap(both).guessing == ("full-attention",)
+def test_full_attention_with_conv_starts_as_plain_attention_and_stays_causal():
+    ids = torch.randint(0, 32, (2, 12), generator=torch.Generator().manual_seed(0))
+    plain = tiny_lm("full-attention", 32, hidden_size=16, n_layers=4, n_heads=2, seed=3)
+    conv = tiny_lm("full-attention+conv", 32, hidden_size=16, n_layers=4, n_heads=2, seed=3)
+    assert fa_layers("full-attention+conv", 4) == (0, 1, 2, 3)
+    attn = conv.model.layers[0].self_attn
+    assert all(isinstance(getattr(attn, n)[1], CausalDepthwiseConv) for n in ("q_proj", "k_proj", "v_proj"))
+    assert attn.q_proj[1].weight.shape == (16, 1, 4)
+    assert torch.allclose(conv(input_ids=ids).logits, plain(input_ids=ids).logits, atol=1e-6)
+    with torch.no_grad():
+        for layer in conv.model.layers:
+            for n in ("q_proj", "k_proj", "v_proj"):
+                getattr(layer.self_attn, n)[1].weight.normal_()
+    changed = ids.clone()
+    changed[:, 7] = (changed[:, 7] + 1) % 32
+    before, after = conv(input_ids=ids).logits, conv(input_ids=changed).logits
+    assert torch.allclose(before[:, :7], after[:, :7], atol=1e-6) and not torch.allclose(before[:, 7:], after[:, 7:])

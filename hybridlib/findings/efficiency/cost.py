@@ -370,11 +370,25 @@ def memory_curves(shape_name: str, lengths: Sequence[int]) -> pd.DataFrame:
     )
 
 
-def ratio_verdict(book: float, paper: float, factor: float = 1.5) -> str:
-    """Return "reproduced" when ``book`` is within ``factor`` of ``paper`` (both > 1, same direction), "partly reproduced"
-    when it is on the same side of 1 but further off, else "contradicted"."""
-    if book <= 0 or paper <= 0 or factor < 1:
-        raise ValueError(f"book={book} and paper={paper} must be positive and factor={factor} >= 1")
-    if (book > 1) != (paper > 1):
-        return "contradicted"
-    return "reproduced" if 1 / factor <= book / paper <= factor else "partly reproduced"
+def prefill_ratio(fits: Mapping[tuple, LatencyFit], shapes: Sequence[str], stack: str, context: int) -> float:
+    """Predicted full-attention / ``stack`` prefill (``fwd``) time at ``context``, median over ``shapes``."""
+    ratios = []
+    for name in shapes:
+        pred = predict_stacks(fits, name, "fwd", [context]).set_index("stack")["latency_ms"]
+        ratios.append(float(pred["full-attention"] / pred[stack]))
+    return float(np.median(ratios))
+
+
+def repeated_prefill_ratios(device: str, shapes: Sequence[str], lengths: Sequence[int], repeats: int,
+                            stacks: Sequence[str] = ("hybrid-9:1", "hybrid-3:1"),
+                            context: int = 65536) -> dict[str, list[float]]:
+    """Per stack, ``repeats`` values of :func:`prefill_ratio`: each repeat times both mixers' prefill again
+    (:func:`measure_mixers`, in this process: warm-up, then up to 3 timed calls per point) and refits."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    out: dict[str, list[float]] = {stack: [] for stack in stacks}
+    for _ in progress_bar(range(repeats), desc="benchmark repeats"):
+        fits = fit_table(fastest(measure_mixers(device, shapes, lengths, modes=("fwd",), progress=False)), FAMILY)
+        for stack in stacks:
+            out[stack].append(prefill_ratio(fits, shapes, stack, context))
+    return out

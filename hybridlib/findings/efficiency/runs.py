@@ -57,20 +57,26 @@ def mqar_experiment(
     steps: int,
     batch: int,
     lr: float,
-    seed: int,
+    seeds: Sequence[int],
     device: str = "cpu",
     kinds: Sequence[str] = KINDS,
     eval_examples: int = 128,
+    replicate_kinds: Sequence[str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train each of ``kinds`` on MQAR at ``lengths[0]`` with every ``pairs`` count mixed, evaluate on every
-    (length, pairs). Returns (accuracy rows kind, seq_len, n_pairs, accuracy; loss curves kind, step, loss).
-    Each kind's result is memoized by every argument, so a killed run resumes with the next kind."""
+    """Train each of ``kinds`` on MQAR at ``lengths[0]`` with every ``pairs`` count mixed, once per seed (model
+    initialisation and data order), evaluate on every (length, pairs); seeds after the first train only
+    ``replicate_kinds`` (None: all ``kinds``). Returns (accuracy rows seed, kind, seq_len, n_pairs, accuracy; loss
+    curves seed, kind, step, loss). Each (kind, seed) result is memoized by every argument, so a killed run resumes
+    with the next one."""
+    plan = [(seed, kind) for i, seed in enumerate(seeds) for kind in kinds
+            if i == 0 or replicate_kinds is None or kind in replicate_kinds]
     results = [memoized("mqar", {"vocab": vocab, "pairs": list(pairs), "lengths": list(lengths), "width": width,
                                  "steps": steps, "batch": batch, "lr": lr, "seed": seed, "device": device,
                                  "kind": kind, "eval_examples": eval_examples},
                         partial(_mqar_kind, kind, vocab, pairs, lengths, width, steps, batch, lr, seed, device,
                                 eval_examples))
-               for kind in kinds]
+               for seed, kind in plan]
+    results = [(a.assign(seed=seed), c.assign(seed=seed)) for (seed, _), (a, c) in zip(plan, results)]
     return (pd.concat([a for a, _ in results], ignore_index=True),
             pd.concat([c for _, c in results], ignore_index=True))
 

@@ -311,26 +311,6 @@ def _check_same_corpus(a: Alignment, b: Alignment, signal: str) -> list[str]:
     return langs
 
 
-def hybrid_lower(reference: Alignment, hybrid: Alignment, *, signal: str = "attn_in", n_boot: int = 1000,
-                 seed: int = 0, level: float = 0.95) -> pd.DataFrame:
-    """Per language: layer-mean parallel SoftCKA of ``reference`` and ``hybrid``, their difference
-    (hybrid - reference) with a paired bootstrap interval over articles (the same articles resampled for
-    both models), ``lower`` (difference < 0) and ``lower_ci`` (the whole interval < 0)."""
-    rows = []
-    for lang in _check_same_corpus(reference, hybrid, signal):
-        terms = np.concatenate([reference.get(signal, lang), hybrid.get(signal, lang)])  # [2L, n, 3]
-        n_layers = reference.n_layers
-
-        def diff(s: np.ndarray, n_layers: int = n_layers) -> np.ndarray:
-            return s[..., n_layers:].mean(-1) - s[..., :n_layers].mean(-1)
-
-        point, low, high = softcka.bootstrap_pairs(terms, statistic=diff, n_boot=n_boot, seed=seed, level=level)
-        rows.append({"lang": lang, "reference": float(softcka.aggregate(terms[:n_layers]).mean()),
-                     "hybrid": float(softcka.aggregate(terms[n_layers:]).mean()), "diff": float(point),
-                     "low": float(low), "high": float(high), "lower": bool(point < 0), "lower_ci": bool(high < 0)})
-    return pd.DataFrame(rows).set_index("lang")
-
-
 def jump_statistic(layer: int, n_layers: int) -> Callable[[np.ndarray], np.ndarray]:
     """``s[layer] - mean(s[neighbours])`` over the last axis (neighbours ``layer +- 1`` that exist)."""
     if not 0 <= layer < n_layers or n_layers < 2:

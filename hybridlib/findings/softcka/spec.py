@@ -42,7 +42,7 @@ SPEC = ChapterSpec(
         Param("articles", int, "UDHR articles per language (pairs per language)", minimum=2, unit="articles",
               defaults={"seminar": 10, "gpu": 30, "paper": 30}),
         Param("max_tokens", int, "tokens kept of the longer side of each pair (both cut to the same fraction)",
-              minimum=2, unit="tokens", defaults={"seminar": 96, "gpu": 128, "paper": 512}),
+              minimum=2, unit="tokens", defaults={"seminar": 96, "gpu": 256, "paper": 512}),
         Param("bandwidth", str, "RBF bandwidth rule", choices=("median", "corpus-median"),
               defaults={p: "median" for p in _ALL}),
         Param("bootstrap", int, "bootstrap resamples over articles", minimum=10,
