@@ -188,14 +188,14 @@ def test_throughput_comparison_uses_the_largest_batch_both_decoded():
     # per sequence at batch 64: 8/64 GiB softmax over 24 + 8 tokens, 2/64 GiB linear -> 32 / 4 = 8 tokens
     assert got["softmax_cache_per_seq"] == 2**27 and got["linear_cache_per_seq"] == 2**25
     assert got["break_even_tokens"] == 8
-    assert got["status"] == "reproduced"
+    assert got["memory_win"]  # the softmax model ran out at 256, which the linear one decoded
     slower_everywhere = _rows({1: (5.0, 0.5), 64: (250.0, 2.0), 256: "prefill"})
     got = throughput_comparison(softmax, slower_everywhere)
-    assert got["speedup"] == 0.5 and got["status"] == "not reproduced at this scale"
+    assert got["speedup"] == 0.5 and not got["memory_win"]  # both ran out at 256
     no_oom = _rows({1: (10.0, 1.0), 64: (500.0, 8.0), 256: (900.0, 30.0)})
-    assert throughput_comparison(no_oom, faster)["status"] == "partly reproduced"  # faster, but no memory win
+    assert not throughput_comparison(no_oom, faster)["memory_win"]
     nothing = throughput_comparison(_rows({1: "prefill"}), faster)
-    assert nothing["batch"] is None and nothing["status"] == "not reproduced at this scale"
+    assert nothing["batch"] is None and nothing["speedup"] != nothing["speedup"]  # NaN: no common batch
 
 
 @pytest.mark.parametrize("feature_map", ["hedgehog", "t2r"])
