@@ -3,7 +3,8 @@
 A *stage* is one of the paper's Table 2 rows: ``swap`` (feature maps untrained, no LoRA), ``transfer``
 (attention transfer only), ``lora`` (LoRA without transfer), ``transfer+lora`` (LoLCATs). One
 :func:`ablation` run trains one transfer and two LoRAs and evaluates all four stages. A run is one replicate:
-``Budget.seed`` draws the feature maps' and adapters' initial weights (the caller draws the data order).
+``Budget.seed`` draws the adapters' initial weights (the feature maps start at the identity) and seeds
+training; the caller draws the data order (``PackedBatches(seed=...)``).
 """
 
 from __future__ import annotations
@@ -78,7 +79,6 @@ def transferred(teacher: PreTrainedModel, batches: Sequence[Batch], budget: Budg
     """A linearised copy of ``teacher`` (``variant``: :func:`linearize` arguments) after ``steps`` (default
     ``budget.transfer_steps``) of attention transfer; info holds the loss curve and the wall time."""
     steps = budget.transfer_steps if steps is None else steps
-    torch.manual_seed(budget.seed)  # the feature maps' initial weights: the same for every stage of a replicate
     student = linearize(teacher, **variant)
     start = time.perf_counter()
     history = attention_transfer(student, batches, budget.config(steps, budget.transfer_lr)) if steps else None

@@ -68,8 +68,8 @@ SPEC = ChapterSpec(
               item=int, minimum=1, defaults={"seminar": [], "gpu": [1, 16, 64, 256, 1024],
                                              "paper": [1, 16, 64, 256, 1024, 2048]}),
         Param("seed", int, "random seed of the first replicate", minimum=0, defaults={p: 0 for p in _ALL}),
-        Param("seeds", int, "replicates per arm (seeds `seed`, `seed + 1`, ...: feature-map and adapter "
-              "initial weights and data order); every rule needs >= 3, the seminar's 1 fits its CPU budget and "
+        Param("seeds", int, "replicates per arm (seeds `seed`, `seed + 1`, ...: data order and the adapters' "
+              "initial weights; feature maps start at the identity); every rule needs >= 3, the seminar's 1 fits its CPU budget and "
               "its rules then say `not tested`", minimum=1, defaults={"seminar": 1, "gpu": 3, "paper": 3}),
     ),
 )
