@@ -212,3 +212,10 @@ def test_fig8_is_not_tested_on_the_unfused_host_bound_path():
     assert "decode path is the method's failed" in got.reason and "timing is device-bound failed" in got.reason
     nothing = report.fig8_row([], fused_decode=False, device_busy=None)["verdict"]
     assert nothing.outcome == Outcome.NOT_TESTED and nothing.estimate is None
+
+
+def test_summary_takes_the_geometric_mean_of_perplexity_over_seeds():
+    rows = [{**_row(s, [math.log(p)] * 2, stage="lora"), "hits": h} for s, (p, h) in enumerate([(4.0, [1, 0]),
+                                                                                                 (16.0, [1, 1])])]
+    got = report.summary(rows, ["feature_map", "stage"]).loc[("hedgehog", "lora")]
+    assert (got["ppl"], got["cloze"], got["seeds"]) == (pytest.approx(8.0), 0.75, 2)

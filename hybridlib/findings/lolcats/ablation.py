@@ -134,3 +134,14 @@ def ablation(teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evalu
         bar.update()
     extras |= {"lora_only_loss": lora_info["lora_loss"], "lora_loss": full_info["lora_loss"], "model": full}
     return [{**variant, **row} for row in rows], extras
+
+
+def converted(teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evaluation, budget: Budget, *,
+              steps: int | None = None, **variant: Any) -> tuple[dict[str, Any], nn.Module]:
+    """One transfer + LoRA conversion (``steps`` transfer steps, default ``budget.transfer_steps``): its row
+    (as :func:`ablation`'s ``transfer+lora`` row) and the model."""
+    steps = budget.transfer_steps if steps is None else steps
+    student, info = transferred(teacher, batches, budget, steps=steps, **variant)
+    model, lora_info = adapted(student, batches, budget)
+    return {**variant, "stage": "transfer+lora", "transfer_steps": steps, "lora_steps": budget.lora_steps,
+            **evaluate(model), "train_s": info["transfer_s"] + lora_info["lora_s"]}, model

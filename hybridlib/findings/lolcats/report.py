@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, binds, hierarchical_bootstrap
 
@@ -327,3 +328,13 @@ def fig8_row(speedups: Sequence[float], *, fused_decode: bool, device_busy: floa
     good = [s for s in speedups if math.isfinite(s)]
     v = rule.judge_repeats(good, preconditions=checks) if good else rule.decide(None, checks)
     return _row("Fig. 8: generation throughput", PAPER_FIG8, v, "decoding only, after a 1024-token prompt")
+
+
+def summary(rows: Sequence[Row], by: Sequence[str]) -> pd.DataFrame:
+    """Per group of ``by``: perplexity (exp of the mean over seeds of the mean per-sequence NLL), verse-cloze
+    accuracy (mean over seeds) and the number of seeds."""
+    frame = pd.DataFrame([{**{k: r[k] for k in by}, "seed": r["seed"], "nll": float(np.mean(r["nll"])),
+                           "cloze": float(np.mean(r["hits"]))} for r in rows])
+    out = frame.groupby(list(by), sort=False).agg(nll=("nll", "mean"), cloze=("cloze", "mean"),
+                                                  seeds=("seed", "nunique"))
+    return out.assign(ppl=np.exp(out.pop("nll")))[["ppl", "cloze", "seeds"]]

@@ -26,7 +26,7 @@ SPEC = ChapterSpec(
               defaults={p: ["hedgehog", "t2r"] for p in _ALL}),
         Param("window", int, "softmax window of the window + linear hybrid", minimum=1, unit="tokens",
               defaults={"seminar": 16, "gpu": 64, "paper": 64}),
-        Param("terraced", bool, "terraced blocks of `window` (the paper's Table 5 layout: each query sees its own "
+        Param("terraced", bool, "terraced blocks of `window` (as in the paper, Table 5: each query sees its own "
               "block and the previous one) instead of a sliding window; the Table 18 sweep windows stay sliding, "
               "as in the paper", defaults={p: True for p in _ALL}),
         Param("window_sweep", list, "extra sliding window sizes of the Table 18 sweep (besides `window`, sliding "
@@ -39,10 +39,10 @@ SPEC = ChapterSpec(
         Param("lora_steps", int, "LoRA optimiser steps", minimum=1,
               defaults={"seminar": 20, "gpu": 100, "paper": 1000}),
         Param("step_matched", bool, "LoRA without transfer trains `transfer_steps + lora_steps` steps, as many "
-              "as transfer + LoRA together (the paper's protocol); False: `lora_steps`",
+              "as transfer + LoRA together, as the paper does; False: `lora_steps`",
               defaults={p: True for p in _ALL}),
-        Param("lora_lr", float, "LoRA peak learning rate (the paper's 1e-4; the seminar's 20 steps barely move "
-              "adapters at 1e-4, so it uses 1e-3 and says so)", minimum=1e-7,
+        Param("lora_lr", float, "LoRA peak learning rate (paper: 1e-4; 20 seminar steps barely move adapters at "
+              "1e-4, so the seminar preset uses 1e-3 and says so)", minimum=1e-7,
               defaults={"seminar": 1e-3, "gpu": 1e-4, "paper": 1e-4}),
         Param("lora_lr_sweep", list, "further LoRA learning rates at which Table 2 (first model, first feature "
               "map) is repeated, to show whether its ordering depends on the learning rate", item=float,
@@ -68,8 +68,9 @@ SPEC = ChapterSpec(
               item=int, minimum=1, defaults={"seminar": [], "gpu": [1, 16, 64, 256, 1024],
                                              "paper": [1, 16, 64, 256, 1024, 2048]}),
         Param("seed", int, "random seed of the first replicate", minimum=0, defaults={p: 0 for p in _ALL}),
-        Param("seeds", int, "replicates per arm (seeds `seed`, `seed + 1`, ...: data order and the adapters' "
-              "initial weights; feature maps start at the identity); every rule needs >= 3, the seminar's 1 fits its CPU budget and "
-              "its rules then say `not tested`", minimum=1, defaults={"seminar": 1, "gpu": 3, "paper": 3}),
+        Param("seeds", int, "replicates per arm (seeds `seed`, `seed + 1`, ...: data order and the initial "
+              "weights of the adapters; feature maps start at the identity); every rule needs at least 3, and with the "
+              "1 seed of the seminar preset (its CPU budget) the rules say `not tested`", minimum=1,
+              defaults={"seminar": 1, "gpu": 3, "paper": 3}),
     ),
 )
