@@ -7,7 +7,7 @@ import pytest
 import torch
 from tiny_models import tiny_causal_lm
 
-from hybridlib.findings.lolcats.ablation import Budget, Evaluation, ablation, adapted, transferred
+from hybridlib.findings.lolcats.ablation import Budget, Evaluation, ablation, adapted, converted, transferred
 from hybridlib.findings.lolcats.attention import LinearizedAttention
 from hybridlib.findings.lolcats.evals import (
     ClozeItem,
@@ -342,6 +342,11 @@ def test_ablation_rows_carry_steps_and_per_document_scores_and_the_seed_fixes_th
     assert all(len(r["nll"]) == 3 and len(r["hits"]) == 4 for r in got)
     assert all(r["ppl"] == pytest.approx(math.exp(sum(r["nll"]) / 3)) for r in got)
     assert extras["lora_only_loss"] and len(extras["lora_only_loss"]) == 3
+    one, _ = converted(teacher, PackedBatches(rows[3:], 4, seed=3), evaluation, budget, steps=1, feature_map="t2r",
+                       window=4, terraced=True)
+    assert {k: one[k] for k in ("feature_map", "window", "terraced", "stage", "transfer_steps", "lora_steps")} == {
+        "feature_map": "t2r", "window": 4, "terraced": True, "stage": "transfer+lora", "transfer_steps": 1,
+        "lora_steps": 1}
     student, _ = transferred(teacher, [], budget, steps=0)
     batches = PackedBatches(rows, 4)
     lora_a = lambda b: next(p for n, p in adapted(student, batches, b)[0].named_parameters() if "lora_A" in n)

@@ -93,29 +93,31 @@ def _hits_rows(better_hits, worse_hits, seeds=3):
     """Table 5 arms of hedgehog with window 16 (terraced): only the two cloze arms carry hits."""
     rows = []
     for s in range(seeds):
-        rows += [{**_row(s, DOC_NOISE, stage="transfer+lora", window=16, terraced=True), "hits": better_hits},
+        rows += [{**_row(s, DOC_NOISE, stage="transfer+lora", window=16, terraced=True, transfer_steps=20),
+                  "hits": better_hits},
                  {**_row(s, DOC_NOISE + 0.1, stage="lora", window=0), "hits": worse_hits},
-                 _row(s, DOC_NOISE + 0.2, stage="transfer+lora", window=0),
-                 _row(s, DOC_NOISE + 0.3, stage="lora", window=16, terraced=True)]
+                 _row(s, DOC_NOISE + 0.2, stage="transfer+lora", window=0, transfer_steps=20),
+                 _row(s, DOC_NOISE + 0.3, stage="lora", window=16, terraced=True),
+                 _row(s, DOC_NOISE + 9.0, stage="transfer+lora", window=16, terraced=True, transfer_steps=5)]
     return rows
 
 
 def test_table5_directions_and_cloze():
     rows = report.table5_rows(_hits_rows([1, 1, 0, 1], [0, 0, 0, 1]), feature_map="hedgehog", window=16,
-                              terraced=True)
+                              terraced=True, transfer_steps=20)  # the transfer_steps=5 row stays out
     window, transfer, cloze = (r["verdict"] for r in rows)
     assert window.outcome == Outcome.REPRODUCED and window.estimate == pytest.approx(0.2)  # any magnitude
     assert transfer.outcome == Outcome.REPRODUCED and transfer.estimate == pytest.approx(0.3)
     assert cloze.outcome == Outcome.REPRODUCED and cloze.estimate == pytest.approx(0.5)  # 2 of 4 items gained
     assert "6-task avg 44.2 -> 70.66" in rows[2]["paper"]
     reversed_ = report.table5_rows(_hits_rows([0, 0, 0, 1], [1, 1, 0, 1]), feature_map="hedgehog", window=16,
-                                   terraced=True)
+                                   terraced=True, transfer_steps=20)
     assert reversed_[2]["verdict"].outcome == Outcome.CONTRADICTED
     tied = report.table5_rows(_hits_rows([1, 0, 0, 1], [0, 1, 0, 1]), feature_map="hedgehog", window=16,
-                              terraced=True)
+                              terraced=True, transfer_steps=20)
     assert tied[2]["verdict"].outcome == Outcome.INCONCLUSIVE and tied[2]["verdict"].estimate == 0
     missing = report.table5_rows(_hits_rows([1, 1, 0, 1], [0, 0, 0, 1]), feature_map="hedgehog", window=64,
-                                 terraced=True)
+                                 terraced=True, transfer_steps=20)
     assert _outcomes(missing) == [Outcome.NOT_TESTED] * 3 and "both arms ran failed" in missing[0]["verdict"].reason
 
 

@@ -158,16 +158,16 @@ def table2_rows(rows: Sequence[Row], *, feature_map: str, label: str = "", **whe
     return out
 
 
-def table5_rows(rows: Sequence[Row], *, feature_map: str, window: int, terraced: bool, **where: Any
-                ) -> list[dict[str, Any]]:
-    """Table 5 (after LoRA; window ``window``, ``terraced`` or sliding, vs none; with vs without transfer):
-    window helps given transfer, transfer helps given the window (perplexity), window + transfer beats neither
-    (verse cloze)."""
+def table5_rows(rows: Sequence[Row], *, feature_map: str, window: int, terraced: bool, transfer_steps: int,
+                **where: Any) -> list[dict[str, Any]]:
+    """Table 5 (after LoRA; window ``window``, ``terraced`` or sliding, vs none; with ``transfer_steps`` of
+    transfer vs without): window helps given transfer, transfer helps given the window (perplexity), window +
+    transfer beats neither (verse cloze)."""
     base = {**where, "feature_map": feature_map}
-    both = {**base, "window": window, "terraced": terraced, "stage": "transfer+lora"}
-    no_window = {**base, "window": 0, "stage": "transfer+lora"}
-    no_transfer = {**base, "window": window, "terraced": terraced, "stage": "lora"}
-    neither = {**base, "window": 0, "stage": "lora"}
+    both = {**base, "window": window, "terraced": terraced, "stage": "transfer+lora", "transfer_steps": transfer_steps}
+    no_window = {**base, "window": 0, "stage": "transfer+lora", "transfer_steps": transfer_steps}
+    no_transfer = {**base, "window": window, "terraced": terraced, "stage": "lora", "transfer_steps": 0}
+    neither = {**base, "window": 0, "stage": "lora", "transfer_steps": 0}
     p = {k[1:]: v for k, v in PAPER_TABLE5.items() if k[0] == feature_map}  # (window, transfer) -> (avg, MMLU)
     kind = "terraced" if terraced else "sliding"
     claims = (  # claim, field, (name, arm, paper key) of the better then the worse arm
