@@ -72,5 +72,8 @@ SPEC = ChapterSpec(
               "weights of the adapters; feature maps start at the identity); every rule needs at least 3, and with the "
               "1 seed of the seminar preset (its CPU budget) the rules say `not tested`", minimum=1,
               defaults={"seminar": 1, "gpu": 3, "paper": 3}),
+        Param("parallel", int, "replicates (model and seed) converted at once, each in its own process, on the "
+              "GPUs in turn (conversions of these small models are host-bound, so several share one GPU); 1: one "
+              "after another in the notebook", minimum=1, defaults={"seminar": 1, "gpu": 6, "paper": 6}),
     ),
 )
