@@ -10,6 +10,7 @@ it is not a test of knowledge or reasoning like MMLU.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,16 +49,24 @@ def heldout_sequences(tokenizer: Any, *, seq_len: int, per_language: int, langua
 
 
 @torch.no_grad()
-def perplexity(model: nn.Module, sequences: torch.Tensor, batch_size: int = 8) -> float:
-    """exp(mean next-token cross-entropy) of ``model`` over ``sequences`` [N, T] (every position but the last)."""
+def sequence_nll(model: nn.Module, sequences: torch.Tensor, batch_size: int = 8) -> list[float]:
+    """Mean next-token cross-entropy (nats per token) of ``model`` on each of ``sequences`` [N, T] (every
+    position but the last): ``[N]``, the per-document values the chapter's intervals resample."""
     device = next(model.parameters()).device
-    total, count = 0.0, 0
+    out: list[float] = []
     for i in range(0, len(sequences), batch_size):
         ids = sequences[i:i + batch_size].to(device)
         logits = model(input_ids=ids).logits[:, :-1].float()
-        total += F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten(), reduction="sum").item()
-        count += ids[:, 1:].numel()
-    return float(torch.tensor(total / count).exp())
+        nll = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # [b, T-1]
+        out += nll.mean(1).tolist()
+    return out
+
+
+def perplexity(model: nn.Module, sequences: torch.Tensor, batch_size: int = 8) -> float:
+    """exp(mean next-token cross-entropy) of ``model`` over ``sequences`` [N, T] (equal lengths, so the mean of
+    :func:`sequence_nll`)."""
+    nll = sequence_nll(model, sequences, batch_size)
+    return math.exp(sum(nll) / len(nll))
 
 
 @dataclass(frozen=True)
@@ -106,12 +115,18 @@ def continuation_logits(model: nn.Module, prefix: Sequence[int], continuations: 
 
 
 @torch.no_grad()
-def cloze_accuracy(model: nn.Module, items: Sequence[ClozeItem], progress: bool = False) -> float:
-    """Share of items whose true continuation has the highest mean log-likelihood per token."""
-    correct = 0
+def cloze_hits(model: nn.Module, items: Sequence[ClozeItem], progress: bool = False) -> list[bool]:
+    """Per item: whether its true continuation has the highest mean log-likelihood per token."""
+    hits = []
     for item in progress_bar(items, desc="cloze", disable=not progress):
         logits = continuation_logits(model, item.context, item.choices)
         scores = [F.log_softmax(lg, -1).gather(-1, torch.tensor(c, device=lg.device)[:, None]).mean().item()
                   for lg, c in zip(logits, item.choices)]
-        correct += int(max(range(len(scores)), key=scores.__getitem__) == item.answer)
-    return correct / len(items)
+        hits.append(max(range(len(scores)), key=scores.__getitem__) == item.answer)
+    return hits
+
+
+def cloze_accuracy(model: nn.Module, items: Sequence[ClozeItem], progress: bool = False) -> float:
+    """Share of items whose true continuation has the highest mean log-likelihood per token."""
+    hits = cloze_hits(model, items, progress)
+    return sum(hits) / len(hits)

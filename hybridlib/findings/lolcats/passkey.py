@@ -92,12 +92,18 @@ def passkey_training_rows(tokenizer: Any, *, n: int, seq_len: int, start: Sequen
 
 
 @torch.no_grad()
-def passkey_accuracy(model: nn.Module, items: Sequence[PasskeyItem], progress: bool = False) -> pd.DataFrame:
-    """Exact-match accuracy per (length, depth): columns length, depth, accuracy, n."""
-    records = []
-    for item in progress_bar(items, desc="passkey", disable=not progress):
-        logits = continuation_logits(model, item.prompt, [item.answer])[0]
-        hit = logits.argmax(-1).tolist() == item.answer
-        records.append({"length": item.length, "depth": item.depth, "hit": hit})
-    frame = pd.DataFrame(records)
+def passkey_hits(model: nn.Module, items: Sequence[PasskeyItem], progress: bool = False) -> list[bool]:
+    """Per item: greedy exact match of the answer (one teacher-forced pass)."""
+    return [continuation_logits(model, item.prompt, [item.answer])[0].argmax(-1).tolist() == item.answer
+            for item in progress_bar(items, desc="passkey", disable=not progress)]
+
+
+def passkey_accuracy(model: nn.Module | None, items: Sequence[PasskeyItem], progress: bool = False,
+                     hits: Sequence[bool] | None = None) -> pd.DataFrame:
+    """Exact-match accuracy per (length, depth): columns length, depth, accuracy, n (from ``hits`` when given,
+    else from :func:`passkey_hits` of ``model``)."""
+    hits = passkey_hits(model, items, progress) if hits is None else hits
+    if len(hits) != len(items):
+        raise ValueError(f"hits must have one value per item ({len(items)}), got {len(hits)}")
+    frame = pd.DataFrame([{"length": i.length, "depth": i.depth, "hit": bool(h)} for i, h in zip(items, hits)])
     return frame.groupby(["length", "depth"], as_index=False).agg(accuracy=("hit", "mean"), n=("hit", "size"))

@@ -122,9 +122,9 @@ def throughput_comparison(softmax: Sequence[dict], linear: Sequence[dict]) -> di
     tokens/s there), ``cache_ratio`` (softmax / linear cache bytes there), ``softmax_cache_per_seq`` /
     ``linear_cache_per_seq`` (bytes per sequence there), ``break_even_tokens`` (the context beyond which the
     linear state is the smaller: its size over the softmax cache's bytes per token), ``softmax_oom`` /
-    ``linear_oom`` (batches out of memory, each with the phase) and ``status``: "reproduced" if the linear
-    model decodes faster and the softmax one runs out of memory at a batch the linear one decodes, "partly
-    reproduced" if only faster, else "not reproduced at this scale".
+    ``linear_oom`` (batches out of memory, each with the phase) and ``memory_win`` (the softmax model ran out
+    of memory at a batch the linear one decoded). The verdict is
+    :func:`hybridlib.findings.lolcats.report.fig8_verdict`'s.
     """
     ok = lambda rows: {r["batch"]: r for r in rows if r["status"] == "ok"}
     oom = lambda rows: [(r["batch"], r["oom_in"]) for r in rows if r["status"] == "oom"]
@@ -138,8 +138,6 @@ def throughput_comparison(softmax: Sequence[dict], linear: Sequence[dict]) -> di
         soft_seq, lin_seq = (row["cache_gib"] * 2**30 / batch for row in (soft, lin))
         tokens = soft["prompt_len"] + soft["new_tokens"]
     memory_win = any(b in l_ok for b, _ in oom(softmax))
-    status = ("reproduced" if speedup > 1 and memory_win else "partly reproduced" if speedup > 1
-              else "not reproduced at this scale")
     return {"batch": batch, "speedup": speedup, "cache_ratio": soft_seq / lin_seq, "softmax_cache_per_seq": soft_seq,
             "linear_cache_per_seq": lin_seq, "break_even_tokens": lin_seq / (soft_seq / tokens),
-            "softmax_oom": oom(softmax), "linear_oom": oom(linear), "status": status}
+            "softmax_oom": oom(softmax), "linear_oom": oom(linear), "memory_win": memory_win}
