@@ -148,12 +148,12 @@ def test_perplexity_rules_per_replicate():
 
 def test_learning_rate_check_is_not_tested_unless_run():
     runs, scores = arms({"reverse_periodic": [0.7, 0.7, 0.7]})
-    metric = "R of the best FA-first layout at 0 x the peak learning rates"
+    metric = "R of the best FA-first layout at a lower peak learning rate"
     off = rows_by_metric(report.judge(runs, scores, n_boot=200))[metric]
     assert off.outcome == Outcome.NOT_TESTED and off.estimate is None and "lr_check_factor=0" in off.reason
     lr_runs, lr_scores = arms({"reverse_periodic": [1.1, 1.2, 1.15]})
     on = rows_by_metric(report.judge(runs, scores, lr_runs=lr_runs, lr_scores=lr_scores, lr_factor=0.3,
-                                     n_boot=200))["R of the best FA-first layout at 0.3 x the peak learning rates"]
+                                     n_boot=200))["R of the best FA-first layout, peak learning rates x 0.3"]
     assert on.outcome == Outcome.CONTRADICTED and on.estimate == pytest.approx(1.15)
 
 

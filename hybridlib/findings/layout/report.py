@@ -333,7 +333,8 @@ def judge(runs: Mapping[str, Sequence[DistillRun]], scores: Mapping[str, Sequenc
         add("perplexity change, non-Latin minus Latin scripts, reverse periodic",
             "largest gains (3-13%) in non-Latin scripts; median ~1%",
             SCRIPT_RULE.judge_repeats(script, n_boot=n_boot, seed=seed))
-    add(f"R of the best FA-first layout at {lr_factor:g} x the peak learning rates", "not run in the paper",
+    add(f"R of the best FA-first layout, peak learning rates x {lr_factor:g}" if lr_factor > 0
+        else "R of the best FA-first layout at a lower peak learning rate", "not run in the paper",
         _lr_verdict(lr_runs, lr_scores, lr_factor, baseline, n_boot, seed))
     return rows
 
