@@ -3,17 +3,20 @@ whose curves are known in closed form."""
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
 
 from hybridlib.findings import chapter
 from hybridlib.findings.first_fa import report
 from hybridlib.findings.softcka.alignment import Alignment
+from hybridlib.models import ModelCard
 from hybridlib.verdicts import Outcome
 
 N_LAYERS, N_ARTICLES, LANGS = 6, 8, ("rus", "hin")
 FLAT = [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
 
 
-def alignment(curve, fa_layers, *, label="standard_periodic", kind="hybrid GDN", noise=0.0, seed=0, tokens=100):
+def alignment(curve, fa_layers, *, label="standard_periodic", kind="hybrid GDN", noise=0.0, seed=0):
     """Terms with h11 = h22 = 1 per article, so SoftCKA at a layer = the mean of its h12 = ``curve`` (+ noise)."""
     rng = np.random.default_rng(seed)
     terms = {}
@@ -21,8 +24,7 @@ def alignment(curve, fa_layers, *, label="standard_periodic", kind="hybrid GDN",
         t = np.ones((N_LAYERS, N_ARTICLES, 3))
         t[..., 2] = np.asarray(curve)[:, None] + noise * rng.standard_normal((N_LAYERS, N_ARTICLES))
         terms[("attn_delta", lang, "parallel")] = t
-    return Alignment(label, kind, tuple(fa_layers), N_LAYERS, terms,
-                     tokens={lang: (tokens * N_ARTICLES, 2 * tokens * N_ARTICLES) for lang in LANGS})
+    return Alignment(label, kind, tuple(fa_layers), N_LAYERS, terms)
 
 
 def spike(layer, size, base=FLAT):
@@ -40,10 +42,10 @@ def test_jump_profile_and_event_margin_by_hand():
     assert report.event_margin(profile, 2) == pytest.approx(-0.1)
 
 
-def _rows(gdn, swa=None, *, window=16, probe=100.0):
+def _rows(gdn, swa=None, *, share=0.75):
     students = {"standard_periodic": gdn} | ({"standard_periodic+swa": swa} if swa else {})
-    rows = report.judge_events(students, swa="standard_periodic+swa" if swa else None, swa_window=window,
-                               probe_len=probe, n_boot=300)
+    rows = report.judge_events(students, swa="standard_periodic+swa" if swa else None, swa_window=16,
+                               swa_share=share, n_boot=300)
     return {row["metric"]: row["verdict"] for row in rows}
 
 
@@ -68,7 +70,7 @@ def test_event_rule_reproduced_contradicted_inconclusive_not_tested():
 
 def test_a_first_fa_layer_at_0_cannot_test_the_event():
     reps = [alignment(spike(0, 0.3), [0, 3], label="reverse_periodic") for _ in range(3)]
-    rows = report.judge_events({"reverse_periodic": reps}, swa=None, swa_window=16, probe_len=100, n_boot=100)
+    rows = report.judge_events({"reverse_periodic": reps}, swa=None, swa_window=16, swa_share=1.0, n_boot=100)
     verdict = rows[0]["verdict"]
     assert verdict.outcome == Outcome.NOT_TESTED and "teacher's layer 0 is full attention" in verdict.reason
     assert verdict.estimate == pytest.approx(0.3 - 0.15)  # still measured: |0.3| vs layer 1's |-0.15|
@@ -82,8 +84,8 @@ def test_swa_comparison_and_its_binding_control():
     assert verdicts[VS_SWA].outcome == Outcome.REPRODUCED
     assert verdicts[VS_SWA].estimate == pytest.approx(0.15, abs=0.01)
     assert verdicts[SWA_EVENT].outcome == Outcome.CONTRADICTED  # the SWA student's spike is its largest event
-    unbound = _rows(gdn, swa, window=128, probe=128.0)
-    assert unbound[VS_SWA].outcome == Outcome.NOT_TESTED and "window 128 tokens vs 128" in unbound[VS_SWA].reason
+    unbound = _rows(gdn, swa, share=0.0)  # the H200 run before issue 18: window 128 = probe length 128
+    assert unbound[VS_SWA].outcome == Outcome.NOT_TESTED and "0% of the compared states" in unbound[VS_SWA].reason
     assert unbound[SWA_EVENT].outcome == Outcome.NOT_TESTED
     quiet = [alignment(spike(1, 0.3), [3, 5], label="standard_periodic+swa", kind="hybrid SWA", seed=i)
              for i in range(3)]
@@ -91,10 +93,23 @@ def test_swa_comparison_and_its_binding_control():
     assert _rows(gdn, swa[:2])[VS_SWA].reason.startswith("paired replicates failed")
 
 
-def test_probe_tokens_and_swa_binds():
-    al = alignment(FLAT, [3, 5], tokens=40)
-    assert report.probe_tokens(al, N_ARTICLES) == pytest.approx(40)
-    assert report.swa_binds(20, 40).holds and not report.swa_binds(21, 40).holds
+def test_share_of_states_beyond_the_window_by_hand():
+    # sides of 10 and 40 tokens, window 16: 0 + 24 of 50 states lie beyond it
+    assert report.beyond_window([(10, 40)], 16) == pytest.approx(24 / 50)
+    assert report.beyond_window([(10, 40), (30, 30)], 16) == pytest.approx((24 + 14 + 14) / 110)
+    assert report.beyond_window([(128, 128)], 128) == 0.0
+    assert report.swa_binds(16, 0.5).holds and not report.swa_binds(16, 0.49).holds
+
+
+def test_compared_lengths_cut_both_sides_to_one_fraction():
+    vocab = {"<s>": 0, "<unk>": 1, "a": 2, "b": 3}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", unk_token="<unk>")
+    card = ModelCard("toy", "test", "-", "Qwen3ForCausalLM", 2, 16, 2, 1, 8, 4, 0, ["full_attention"] * 2,
+                     "prepend", 0, False)
+    texts = {"eng": ["a " * 10, "a " * 4], "xx": ["b " * 40, "b " * 4]}  # the start token is not counted
+    assert report.compared_lengths(tokenizer, card, texts, max_tokens=20) == [(5, 20), (4, 4)]
 
 
 def test_every_preset_probes_at_least_twice_the_swa_window():

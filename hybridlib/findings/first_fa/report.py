@@ -16,8 +16,9 @@ Rules (the paper gives no sizes comparable across models, so every tolerance is 
   the student's first FA layer. Not tested when ``f = 0``: the teacher's layer 0 is full attention too, so an
   event there says nothing about hybrids.
 - **larger than the SWA student's** (GDN students whose first FA layer matches the SWA student's):
-  ``|jump_GDN(f)| - |jump_SWA(f)|`` above 0. Not tested unless the SWA window is at most half the mean probe length
-  (else the "sliding window" sees the whole probe).
+  ``|jump_GDN(f)| - |jump_SWA(f)|`` above 0. Not tested unless the window cuts the context of at least half of the
+  compared states (:func:`beyond_window`; a state within the first ``window`` tokens sees its whole context, so
+  short probes make the "sliding-window" student a full-attention one).
 - **no event in the SWA student**: its ``|jump(f)| - max_{l != f} |jump(l)|`` below 0 (same precondition).
 - **FA layers attend more locally** (Finding 6): mean attention distance of a GDN student's FA layers minus the
   teacher's at the same layers (tokens), averaged over the FA layers, below 0; one value per replicate.
@@ -32,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from hybridlib.findings.softcka.alignment import Alignment
+from hybridlib.findings.softcka.alignment import REFERENCE, Alignment, pair_lengths
+from hybridlib.models import ModelCard, encode
 from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, binds, statistic_bootstrap
 
 SIGNAL = "attn_delta"
@@ -99,24 +101,35 @@ def _interval(replicates: Sequence[Sequence[Alignment]], statistic, *, n_boot: i
         n_documents=sum(t.shape[-2] for t in terms), n_boot=n_boot, seed=seed)
 
 
-def swa_binds(window: int, probe_tokens: float) -> Precondition:
-    """The SWA control binds when its window is at most half the mean number of tokens compared per article."""
-    return binds("SWA window at most half the probe length", 2 * window <= probe_tokens,
-                 f"window {window} tokens vs {probe_tokens:.0f} tokens per probe (mean over articles, shortest side)")
+def compared_lengths(tokenizer: Any, card: ModelCard, texts: Mapping[str, Sequence[str]],
+                     max_tokens: int) -> list[tuple[int, int]]:
+    """Tokens compared on each side of every parallel pair (English first), cut as ``alignment.measure`` cuts
+    them (special tokens not counted, both sides to the same fraction, the longer at most ``max_tokens``)."""
+    special = set(tokenizer.all_special_ids)
+    n = {lang: [sum(t not in special for t in encode(tokenizer, x, card)) for x in xs] for lang, xs in texts.items()}
+    return [pair_lengths(a, b, max_tokens) for lang in n if lang != REFERENCE for a, b in zip(n[REFERENCE], n[lang])]
 
 
-def probe_tokens(al: Alignment, n_articles: int) -> float:
-    """Mean tokens compared per article on the shorter side: the smallest of English's and each language's."""
-    return min(min(n) for n in al.tokens.values()) / n_articles
+def beyond_window(lengths: Sequence[tuple[int, int]], window: int) -> float:
+    """Share of the compared states (both sides of every pair; ``lengths`` from :func:`compared_lengths`) at a
+    position >= ``window``: the states whose sliding-window context is cut short (the others see everything)."""
+    k = np.asarray(lengths, dtype=np.float64).ravel()
+    return float(np.clip(k - window, 0, None).sum() / k.sum())
+
+
+def swa_binds(window: int, share: float) -> Precondition:
+    """The SWA control binds when its window cuts the context of at least half of the compared states."""
+    return binds("SWA window cuts most probed contexts", share >= 0.5,
+                 f"{share:.0%} of the compared states lie beyond the {window}-token window (needs >= 50%)")
 
 
 def judge_events(students: Mapping[str, Sequence[Alignment]], *, swa: str | None, swa_window: int,
-                 probe_len: float, n_boot: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
+                 swa_share: float, n_boot: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
     """Rows for ``notebook.paper_vs_book`` (metric, paper, verdict, note, paper_claim) of the event rules: one per
     GDN student (``students`` minus ``swa``), its comparison with the SWA student ``swa`` when their first FA
-    layers match, and the SWA student's own event."""
+    layers match, and the SWA student's own event. ``swa_share``: :func:`beyond_window` of the probes."""
     rows: list[dict[str, Any]] = []
-    control = swa_binds(swa_window, probe_len)
+    control = swa_binds(swa_window, swa_share)
     for label, reps in students.items():
         if label == swa:
             continue
