@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hybridlib.findings.layout import distill, report
+from hybridlib.findings import chapter
+from hybridlib.findings.layout import distill, replicates, report
 from hybridlib.findings.layout.spec import replicate_seeds
 from hybridlib.verdicts import Outcome, t_quantile
 
@@ -185,3 +186,17 @@ def test_mismatched_documents_are_refused():
     scores["reverse_periodic"][1] = scores["reverse_periodic"][1].iloc[1:]
     with pytest.raises(ValueError, match="same test documents"):
         report.judge(runs, scores, n_boot=50)
+
+
+def test_arms_recipe_and_best_layout_of_the_chapter():
+    params = chapter("layout_distillation").resolve("gpu")
+    assert replicates.plans(params)["standard_periodic+swa"] == ("standard_periodic", "swa")
+    assert replicates.plans(params | {"swa_control": False}) == {n: (n, "gdn") for n in params["layouts"]}
+    low = replicates.recipe(params, 0.3)
+    assert (low["lr_recurrent"], low["lr_rest"]) == pytest.approx((0.3 * 7e-4, 0.3 * 2e-4))
+    assert low["train_tokens"] == params["train_tokens"] and low["swa_window"] == 32
+    runs, _ = arms({"reverse_periodic": [0.7] * 3, "sandwich": [0.7] * 3})
+    runs["sandwich"] = [run("sandwich", "s", [9, 3, 2, 1.7, c]) for c in (1.5, 1.6, 1.4)]  # mean 1.5 < 1.6
+    assert replicates.best_fa_first(runs) == "sandwich"
+    assert params["seeds"] == 3 and params["lr_check_factor"] > 0
+    assert chapter("layout_distillation").resolve("seminar")["lr_check_factor"] == 0
