@@ -7,7 +7,8 @@ are one student: ``distill_layout`` keys its cache by the FA layer set, not the 
 same ``key``; :func:`arms` groups them and every rule judges a group once, under the joined names.
 
 Tables: :func:`layout_plan`, :func:`curves`, :func:`speedup_table` (one replicate), :func:`replicate_table`
-(every arm and replicate), :func:`replicate_spread`, :func:`perplexity_by_script`, :func:`run_stats`, and
+(every arm and replicate), :func:`replicate_spread`, :func:`layout_table` (one replicate, as earlier runs stored
+it), :func:`perplexity_by_script`, :func:`run_stats`, and
 :func:`run_to_run` / :func:`run_spread` / :func:`curves_by_run` over committed runs (``hybridlib.results.history``).
 
 Rules (:func:`judge`; Qwen3-4B numbers unless stated). The unit of replication is a distillation run (data-order
