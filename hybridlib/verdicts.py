@@ -38,13 +38,14 @@ vary; such an interval says nothing about a re-run, so a rule with ``min_replica
 same documents: seeds are resampled, then documents jointly for both arms, which is the hierarchical
 bootstrap of the per-document differences (weights shared by both arms). :func:`repeat_bootstrap` is the
 one-level form for a measurement without documents (a benchmark ratio per repeat; the repeat is the unit).
+:func:`statistic_bootstrap` is the two-level form for a per-run statistic that is not a mean of documents.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -273,6 +274,27 @@ def hierarchical_bootstrap(runs: Sequence[Sequence[float]], weights: Sequence[Se
     means = [_mean(x, w) for x, w in zip(xs, ws)]
     samples = hierarchical_samples(xs, None if weights is None else ws, n_boot=n_boot, seed=seed)
     return _interval(samples, float(np.mean(means)), level, means, sum(x.size for x in xs), t_floor)
+
+
+def statistic_bootstrap(values: Sequence[float], resample: Callable[[int, int, np.random.Generator], np.ndarray],
+                        *, n_documents: int, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
+                        t_floor: bool = True) -> Interval:
+    """Mean over runs of a per-run statistic that is no mean of documents (a ratio of means, a maximum over
+    layers): ``values [k]`` each run's statistic on its own documents; ``resample(r, m, rng) -> [m]`` run
+    ``r``'s statistic on ``m`` fresh document resamples. Runs are drawn as in :func:`hierarchical_samples`
+    (then ``resample`` fills each drawn slot); percentile interval, widened like :func:`hierarchical_bootstrap`."""
+    _check_n_boot(n_boot)
+    _check_level(level)
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or v.size == 0 or not np.isfinite(v).all():
+        raise ValueError(f"values must be a non-empty 1-D array of finite numbers, got shape {v.shape}")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, v.size, size=(n_boot, v.size))
+    slot_values = np.empty(picks.shape)
+    for r in range(v.size):
+        rows, cols = np.nonzero(picks == r)
+        slot_values[rows, cols] = resample(r, rows.size, rng)
+    return _interval(slot_values.mean(1), float(v.mean()), level, v.tolist(), n_documents, t_floor)
 
 
 def paired_bootstrap(a_runs: Sequence[Sequence[float]], b_runs: Sequence[Sequence[float]],

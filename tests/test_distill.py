@@ -74,6 +74,8 @@ def test_distillation_lowers_validation_kl_and_caches(teacher_dir, cache, monkey
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     with pytest.raises(AssertionError, match="trained although"):
         run(teacher_dir, "reverse_periodic", data_seed=1)
+    with pytest.raises(AssertionError, match="trained although"):  # a replicate's init seed is another student
+        run(teacher_dir, "reverse_periodic", init_seed=1)
 
 
 def test_coinciding_layouts_share_one_student(teacher_dir, cache, monkeypatch):
@@ -115,6 +117,8 @@ def test_bad_arguments_name_the_parameter(teacher_dir, cache):
         run(teacher_dir, mixer="mamba")
     with pytest.raises(ValueError, match="precision='fp8'"):
         run(teacher_dir, precision="fp8")
+    with pytest.raises(ValueError, match="init_seed"):
+        run(teacher_dir, init_seed=-1)
     with pytest.raises(ValueError, match="teacher_name='gpt2'"):
         distill.distill_layout("gpt2", "sandwich")
     with pytest.raises(ValueError, match="fa_fraction"):
@@ -150,23 +154,14 @@ def test_speedup_table():
     assert table.loc["reverse_periodic", "pct_of_training"] == pytest.approx(25.0)
     assert table.loc["reverse_periodic", "speedup"] == pytest.approx(4.0)
     assert math.isnan(table.loc["sandwich", "speedup"])
-    long = report.curves(runs)
-    assert len(long) == 12 and set(long.columns) == {"layout", "tokens", "ce", "kl"}
+    long = report.curves({label: [r, r] for label, r in runs.items()})
+    assert len(long) == 24 and set(long.columns) == {"layout", "replicate", "tokens", "ce", "kl"}
 
 
 def test_layout_plan_marks_coinciding_layouts():
     plan = report.layout_plan(6, 2, ["standard_periodic", "reverse_periodic", "sandwich", "endpoint_spread"])
     assert plan.loc["standard_periodic", "pattern"] == "..A..A"
     assert plan.loc["endpoint_spread", "same_as"] == "sandwich" and plan.loc["sandwich", "same_as"] == ""
-
-
-def test_verdict_follows_the_numbers():
-    speed = pd.DataFrame({"speedup": [1.0, 2.0, np.nan]}, index=["standard_periodic", "reverse_periodic", "sandwich"])
-    table = pd.DataFrame({"R_low": [1.0, 0.6, 1.1], "R_high": [1.0, 0.8, 1.3]}, index=speed.index)
-    assert report.verdict(speed, table, ["reverse_periodic"])[0] == "reproduced"
-    assert report.verdict(speed, table, ["reverse_periodic", "sandwich"])[0] == "partly reproduced"
-    assert report.verdict(speed, table, ["sandwich"])[0] == "contradicted"
-    assert report.verdict(speed, table, ["endpoint_spread"])[0] == "not yet run"
 
 
 def doc_frame(kl_scale, ce_shift, seed=0):
@@ -179,17 +174,14 @@ def doc_frame(kl_scale, ce_shift, seed=0):
     return pd.DataFrame(rows, columns=["lang", "doc_id", "tokens", "ce_student", "ce_teacher", "kl"])
 
 
-def test_relative_kl_and_delta_tables_with_intervals():
+def test_one_replicates_layout_table():
     scores = {"standard_periodic": doc_frame(1.0, 0.1), "reverse_periodic": doc_frame(0.7, 0.05),
               "sandwich": doc_frame(1.0, 0.1)}
-    table = report.layout_table(scores, n_boot=200)
+    table = report.layout_table(scores)
     assert table.loc["standard_periodic", "R"] == pytest.approx(1.0)
     assert table.loc["reverse_periodic", "R"] == pytest.approx(0.7, rel=1e-6)
-    assert table.loc["reverse_periodic", "R_high"] < 1
     assert table.loc["sandwich", "R"] == pytest.approx(1.0)
-    assert table.loc["reverse_periodic", "delta"] < table.loc["standard_periodic", "delta"]
-    low, high = table.loc["reverse_periodic", ["delta_low", "delta_high"]]
-    assert low <= table.loc["reverse_periodic", "delta"] <= high
+    assert table.loc["reverse_periodic", "delta_vs_base"] == pytest.approx(-0.05 - 0.3 * 0.3)
 
 
 def test_perplexity_by_script_counts_improved_languages():
@@ -205,7 +197,7 @@ def test_chapter_defaults_are_the_recipes_of_each_presets_teacher():
     """One definition: each preset's defaults are read from its teacher's recipe (here against hand-typed values)."""
     values = chapter("layout_distillation").resolve("gpu")
     assert (values["teacher"], values["train_tokens"], values["lr_recurrent"], values["swa_window"]) == (
-        "smollm2-135m", 1_048_576, 7e-4, 128)
+        "smollm2-135m", 1_048_576, 7e-4, 32)
     assert distill.recipe("tiny-teacher").batch_size == chapter("layout_distillation").resolve("seminar")["batch_size"]
 
 
@@ -221,7 +213,7 @@ def _committed(base_ce: float, base_delta: tuple[float, float, float], verdict: 
             "verdict": {"status": verdict}}
 
 
-def test_run_to_run_spread_flags_runs_that_disagree_beyond_document_noise():
+def test_run_to_run_spread_of_committed_runs():
     history = [("run-a", _committed(3.89, (0.59, 0.61, 0.64), "partly reproduced")),
                ("run-b", _committed(4.16, (0.86, 0.88, 0.91), "reproduced"))]
     between = report.run_to_run(history)
@@ -229,20 +221,6 @@ def test_run_to_run_spread_flags_runs_that_disagree_beyond_document_noise():
     spread = report.run_spread(between)
     assert spread.loc["standard_periodic", "final_ce range"] == pytest.approx(0.27)
     assert spread.loc["standard_periodic", "delta range"] == pytest.approx(0.27)
-    assert not spread.loc["standard_periodic", "delta intervals overlap"]
-    assert spread.loc["sandwich", "delta intervals overlap"] and spread.loc["sandwich", "final_ce range"] == 0
+    assert spread.loc["sandwich", "final_ce range"] == 0 and spread.loc["sandwich", "runs"] == 2
     curves = report.curves_by_run(history)
     assert curves[["run", "tokens", "ce"]].values.tolist() == [["run-a", 65536, 4.0], ["run-b", 65536, 4.0]]
-
-
-def test_reseed_shift_and_row_against_the_papers_qwen_numbers():
-    idx = ["standard_periodic", "reverse_periodic"]
-    table = pd.DataFrame({"delta": [0.071, 0.045]}, index=idx)
-    replicate = pd.DataFrame({"delta": [0.068, 0.044]}, index=idx)
-    reseed = report.reseed_shift(table, replicate, "reverse_periodic")
-    assert reseed["gap"] == pytest.approx(-0.026) and reseed["shift"] == pytest.approx(-0.003)
-    assert reseed["ratio"] == pytest.approx(0.003 / 0.026)  # the paper's "~1/10"
-    assert report.reseed_row(reseed)["verdict"] == "reproduced"
-    noisy = report.reseed_shift(table, replicate.assign(delta=[0.060, 0.044]), "reverse_periodic")
-    assert noisy["ratio"] == pytest.approx(11 / 26) and report.reseed_row(noisy)["verdict"] == "not reproduced at this scale"
-    assert report.reseed_row(None)["verdict"] == "not yet run"

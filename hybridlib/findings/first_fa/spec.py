@@ -1,15 +1,18 @@
 """Chapter 3 - the first full-attention layer: the largest cross-lingual event in hybrids.
 
-Models and alignment settings mirror the SoftCKA chapter (same preset), so its cached measurements are reused.
+Models and alignment settings mirror the SoftCKA chapter (same preset), so its cached measurements are reused, except
+``max_tokens``: the probes must be long enough for the sliding-window control to bind (at least twice its window,
+checked below for every preset; on ``gpu`` that means longer probes than the SoftCKA chapter's).
 """
 
 from hybridlib.findings.layout.spec import LAYOUTS
+from hybridlib.findings.layout.spec import SPEC as DISTILLATION
 from hybridlib.findings.softcka.spec import GPU_LAYOUTS
 from hybridlib.findings.softcka.spec import SPEC as SOFTCKA
 from hybridlib.params import ChapterSpec, Param
 
 _ALL = ("seminar", "gpu", "paper")
-_SHARED = ("languages", "articles", "max_tokens", "bootstrap", "torch_threads", "cpu_workers", "seed")
+_SHARED = ("languages", "articles", "bootstrap", "torch_threads", "cpu_workers", "seed")
 DETOK_LANGUAGES = ("eng", "rus", "arb", "hin", "yor", "sot", "tel", "mal", "tam")  # whitespace between words
 
 SPEC = ChapterSpec(
@@ -28,6 +31,9 @@ SPEC = ChapterSpec(
         Param("swa_control", bool, "also probe the sliding-window student (standard periodic layout)",
               defaults={p: True for p in _ALL}),
         *(SOFTCKA.param(name) for name in _SHARED),
+        Param("max_tokens", int, "tokens kept of the longer side of each pair (both cut to the same fraction); at "
+              "least twice the SWA control's window", minimum=2, unit="tokens",
+              defaults={"seminar": 96, "gpu": 256, "paper": 512}),
         Param("locality_window", int, "attention locality: mass on the last this-many keys", minimum=1,
               unit="tokens", defaults={"seminar": 16, "gpu": 64, "paper": 64}),
         Param("detok_languages", list, "UDHR languages of the detokenisation probe", item=str,
@@ -40,3 +46,15 @@ SPEC = ChapterSpec(
     ),
     depends_on=("layout_distillation", "softcka"),
 )
+
+
+def _check_swa_binds() -> None:
+    """Every preset's probes are at least twice the SWA control's window (else the control sees everything)."""
+    for preset in _ALL:
+        window = DISTILLATION.param("swa_window").defaults[preset]
+        probe = SPEC.param("max_tokens").defaults[preset]
+        if not 2 * window <= probe:
+            raise ValueError(f"preset {preset!r}: max_tokens {probe} must be >= 2 x swa_window {window}")
+
+
+_check_swa_binds()

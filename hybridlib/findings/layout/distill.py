@@ -8,8 +8,9 @@ result (teacher identity = its weight files, the FA layer set, the recipe, the d
 SoftCKA chapters get the same students with :func:`load_student`, and layouts that coincide on a shallow
 teacher (e.g. sandwich = endpoint spread on 6 layers) share one student. A killed run resumes from its
 trainer checkpoint. Schedule: linear warm-up over 3% of the steps, cosine to ``MIN_LR_RATIO * lr_rest``
-(the paper: 1e-5 = lr_rest / 2). Model-initialisation and trainer seeds are fixed; ``data_seed`` orders the
-data; validation / test documents are the corpus' fixed held-out chapters (independent of the seed).
+(the paper: 1e-5 = lr_rest / 2). ``init_seed`` seeds the conversion (new GDN parameters) and the trainer,
+``data_seed`` orders the data (a replicate changes both, ``spec.replicate_seeds``); validation / test documents
+are the corpus' fixed held-out chapters (independent of the seeds).
 
 Learning rates per teacher (:data:`RECIPES`) keep the paper's recurrent : rest ratio 7e-5 : 2e-5 (3.5 : 1)
 and scale the peak up for small models and short runs; a GDN rate of 1e-3 diverged on
@@ -54,7 +55,7 @@ PRECISIONS = ("fp32", "bf16")
 PEAK_BF16_FLOPS = 694e12  # bf16 matmul ceiling measured on one H200 (8192^3 torch.matmul)
 MIN_LR_RATIO = 0.5  # cosine floor = 0.5 * lr_rest (the paper: 1e-5 with lr_rest 2e-5)
 WARMUP_FRAC = 0.03
-MODEL_SEED = 0  # conversion (new GDN parameters) and trainer seed; only the data order varies
+MODEL_SEED = 0  # default conversion (new GDN parameters) and trainer seed
 CHECKPOINT_EVERY_S = 60.0  # a checkpoint (weights + AdamW state, 1.6 GB for SmolLM2) costs seconds: a kill loses <= 1 min
 _VERSION = 1  # bump when the recipe in this file changes meaning
 
@@ -93,6 +94,7 @@ class DistillSettings:
     val_docs_per_language: int
     languages: tuple[str, ...] | None
     precision: str
+    init_seed: int = MODEL_SEED
 
     def key(self) -> str:
         payload = json.dumps([_VERSION, _code_version(), asdict(self)], sort_keys=True)
@@ -262,11 +264,12 @@ def _layout(teacher: PreTrainedModel, layout_name: str, fa_fraction: float) -> L
     return Layout.from_name(layout_name, n_layers, fa_count(n_layers, fa_fraction))
 
 
-def _check_args(mixer: str, data_seed: int, values: dict[str, Any]) -> None:
+def _check_args(mixer: str, seeds: dict[str, int], values: dict[str, Any]) -> None:
     if mixer not in MIXERS:
         raise ValueError(f"mixer={mixer!r} is not allowed; choose one of {MIXERS}")
-    if not isinstance(data_seed, int) or data_seed < 0:
-        raise ValueError(f"data_seed must be an integer >= 0, got {data_seed!r}")
+    for name, seed in seeds.items():
+        if not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {seed!r}")
     for name in ("train_tokens", "seq_len", "batch_size", "eval_every_tokens", "val_docs_per_language"):
         if not isinstance(values[name], int) or values[name] < 1:
             raise ValueError(f"{name} must be a positive integer, got {values[name]!r}")
@@ -288,6 +291,7 @@ def distill_layout(
     lr_rest: float | None = None,
     tau: float | None = None,
     data_seed: int = 0,
+    init_seed: int = MODEL_SEED,
     eval_every_tokens: int | None = None,
     val_docs_per_language: int | None = None,
     languages: Sequence[str] | None = None,
@@ -309,14 +313,14 @@ def distill_layout(
         "fa_fraction": fa_fraction, "train_tokens": train_tokens, "seq_len": seq_len, "batch_size": batch_size,
         "lr_recurrent": lr_recurrent, "lr_rest": lr_rest, "tau": tau, "eval_every_tokens": eval_every_tokens,
         "val_docs_per_language": val_docs_per_language, "swa_window": swa_window}.items()}
-    _check_args(mixer, data_seed, values)
+    _check_args(mixer, {"data_seed": data_seed, "init_seed": init_seed}, values)
     if mixer != "swa":
         values["swa_window"] = 0
     device, precision = _resolve_device(device, precision)
     teacher, tokenizer = load(teacher_name, path=teacher_path)
     layout = _layout(teacher, layout_name, values.pop("fa_fraction"))
     settings = DistillSettings(teacher_name=teacher_name, teacher_identity=teacher_identity(teacher),
-                               fa_layers=layout.fa_layers, mixer=mixer, data_seed=data_seed,
+                               fa_layers=layout.fa_layers, mixer=mixer, data_seed=data_seed, init_seed=init_seed,
                                languages=tuple(languages) if languages else None, precision=precision, **values)
     folder = cache_dir("students", settings.key())
     if (folder / "run.json").is_file():
@@ -362,13 +366,13 @@ def prepare_data(teacher_name: str, *, data_seeds: Sequence[int] = (0,), test_do
 def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout, s: DistillSettings,
              folder: Path, device: torch.device, progress: bool, teacher_path: str | Path | None) -> DistillRun:
     window = {"swa_window": s.swa_window} if s.mixer == "swa" else {}
-    student = convert_to_hybrid(teacher, layout, s.mixer, seed=MODEL_SEED, **window).to(device)
+    student = convert_to_hybrid(teacher, layout, s.mixer, seed=s.init_seed, **window).to(device)
     teacher = _device_teacher(s.teacher_name, teacher_path, str(device), s.precision)
     config = TrainConfig(
         batch_size=s.batch_size, seq_len=s.seq_len, total_tokens=s.train_tokens,
         lrs={"recurrent": s.lr_recurrent, "rest": s.lr_rest}, group_patterns={"recurrent": RECURRENT_PATTERN},
         warmup_frac=WARMUP_FRAC, min_lr=MIN_LR_RATIO * min(s.lr_rest, s.lr_recurrent), precision=s.precision,
-        eval_every_tokens=s.eval_every_tokens, seed=MODEL_SEED, out_dir=str(folder / "train"),
+        eval_every_tokens=s.eval_every_tokens, seed=s.init_seed, out_dir=str(folder / "train"),
         checkpoint_every_s=CHECKPOINT_EVERY_S, progress=progress)
     batches = _corpus_batches(tokenizer, card, steps=config.total_steps, batch_size=s.batch_size,
                               seq_len=s.seq_len, languages=s.languages, data_seed=s.data_seed)

@@ -2,7 +2,8 @@
 
 :data:`RECIPES` holds each teacher's distillation recipe (tokens, lengths, learning rates); a preset's defaults are
 the recipe of its teacher, so ``distill.load_student(teacher, layout)`` in later chapters returns the students this
-chapter trained.
+chapter trained. Each arm is trained ``seeds`` times (:func:`replicate_seeds`); replicate 0 is the student the later
+chapters load by default.
 """
 
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ class Recipe:
     eval_every_tokens: int
     val_docs_per_language: int
     tau: float = 1.0
-    swa_window: int = 64  # the sliding-window control's window (tokens); GDN students ignore it
+    swa_window: int = 32  # the sliding-window control's window (tokens); GDN students ignore it; must stay well
+    # below the probe lengths of the first-FA chapter (its spec checks it), or the control attends to everything
     note: str = ""
 
 
@@ -36,9 +38,9 @@ RECIPES: dict[str, Recipe] = {
     # 30 layers, 135M parameters, 1M tokens: 9 runs plus the second teacher's 2 must fit one session's 30 H200
     # minutes with everything else (~45k tokens/s unoptimised); 10x the paper's peaks, GDN below
     # the 1e-3 that diverged.
-    "smollm2-135m": Recipe(0.25, 1_048_576, 512, 32, 7e-4, 2e-4, 65_536, 4, swa_window=128,
+    "smollm2-135m": Recipe(0.25, 1_048_576, 512, 32, 7e-4, 2e-4, 65_536, 4, swa_window=32,
                            note="10x the paper's lrs; GDN 1e-3 diverged in an earlier run"),
-    "gemma3-270m": Recipe(0.25, 1_048_576, 512, 32, 3.5e-4, 1e-4, 65_536, 4, swa_window=128,
+    "gemma3-270m": Recipe(0.25, 1_048_576, 512, 32, 3.5e-4, 1e-4, 65_536, 4, swa_window=32,
                           note="5x the paper's lrs: wider model, 262k vocabulary"),
     "qwen3-4b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"),
     "granite-4.1-3b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256,
@@ -92,8 +94,11 @@ SPEC = ChapterSpec(
               defaults={p: 0 for p in _ALL}),
         Param("swa_control", bool, "also distil the sliding-window control (standard periodic layout)",
               defaults={p: True for p in _ALL}),
-        Param("replicate", bool, "rerun the baseline and the best FA-first layout with data_seed + 1",
-              defaults={"seminar": False, "gpu": True, "paper": True}),
+        Param("seeds", int, "independent replicates per arm: replicate r uses data_seed + r and model-init seed r",
+              minimum=1, defaults={"seminar": 1, "gpu": 3, "paper": 3}),
+        Param("lr_check_factor", float, "learning-rate check: the baseline and the best FA-first layout again at "
+              "this factor x both peak learning rates, every seed (0: off)", minimum=0.0,
+              defaults={"seminar": 0.0, "gpu": 0.3, "paper": 0.0}),
         Param("other_teachers", list, "more teachers distilled into the baseline and the best FA-first layout "
               "(each with its own recipe)", item=str, choices=("tiny-teacher", "smollm2-135m", "gemma3-270m",
                                                                "qwen3-4b-base", "granite-4.1-3b-base"),
@@ -104,3 +109,11 @@ SPEC = ChapterSpec(
               defaults={"seminar": 300, "gpu": 1000, "paper": 1000}),
     ),
 )
+
+
+def replicate_seeds(data_seed: int, seeds: int) -> list[dict[str, int]]:
+    """``distill_layout`` seed arguments of each replicate: replicate ``r`` orders the data with
+    ``data_seed + r`` and initialises the new parameters (and the trainer) with seed ``r``."""
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds!r}")
+    return [{"data_seed": data_seed + r, "init_seed": r} for r in range(seeds)]

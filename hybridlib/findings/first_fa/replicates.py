@@ -1,0 +1,39 @@
+"""The students' further replicates: the layout chapter trains every arm ``seeds`` times
+(``layout.spec.replicate_seeds``); ``alignment.load_models`` loads replicate 0, :func:`load` the others."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from hybridlib.findings import chapter
+from hybridlib.findings.layout import distill
+from hybridlib.findings.layout.spec import replicate_seeds
+from hybridlib.findings.softcka.alignment import Probed, student_args
+
+STUDENT_KINDS = {"hybrid GDN": "gdn", "hybrid SWA": "swa"}
+
+
+def seeds(preset: str) -> list[dict[str, int]]:
+    """The layout chapter's replicate seeds for ``preset`` (replicate 0 first)."""
+    values = chapter("layout_distillation").resolve(preset)
+    return replicate_seeds(values["data_seed"], values["seeds"])
+
+
+def load(teacher: str, probed: Sequence[Probed], *, preset: str,
+         device: str | torch.device = "cpu") -> dict[str, list[Probed]]:
+    """Per distilled student of ``probed`` (label ``layout`` or ``layout+swa``): its replicates 1, 2, ... as
+    :class:`Probed` (trained first if not cached), with the layout chapter's recipe for ``preset``."""
+    args = student_args(preset)
+    out: dict[str, list[Probed]] = {}
+    for m in probed:
+        if m.kind not in STUDENT_KINDS:
+            continue
+        layout = m.label.removesuffix("+swa")
+        out[m.label] = []
+        for s in seeds(preset)[1:]:
+            run = distill.distill_layout(teacher, layout, mixer=STUDENT_KINDS[m.kind], **(args | s))
+            out[m.label].append(Probed(m.label, m.kind, run.load_model(device).eval(), m.tokenizer, m.card,
+                                       tuple(run.settings["fa_layers"]), run.key))
+    return out

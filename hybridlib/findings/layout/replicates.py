@@ -1,0 +1,91 @@
+"""The layout chapter's arms and replicates, and their training ahead of the notebook (one process per GPU):
+
+    CUDA_VISIBLE_DEVICES=1 python -m hybridlib.findings.layout.replicates --preset gpu --replicates 1
+
+trains every arm of replicate 1 (the chapter's layouts and the SWA control) with the chapter's resolved parameters
+into the shared student cache; the notebook (and the first-FA chapter) then load them. ``--lr-check`` trains the
+learning-rate check's arms of those replicates; it needs every replicate of the FA-first layouts cached, since the
+best of them is chosen on mean validation CE.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from hybridlib.findings import chapter
+from hybridlib.findings.layout.distill import DistillRun, distill_layout
+from hybridlib.findings.layout.report import FA_FIRST
+from hybridlib.findings.layout.spec import replicate_seeds
+from hybridlib.layouts import BASELINE
+
+RECIPE_ARGS = ("fa_fraction", "train_tokens", "seq_len", "batch_size", "lr_recurrent", "lr_rest", "eval_every_tokens",
+               "swa_window")
+LR_ARGS = ("lr_recurrent", "lr_rest")
+
+
+def recipe(params: Mapping[str, Any], lr_factor: float = 1.0) -> dict[str, Any]:
+    """``distill_layout`` recipe arguments of the chapter's resolved ``params``, both peak learning rates
+    scaled by ``lr_factor``."""
+    return {k: params[k] * lr_factor if k in LR_ARGS else params[k] for k in RECIPE_ARGS}
+
+
+def plans(params: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """Arm label -> (layout, mixer): every layout as a GDN hybrid, and the SWA control when on."""
+    out = {name: (name, "gdn") for name in params["layouts"]}
+    return out | ({f"{BASELINE}+swa": (BASELINE, "swa")} if params["swa_control"] else {})
+
+
+def best_fa_first(runs: Mapping[str, Sequence[DistillRun]]) -> str:
+    """The FA-first layout with the lowest final validation CE, averaged over replicates (never test data)."""
+    present = [n for n in FA_FIRST if n in runs]
+    if not present:
+        raise ValueError(f"no FA-first layout among {list(runs)}")
+    return min(present, key=lambda n: float(np.mean([r.final("ce") for r in runs[n]])))
+
+
+def train(params: Mapping[str, Any], replicates: Sequence[int] | None = None, *,
+          labels: Sequence[str] | None = None, progress: bool = True) -> dict[str, list[DistillRun]]:
+    """The runs of ``replicates`` (default: all ``seeds``) of every arm (or of ``labels``), trained or loaded
+    from the cache."""
+    seeds = replicate_seeds(params["data_seed"], params["seeds"])
+    chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
+    return {label: [distill_layout(params["teacher"], name, mixer=mixer, progress=progress, **s, **recipe(params))
+                    for s in chosen] for label, (name, mixer) in plans(params).items()
+            if labels is None or label in labels}
+
+
+def train_lr_check(params: Mapping[str, Any], best: str, replicates: Sequence[int] | None = None,
+                   progress: bool = True) -> dict[str, list[DistillRun]]:
+    """The baseline's and ``best``'s runs at ``lr_check_factor`` x the peak learning rates ({} when off)."""
+    if params["lr_check_factor"] <= 0:
+        return {}
+    seeds = replicate_seeds(params["data_seed"], params["seeds"])
+    chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
+    low = recipe(params, params["lr_check_factor"])
+    return {name: [distill_layout(params["teacher"], name, progress=progress, **s, **low) for s in chosen]
+            for name in (BASELINE, best)}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m hybridlib.findings.layout.replicates", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", required=True, choices=("seminar", "gpu", "paper"))
+    parser.add_argument("--replicates", type=int, nargs="+", help="replicate indices (default: all)")
+    parser.add_argument("--lr-check", action="store_true", help="train the learning-rate check's arms instead")
+    args = parser.parse_args(argv)
+    params = chapter("layout_distillation").resolve(args.preset)
+    if args.lr_check:
+        best = best_fa_first(train(params, labels=FA_FIRST))
+        runs = train_lr_check(params, best, args.replicates)
+    else:
+        runs = train(params, args.replicates)
+    for label, reps in runs.items():
+        print(label, [f"{r.key} {r.wall_s:.0f} s" for r in reps], flush=True)
+
+
+if __name__ == "__main__":
+    main()
