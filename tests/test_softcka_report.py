@@ -118,11 +118,6 @@ def test_jagged_vs_swa_rule_outcomes_and_its_control():
     assert report.jagged_vs_swa_verdict(teacher, gdn, [], report.SEEN, window=16, probe_tokens=96).outcome == N
 
 
-def test_locality_needs_a_distilled_all_attention_student():
-    v = report.local_verdict()
-    assert v.outcome == N and v.preconditions[0].name == "distilled all-attention control"
-
-
 def test_verdicts_group_replicates_by_label_and_cover_every_rule():
     teacher = _teacher(0.1, report.SEEN + report.UNSEEN)
     results = [teacher, *_students([0.05, 0.04, 0.06]), *_students([0.1] * 3, "standard_periodic+swa", "hybrid SWA")]

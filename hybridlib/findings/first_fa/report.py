@@ -54,6 +54,8 @@ LOCALITY_RULE = Rule("full-attention layers in hybrids attend more locally than 
                      "mean attention distance, student minus teacher, mean over FA layers (tokens)", UNIT, -1,
                      Tolerance.any_magnitude("the paper compares different pre-trained models; our probes are "
                                              "short, which bounds every distance"))
+"""The control is the teacher itself: an all-attention student distilled with the same recipe starts at the teacher's
+weights, where the forward KL and its gradient are zero, so it stays the teacher (up to weight decay)."""
 DETOK_RULE = Rule("a full-attention layer 0 assembles words from their subword tokens (detokenises)",
                   "layer-0 within - across probe gain, FA-at-0 student minus GDN-at-0 student", UNIT, 1,
                   Tolerance.any_magnitude("a hypothesis the paper states without a number"))

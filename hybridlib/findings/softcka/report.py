@@ -16,8 +16,8 @@ rest (:data:`UNSEEN`) never appear in the students' training text.
 
 **Controls.** Gaps are compared only where the teacher's own gap is above 0 (the probe resolves alignment at
 all); the sliding-window student counts as a control only where its window is shorter than the compared
-sequences for at least half of the compared states (:func:`swa_binds`); "FA layers are more local in hybrids" needs a distilled all-attention student
-(same recipe, no conversion), which is not trained yet, so that rule reports *not tested*.
+sequences for at least half of the compared states (:func:`swa_binds`). "FA layers are more local in hybrids" is
+Finding 6: :mod:`hybridlib.findings.first_fa.report` judges it.
 """
 
 from __future__ import annotations
@@ -71,15 +71,6 @@ JAGGED_VS_SWA = Rule(
     direction=+1, min_replicates=MIN_STUDENTS,
     tolerance=Tolerance.any_magnitude("the paper shows curves (SWA hybrids smooth), not a jaggedness number"),
 )
-LOCAL = Rule(
-    claim="FA layers inside hybrids attend more locally than attention layers of non-hybrids",
-    metric="mean attention distance (tokens) of the FA layers, hybrid - distilled all-attention student",
-    unit="distilled student (training seed)",
-    direction=-1, min_replicates=MIN_STUDENTS,
-    tolerance=Tolerance.any_magnitude("the paper reports the direction"),
-)
-
-
 def replicates(alignments: Sequence[Alignment]) -> dict[str, list[Alignment]]:
     """Alignments grouped by model label, in order: one list per model, one entry per seed."""
     out: dict[str, list[Alignment]] = {}
@@ -177,20 +168,10 @@ def jagged_vs_swa_verdict(teacher: Alignment, students: Sequence[Alignment], swa
     return JAGGED_VS_SWA.judge(_differences(students[:n], swa[:n], langs, jaggedness), preconditions=checks)
 
 
-def local_verdict(all_attention: Sequence[Alignment] = ()) -> Verdict:
-    """:data:`LOCAL`: *not tested* until a distilled all-attention student exists (and the attention distance is
-    measured); ``all_attention`` lists such students (none are trained yet)."""
-    return LOCAL.decide(None, [Precondition(
-        "distilled all-attention control", bool(all_attention),
-        f"{len(all_attention)} all-attention students distilled with the same recipe and no conversion; comparing "
-        "with the undistilled teacher would confound hybridisation with distillation (and attention distance is "
-        "not measured yet)")])
-
-
 def verdicts(results: Sequence[Alignment], *, window: int, probe_tokens: int,
              groups: Mapping[str, Sequence[str]] = GROUPS) -> list[tuple[str, str, Verdict]]:
     """Every rule of the chapter on ``results`` (the teacher first, then students; replicates share a label):
-    ``(model, languages, verdict)`` rows for each GDN hybrid and language group, and the locality rule."""
+    ``(model, languages, verdict)`` rows for each GDN hybrid and language group."""
     teacher = results[0]
     if teacher.kind != "full attention":
         raise ValueError(f"results[0] must be the full-attention teacher, got {teacher.label} ({teacher.kind})")
@@ -205,7 +186,6 @@ def verdicts(results: Sequence[Alignment], *, window: int, probe_tokens: int,
             rows.append((label, name, jagged_verdict(teacher, students, group)))
             rows.append((label, name, jagged_vs_swa_verdict(teacher, students, swa, group, window=window,
                                                             probe_tokens=probe_tokens)))
-    rows.append(("all GDN hybrids", "all", local_verdict()))
     return rows
 
 
@@ -213,7 +193,6 @@ PAPER_TEXT: dict[str, str] = {
     LOWER.claim: "; ".join(f"{pair} {k}/{n}" for pair, (k, n) in PAPER_LOWER.items()) + " languages lower (FLORES)",
     JAGGED.claim: "jagged curves with jumps at FA layers; non-hybrids rise smoothly and fall at the end",
     JAGGED_VS_SWA.claim: "sliding-window hybrids (Tiny Aya, OLMo-3) give smooth curves",
-    LOCAL.claim: "FA layers of hybrids attend more locally",
 }
 """What the paper reports for each rule's claim (Findings 2-3)."""
 
