@@ -1,4 +1,4 @@
-"""Chapter-level alignment analysis: pair cutting, paired comparisons, first-FA jumps, caching, explorer."""
+"""Chapter-level alignment analysis: pair cutting, paired comparisons, first-FA jumps, caching."""
 
 from __future__ import annotations
 
@@ -156,13 +156,6 @@ def test_random_init_differs_from_the_model():
     fresh = al.random_init_like(probed.model, seed=1)
     a, b = probed.model.get_input_embeddings().weight, fresh.get_input_embeddings().weight
     assert a.shape == b.shape and not torch.equal(a, b)
-
-
-def test_explorer_builds_a_widget():
-    frame = al.curves([_alignment("hybrid", {"a": [0.2, 0.7, 0.3, 0.6]}, fa=(1, 3))])
-    widget = al.explorer(frame, {"hybrid": (1, 3)})
-    assert type(widget).__name__ == "VBox"
-    assert [w.description for w in widget.children[0].children] == ["model", "language", "signal"]
 
 
 def test_jump_against_a_reference_is_paired():

@@ -42,7 +42,6 @@ from hybridlib.findings.layout import distill
 from hybridlib.layouts import BASELINE, LAYOUT_NAMES
 from hybridlib.models import ModelCard, describe, encode, load
 from hybridlib.paths import cache_dir
-from hybridlib.plots import alignment_curve
 from hybridlib.progress import progress_bar
 from hybridlib.provenance import source_digest
 
@@ -362,24 +361,3 @@ def first_fa_layer(al: Alignment, reference_layer: int | None = None) -> int:
     if reference_layer is None:
         raise ValueError(f"{al.label} has no recurrent layer: pass reference_layer (a hybrid's first FA layer)")
     return reference_layer
-
-
-def explorer(frame: pd.DataFrame, fa_layers: dict[str, Sequence[int]]):
-    """ipywidgets explorer over a :func:`curves` frame: dropdowns model, language (or the mean), signal;
-    plots parallel vs shuffled SoftCKA per layer with the model's FA layers shaded."""
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-
-    model = widgets.Dropdown(options=list(dict.fromkeys(frame["model"])), description="model")
-    lang = widgets.Dropdown(options=["mean", *dict.fromkeys(frame["lang"])], description="language")
-    signal = widgets.Dropdown(options=list(dict.fromkeys(frame["signal"])), description="signal")
-
-    def draw(model: str, lang: str, signal: str) -> None:
-        sel = frame[(frame["model"] == model) & (frame["signal"] == signal)]
-        if lang != "mean":
-            sel = sel[sel["lang"] == lang]
-        alignment_curve(sel, fa_layers[model], title=f"{model} - {signal} - {lang}")
-        plt.show()
-
-    out = widgets.interactive_output(draw, {"model": model, "lang": lang, "signal": signal})
-    return widgets.VBox([widgets.HBox([model, lang, signal]), out])
