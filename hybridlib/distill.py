@@ -45,8 +45,9 @@ from hybridlib.data.tokenizers import tokenizer_fingerprint
 from hybridlib.layouts import LAYOUT_NAMES, Layout
 from hybridlib.models import describe, encode, load, load_tokenizer
 from hybridlib.paths import cache_dir
-from hybridlib.train import PackedBatches, TrainConfig, distillation_loss, train
+from hybridlib.train import PackedBatches, TrainConfig, train
 from hybridlib.train import trainer as _trainer
+from hybridlib.train.objectives import DistillationModel, model_loss
 
 PRECISIONS = ("fp32", "bf16")
 PEAK_BF16_FLOPS = 694e12  # measured bf16 matmul ceiling of one H200 (DESIGN.md 5)
@@ -416,10 +417,11 @@ def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout
     val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)
     evaluate = _Validator(teacher, val_docs, device, s.precision)
     initial = _initial_eval(folder / "train" / "initial.json", student, evaluate)
-    loss_teacher, compiled = _compiled_teacher(teacher, batches[0]["input_ids"], device, s.precision)
+    compiled = device.type == "cuda"  # the fast path: fused linear-KL, compiled backbones (DESIGN.md 5)
+    model = DistillationModel(student, teacher, s.tau, compile=compiled)
     steps_here: list[int] = []  # steps trained by this process (a resumed run did the others before)
     cpu0, wall0, eval_cpu0 = time.process_time(), time.perf_counter(), evaluate.cpu_s
-    history = train(student, batches, distillation_loss(loss_teacher, s.tau), config, evaluate=evaluate,
+    history = train(model, batches, model_loss, config, evaluate=lambda m: evaluate(m.student),
                     callbacks=[_stop_if_diverged, lambda step, _: steps_here.append(step)])
     cpu = time.process_time() - cpu0 - (evaluate.cpu_s - eval_cpu0)
     wall = time.perf_counter() - wall0

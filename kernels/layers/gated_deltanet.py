@@ -38,19 +38,29 @@ class GatedDeltaNetState:
 
 
 class ShortConvolution(nn.Conv1d):
-    """Causal depthwise 1-D convolution over time followed by SiLU; input and output [B, T, C]."""
+    """Causal depthwise 1-D convolution over time followed by SiLU; input and output [B, T, C].
+
+    Computed as ``kernel_size`` shifted multiply-adds in float32 at least (``y_t = sum_j w_j x_{t-K+1+j}``,
+    ``F.conv1d``'s cross-correlation), output in the input's dtype: elementwise work that ``torch.compile``
+    fuses into one kernel forward and backward, in ``[B, T, C]`` without transposes.
+    """
 
     def __init__(self, channels: int, kernel_size: int):
         super().__init__(channels, channels, kernel_size, groups=channels, bias=False)
 
     def forward(self, x: torch.Tensor, past: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (SiLU(conv(x)) [B, T, C], the new past [B, C, kernel_size - 1])."""
-        x = x.transpose(1, 2)
+        K, T = self.kernel_size[0], x.shape[1]
         if past is None:
-            past = x.new_zeros(x.shape[0], x.shape[1], self.kernel_size[0] - 1)
-        x = torch.cat([past.to(x.dtype), x], dim=-1)
-        y = F.conv1d(x, self.weight, groups=self.groups)
-        return F.silu(y).transpose(1, 2), x[..., x.shape[-1] - (self.kernel_size[0] - 1) :]
+            x = F.pad(x, (0, 0, K - 1, 0))
+        else:
+            x = torch.cat([past.transpose(1, 2).to(x.dtype), x], dim=1)
+        f32 = torch.promote_types(x.dtype, torch.float32)
+        w = self.weight[:, 0].to(f32)  # [C, K]
+        y = x[:, :T].to(f32) * w[:, 0]
+        for j in range(1, K):
+            y = y + x[:, j : j + T].to(f32) * w[:, j]
+        return F.silu(y).to(x.dtype), x[:, x.shape[1] - (K - 1) :].transpose(1, 2)
 
 
 class GatedRMSNorm(nn.Module):
