@@ -200,7 +200,7 @@ def _fla_chunk_gdr(
     from fla.ops.gated_delta_rule.chunk import chunk_gated_delta_rule_fwd
 
     q, k, v, g, beta = (x.contiguous() for x in (q, k, v, g, beta))
-    q_rstd = k_rstd = q.new_empty(0, dtype=torch.float32)
+    q_rstd, k_rstd = (q.new_empty(0, dtype=torch.float32) for _ in range(2))  # returns may not alias
     if use_qk_l2norm:
         q, q_rstd = l2norm_fwd(q)
         k, k_rstd = l2norm_fwd(k)
