@@ -23,6 +23,7 @@ import hashlib
 import inspect
 import json
 import math
+import os
 import re
 import shutil
 import time
@@ -417,8 +418,9 @@ def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout
     val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)
     evaluate = _Validator(teacher, val_docs, device, s.precision)
     initial = _initial_eval(folder / "train" / "initial.json", student, evaluate)
-    compiled = device.type == "cuda"  # the fast path: fused linear-KL, compiled backbones (DESIGN.md 5)
-    model = DistillationModel(student, teacher, s.tau, compile=compiled)
+    compiled = device.type == "cuda"  # the fast path: fused linear-KL, compiled backbones, CUDA graphs on one GPU
+    one_process = int(os.environ.get("WORLD_SIZE", "1")) == 1
+    model = DistillationModel(student, teacher, s.tau, compile=compiled, cuda_graphs=compiled and one_process)
     steps_here: list[int] = []  # steps trained by this process (a resumed run did the others before)
     cpu0, wall0, eval_cpu0 = time.process_time(), time.perf_counter(), evaluate.cpu_s
     history = train(model, batches, model_loss, config, evaluate=lambda m: evaluate(m.student),

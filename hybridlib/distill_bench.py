@@ -12,8 +12,9 @@ CPU). It reports milliseconds per phase, tokens/s and MFU against :data:`hybridl
   compiled teacher, for-each AdamW;
 - ``fused``: :class:`~hybridlib.train.objectives.DistillationModel` (fused linear-KL from hidden states, its
   gradients formed in the ``kl`` phase) and fused AdamW, eager backbones;
-- ``fast``: ``fused`` with both backbones compiled (fla's kernels as opaque custom ops, no graph breaks) - the
-  chapters' default on CUDA.
+- ``compiled``: ``fused`` with both backbones compiled (fla's kernels as opaque custom ops, no graph breaks);
+- ``fast``: ``compiled`` with the backbones replayed as CUDA graphs (``torch.compile``'s "reduce-overhead") -
+  the chapters' default on one GPU.
 
 ``random_weights`` builds the teacher from its ``config.json`` alone (``teacher_path`` = a folder holding it),
 so shapes, not checkpoints, travel to a GPU machine. ``loss_curves(...)`` trains two variants on the same
@@ -48,7 +49,7 @@ from hybridlib.provenance import collect
 from hybridlib.train.objectives import DistillationModel
 
 PHASES = ("teacher_forward", "student_forward", "kl", "backward", "optimizer")
-VARIANTS = ("eager", "fused", "fast")
+VARIANTS = ("eager", "fused", "compiled", "fast")
 # kernel families, first match wins (names lower-cased); inductor's kernels start with "triton_"
 FAMILIES = (
     ("inductor_fused", r"^triton_"),
@@ -108,11 +109,13 @@ class _Step:
         if variant not in VARIANTS:
             raise ValueError(f"variant={variant!r} is not allowed; choose one of {VARIANTS}")
         self.variant, self.student, self.device, self.precision = variant, student, device, precision
-        self.teacher_compiled = device.type == "cuda" and variant != "fused"
+        cuda = device.type == "cuda"
+        self.teacher_compiled = cuda and variant in ("compiled", "fast")
         if variant == "eager":
             self.teacher, self.teacher_compiled = distill._compiled_teacher(teacher, example, device, precision)
         else:
-            self.model = DistillationModel(student, teacher, compile=variant == "fast" and device.type == "cuda")
+            self.model = DistillationModel(student, teacher, compile=self.teacher_compiled,
+                                           cuda_graphs=cuda and variant == "fast")
         fused = device.type == "cuda" and variant != "eager"
         self.optimizer = torch.optim.AdamW(student.parameters(), lr=lr, fused=fused or None)
 
@@ -159,6 +162,8 @@ def profile_step(teacher_name: str, *, batch_size: int = 32, seq_len: int = 512,
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     device, precision = distill._resolve_device(device, precision)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
     generator = torch.Generator().manual_seed(seed)
     batches = [torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator).to(device)
@@ -260,29 +265,40 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--random-weights", action="store_true")
     parser.add_argument("--teacher-path")
-    parser.add_argument("--curve-steps", type=int, default=0, help="also compare loss curves of the variants")
+    parser.add_argument("--fallback", choices=VARIANTS, help="variant to run in place of one that fails")
+    parser.add_argument("--curve-steps", type=int, default=0,
+                        help="also compare the loss curves of 'eager' and the last variant that ran")
     parser.add_argument("--tag", default="", help="suffix of the JSON file name")
     args = parser.parse_args(argv)
     common = {"batch_size": args.batch_size, "seq_len": args.seq_len, "random_weights": args.random_weights,
               "teacher_path": args.teacher_path}
-    rows = []
-    for variant in args.variants:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    path = results_dir("layout_distillation") / f"step_profile_{device}{'_' + args.tag if args.tag else ''}.json"
+
+    def save(rows: list[dict[str, Any]], curves: dict[str, Any] | None) -> None:
+        write_json(path, {"rows": rows, "loss_curves": curves, "provenance": collect("bench", vars(args))})
+
+    rows: list[dict[str, Any]] = []
+    queue = list(args.variants)
+    while queue:
+        variant = queue.pop(0)
         try:
             row = profile_step(args.teacher, steps=args.steps, variant=variant, profile_steps=args.profile_steps,
                                **common)
         except Exception as err:  # noqa: BLE001 - a failed variant is a result to report, not a crash
             row = {"teacher": args.teacher, "variant": variant, "error": f"{type(err).__name__}: {err}"}
+            if args.fallback and args.fallback != variant and args.fallback not in queue:
+                queue.insert(0, args.fallback)
         print({k: v for k, v in row.items() if k != "profile"}, flush=True)
         if row.get("profile"):
             print(f"  profile: {row['profile']}", flush=True)
         rows.append(row)
-    curves = loss_curves(args.teacher, args.variants, steps=args.curve_steps, **common) if args.curve_steps else None
-    if curves:
+        save(rows, None)  # after every variant: a run cut short keeps what it measured
+    ran = [r["variant"] for r in rows if "error" not in r]
+    if args.curve_steps and ran:
+        curves = loss_curves(args.teacher, list(dict.fromkeys(["eager", ran[-1]])), steps=args.curve_steps, **common)
         print({k: v for k, v in curves.items() if k != "losses"}, flush=True)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    name = f"step_profile_{device}{'_' + args.tag if args.tag else ''}.json"
-    write_json(results_dir("layout_distillation") / name,
-               {"rows": rows, "loss_curves": curves, "provenance": collect("bench", vars(args))})
+        save(rows, curves)
 
 
 if __name__ == "__main__":

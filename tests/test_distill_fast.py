@@ -76,14 +76,14 @@ def _eager_reference(student, teacher, ids: torch.Tensor) -> tuple[float, dict[s
     loss.backward()
     grads = {n: p.grad.clone() for n, p in student.named_parameters()}
     student.zero_grad(set_to_none=True)
-    return float(loss), grads
+    return loss.item(), grads
 
 
 def _check_step(model: DistillationModel, ids: torch.Tensor, tol: float) -> None:
     ref_loss, ref_grads = _eager_reference(model.student, model.teacher, ids)
     loss = model(ids)
     loss.backward()
-    assert float(loss) == pytest.approx(ref_loss, rel=tol)
+    assert loss.item() == pytest.approx(ref_loss, rel=tol)
     errors = {n: rel(p.grad, ref_grads[n]) for n, p in model.student.named_parameters()}
     assert max(errors.values()) < tol, errors
 

@@ -46,10 +46,13 @@ class DistillationModel(nn.Module):
 
     Train it with :func:`model_loss`; DDP / FSDP wrap it like any model. Only ``student`` is a submodule (state
     dict keys ``student.*``): the teacher stays out of the optimizer, the checkpoints and the wrappers.
-    ``compile``: run both backbones (Hugging Face ``model.model``) through ``torch.compile``.
+    ``compile``: run both backbones (Hugging Face ``model.model``) through ``torch.compile``; ``cuda_graphs``:
+    in its "reduce-overhead" mode, which replays each backbone's forward (and the student's backward) as one
+    CUDA graph, so launching thousands of small kernels no longer bounds the step (one process, static shapes).
     """
 
-    def __init__(self, student: nn.Module, teacher: nn.Module, tau: float = 1.0, compile: bool = False):
+    def __init__(self, student: nn.Module, teacher: nn.Module, tau: float = 1.0, compile: bool = False,
+                 cuda_graphs: bool = False):
         super().__init__()
         for name, model in (("student", student), ("teacher", teacher)):
             if getattr(model.config, "final_logit_softcapping", None):
@@ -58,7 +61,9 @@ class DistillationModel(nn.Module):
         self._no_split_modules = getattr(student, "_no_split_modules", None)  # FSDP shards these layers
         self.__dict__["teacher"] = teacher.eval().requires_grad_(False)  # not registered as a submodule
         backbones = (student.model, teacher.model)
-        self.__dict__["_backbones"] = tuple(torch.compile(b) for b in backbones) if compile else backbones
+        mode = "reduce-overhead" if cuda_graphs else None
+        self.__dict__["_backbones"] = tuple(torch.compile(b, mode=mode) for b in backbones) if compile else backbones
+        self.cuda_graphs = compile and cuda_graphs
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.loss(input_ids)
@@ -66,6 +71,8 @@ class DistillationModel(nn.Module):
     def loss(self, input_ids: torch.Tensor, phase: Callable[[str], AbstractContextManager] = _no_phase) -> torch.Tensor:
         """The loss; ``phase(name)`` wraps the teacher forward, student forward and KL (a benchmark's timer)."""
         student, teacher = self._backbones
+        if self.cuda_graphs:  # a new step: the graphs' previous outputs may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
         with phase("teacher_forward"), torch.no_grad():
             target = teacher(input_ids=input_ids, use_cache=False).last_hidden_state
         with phase("student_forward"):

@@ -167,7 +167,10 @@ def _import_fla():
 
 
 def _fla(q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm, chunk_size):
-    """fla's chunk kernel; its fused recurrent kernel for one-token steps that need no gradient."""
+    """fla's chunk kernel (through the custom op below without initial / final state); its fused recurrent
+    kernel for one-token steps that need no gradient."""
+    if initial_state is None and not output_final_state:  # training: an opaque op that torch.compile keeps whole
+        return torch.ops.kernels.fla_chunk_gdr(q, k, v, g, beta, scale, use_qk_l2norm, chunk_size)[0], None
     chunk, fused_recurrent = _import_fla()
     if initial_state is not None:
         initial_state = initial_state.float()
@@ -182,8 +185,6 @@ def _fla(q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2no
     )
     if q.shape[1] == 1 and not needs_grad:
         return fused_recurrent(q, k, v, g=g, beta=beta, **kwargs)
-    if initial_state is None and not output_final_state:  # training: an opaque op that torch.compile keeps whole
-        return torch.ops.kernels.fla_chunk_gdr(q, k, v, g, beta, scale, use_qk_l2norm, chunk_size)[0], None
     return chunk(q, k, v, g, beta, chunk_size=chunk_size, **kwargs)
 
 
