@@ -18,7 +18,8 @@ CPU). It reports milliseconds per phase, tokens/s and MFU against :data:`hybridl
 
 ``random_weights`` builds the teacher from its ``config.json`` alone (``teacher_path`` = a folder holding it),
 so shapes, not checkpoints, travel to a GPU machine. ``loss_curves(...)`` trains two variants on the same
-batches and reports their losses step by step (the fast path must match the eager one within bf16 noise).
+batches and reports their losses step by step (the fast path must match the eager one within bf16 noise);
+``kl_chunk_timings(...)`` times the fused KL alone per chunk length.
 
 CLI (writes ``data/results/layout_distillation/step_profile_<device>[_<tag>].json``)::
 
@@ -251,6 +252,35 @@ def loss_curves(teacher_name: str, variants: Sequence[str], *, steps: int = 200,
     gaps = {v: float(((torch.tensor(c) - first).abs() / first.abs()).max()) for v, c in curves.items()}
     return {"teacher": teacher_name, "steps": steps, "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
             "precision": precision, "losses": curves, "max_rel_gap_to_first": gaps}
+
+
+def kl_chunk_timings(vocab: int, hidden: int, chunk_rows: Sequence[int], tokens: int = 16384) -> list[dict[str, Any]]:
+    """Median milliseconds (``triton.testing.do_bench``) of :func:`~hybridlib.losses.linear_forward_kl` forward and
+    backward under bf16 autocast per ``chunk_rows`` (CUDA; float32 student hidden states and head, bf16 teacher's,
+    random), with the peak memory: how the chunk length trades speed against memory."""
+    import triton.testing
+
+    from hybridlib.losses import linear_forward_kl
+
+    h_s = torch.randn(tokens, hidden, device="cuda", requires_grad=True)
+    w_s = (torch.randn(vocab, hidden, device="cuda") * 0.02).requires_grad_()
+    h_t = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16)
+    w_t = (torch.randn(vocab, hidden, device="cuda") * 0.02).bfloat16()
+    rows = []
+    for n in chunk_rows:
+        def run(n: int = n) -> None:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = linear_forward_kl(h_s, w_s, h_t, w_t, chunk_rows=n)
+            loss.backward()
+            h_s.grad = w_s.grad = None
+
+        torch.cuda.reset_peak_memory_stats()
+        run()
+        ms = triton.testing.do_bench(run, warmup=30, rep=200, return_mode="median")
+        rows.append({"vocab": vocab, "hidden": hidden, "tokens": tokens, "chunk_rows": n,
+                     "ms_forward_and_grads": round(ms, 2),
+                     "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)})
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> None:
