@@ -25,10 +25,13 @@ CLI (writes ``data/results/layout_distillation/step_profile_<device>[_<tag>].jso
 
     python -m hybridlib.distill_bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
         [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
+    torchrun --nproc-per-node 2 -m hybridlib.distill_bench --teacher smollm2-135m --train-steps 60 [--strategy fsdp]
+        [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -254,6 +257,60 @@ def loss_curves(teacher_name: str, variants: Sequence[str], *, steps: int = 200,
             "precision": precision, "losses": curves, "max_rel_gap_to_first": gaps}
 
 
+def train_speed(teacher_name: str, *, steps: int = 60, batch_size: int = 32, seq_len: int = 512,
+                strategy: str = "ddp", cuda_graphs: bool = True, out_dir: str | None = None,
+                stop_at: int | None = None, seed: int = 0, random_weights: bool = False,
+                teacher_path: str | Path | None = None) -> dict[str, Any] | None:
+    """The distillation trainer itself (:func:`hybridlib.train.train` on a
+    :class:`~hybridlib.train.objectives.DistillationModel`, the chapters' learning rates) for ``steps`` steps of
+    ``batch_size`` random sequences - in one process, or under ``torchrun`` (global batch split over the ranks,
+    ``strategy`` "ddp" or "fsdp"). CUDA graphs only with one process. ``out_dir``: checkpoints every
+    ``steps // 4`` steps there (a run resumes from them, at any world size); ``stop_at``: end after that step as a
+    killed job would. Returns (rank 0; other ranks None) the world size, median tokens/s over steps after the
+    first 5, MFU and the loss per step."""
+    from hybridlib.train import PackedBatches, TrainConfig, train
+    from hybridlib.train.objectives import model_loss
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else (
+        torch.device("cpu"))
+    device, precision = distill._resolve_device(device, None)
+    student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
+    cuda = device.type == "cuda"
+    model = DistillationModel(student, teacher, compile=cuda, cuda_graphs=cuda and cuda_graphs and world == 1)
+    rows = torch.randint(0, teacher.config.vocab_size, (steps * batch_size, seq_len),
+                         generator=torch.Generator().manual_seed(seed))
+    r = distill.recipe(teacher_name)
+    config = TrainConfig(batch_size=batch_size, seq_len=seq_len, steps=steps, precision=precision,
+                         lrs={"recurrent": r.lr_recurrent, "rest": r.lr_rest},
+                         group_patterns={"recurrent": distill.RECURRENT_PATTERN}, warmup_frac=distill.WARMUP_FRAC,
+                         strategy=strategy, seed=seed, out_dir=out_dir,
+                         checkpoint_every_steps=max(1, steps // 4) if out_dir else None, progress=False)
+
+    def stop(step: int, _history: Any) -> None:
+        if step == stop_at:
+            raise _Stopped
+
+    try:
+        history = train(model, PackedBatches(rows, batch_size), model_loss, config, callbacks=[stop])
+    except _Stopped:
+        return None
+    if int(os.environ.get("RANK", "0")):
+        return None
+    speeds = [h["tokens_per_s"] for h in history.train[5:] or history.train]
+    tokens_per_s = float(torch.tensor(speeds).median())
+    flops = 6 * distill.matmul_params(student) + 2 * distill.matmul_params(teacher)
+    return {"teacher": teacher_name, "world_size": world, "strategy": strategy if world > 1 else None,
+            "cuda_graphs": model.cuda_graphs, "batch_size": batch_size, "seq_len": seq_len, "steps": steps,
+            "first_step": history.train[0]["step"], "tokens_per_s": round(tokens_per_s, 1),
+            "mfu": tokens_per_s * flops / (world * distill.PEAK_BF16_FLOPS) if cuda else None,
+            "losses": [h["loss"] for h in history.train]}
+
+
+class _Stopped(Exception):
+    """Ends a :func:`train_speed` run at ``stop_at``, as a killed job would."""
+
+
 def kl_chunk_timings(vocab: int, hidden: int, chunk_rows: Sequence[int], tokens: int = 16384) -> list[dict[str, Any]]:
     """Median milliseconds (``triton.testing.do_bench``) of :func:`~hybridlib.losses.linear_forward_kl` forward and
     backward under bf16 autocast per ``chunk_rows`` (CUDA; float32 student hidden states and head, bf16 teacher's,
@@ -299,11 +356,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--curve-steps", type=int, default=0,
                         help="also compare the loss curves of 'eager' and the last variant that ran")
     parser.add_argument("--tag", default="", help="suffix of the JSON file name")
+    parser.add_argument("--train-steps", type=int, default=0,
+                        help="instead: time the trainer itself (train_speed; works under torchrun)")
+    parser.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp")
+    parser.add_argument("--no-cuda-graphs", action="store_true")
+    parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
+    parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
     common = {"batch_size": args.batch_size, "seq_len": args.seq_len, "random_weights": args.random_weights,
               "teacher_path": args.teacher_path}
     device = "cuda" if torch.cuda.is_available() else "cpu"
     path = results_dir("layout_distillation") / f"step_profile_{device}{'_' + args.tag if args.tag else ''}.json"
+    if args.train_steps:
+        row = train_speed(args.teacher, steps=args.train_steps, strategy=args.strategy, out_dir=args.out_dir,
+                          cuda_graphs=not args.no_cuda_graphs, stop_at=args.stop_at, **common)
+        if row is not None:
+            print({k: v for k, v in row.items() if k != "losses"}, flush=True)
+            write_json(path, {"rows": [row], "provenance": collect("bench", vars(args))})
+        return
 
     def save(rows: list[dict[str, Any]], curves: dict[str, Any] | None) -> None:
         write_json(path, {"rows": rows, "loss_curves": curves, "provenance": collect("bench", vars(args))})
