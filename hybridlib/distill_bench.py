@@ -222,8 +222,7 @@ def kernel_summary(run_step: Callable[[int], Any], steps: int, top: int = 12) ->
     by_name: dict[str, float] = {}
     for e in kernels:
         us = e.time_range.elapsed_us()
-        name = e.name.lower()
-        family = next((f for f, pattern in FAMILIES if re.search(pattern, name)), "other")
+        family = kernel_family(e.name)
         families[family] = families.get(family, 0.0) + us
         by_name[e.name] = by_name.get(e.name, 0.0) + us
     gpu_us = sum(families.values())
@@ -232,6 +231,11 @@ def kernel_summary(run_step: Callable[[int], Any], steps: int, top: int = 12) ->
             "gpu_ms_per_step": per_step(gpu_us),
             "gpu_ms_by_family": {f: per_step(us) for f, us in sorted(families.items(), key=lambda kv: -kv[1])},
             "top_kernels_ms": {n[:120]: per_step(us) for n, us in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]}}
+
+
+def kernel_family(name: str) -> str:
+    """The :data:`FAMILIES` entry a CUDA kernel's name falls in (first match), else "other"."""
+    return next((f for f, pattern in FAMILIES if re.search(pattern, name.lower())), "other")
 
 
 def loss_curves(teacher_name: str, variants: Sequence[str], *, steps: int = 200, batch_size: int = 32,
