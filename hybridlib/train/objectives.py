@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from torch import nn
 
-from hybridlib.losses import forward_kl, linear_forward_kl, next_token_ce, shift_labels
+from hybridlib.losses import linear_forward_kl, next_token_ce, shift_labels
 from hybridlib.train.batches import Batch
 
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
@@ -21,18 +21,6 @@ def causal_lm_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     input_ids = batch["input_ids"]
     labels = batch.get("labels", shift_labels(input_ids))
     return next_token_ce(model(input_ids=input_ids).logits, labels)
-
-
-def distillation_loss(teacher: nn.Module, tau: float = 1.0, chunk_size: int = 1024) -> LossFn:
-    """Forward KL from the frozen ``teacher`` to the student on every token (PAPERS.md A, Finding 7)."""
-    teacher.eval().requires_grad_(False)
-
-    def loss_fn(student: nn.Module, batch: Batch) -> torch.Tensor:
-        with torch.no_grad():
-            teacher_logits = teacher(input_ids=batch["input_ids"]).logits
-        return forward_kl(student(input_ids=batch["input_ids"]).logits, teacher_logits, tau, chunk_size)
-
-    return loss_fn
 
 
 def _no_phase(name: str) -> AbstractContextManager:
