@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hybridlib.findings.layout import distill
-from hybridlib.findings.layout.bench import PHASES, profile_step
+from hybridlib.findings.layout.bench import PHASES, kernel_family, profile_step
 from hybridlib.models import load
 
 
@@ -27,3 +27,20 @@ def test_bad_step_counts_are_refused():
     with pytest.raises(ValueError, match="steps must be >= 1"):
         profile_step("tiny-teacher", steps=0, device="cpu")
     assert distill.PEAK_BF16_FLOPS == 694e12
+
+
+@pytest.mark.parametrize("name,family", [
+    ("triton_poi_fused__to_copy_add_mul_select_silu_slice_7", "inductor_fused"),  # inductor, whatever it fuses
+    ("nvjet_sm90_tst_192x192_64x4_1x2_h_bz_coopB_TNN", "gemm"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64", "attention"),
+    ("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", "fla_gdn"),
+    ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)",
+     "dtype_copy"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "elementwise"),
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedOptimizerTensorListMetadata>",
+     "optimizer"),
+    ("Memset (Device)", "memcpy_memset"),
+    ("some_new_kernel", "other"),
+])
+def test_kernel_families_of_names_seen_on_the_h200(name, family):
+    assert kernel_family(name) == family

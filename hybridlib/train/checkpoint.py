@@ -2,12 +2,14 @@
 
 One file, ``<out_dir>/checkpoint.pt``, written atomically by rank 0 and read by every rank. Model and
 optimizer go through ``torch.distributed.checkpoint.state_dict`` with full (unsharded) state dicts,
-so the same file serves 1 process, DDP and FSDP.
+so the same file serves 1 process, DDP and FSDP, and resumes at another world size (global batches are
+split by rank at run time; only the per-rank random generators are reseeded then).
 """
 
 from __future__ import annotations
 
 import random
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +85,6 @@ def load_checkpoint(
     if not path.is_file():
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
-    if len(state["rng"]) != world.size:
-        raise ValueError(
-            f"{path} was written by {len(state['rng'])} ranks; this run has world_size={world.size}"
-        )
     set_state_dict(
         model,
         optimizer,
@@ -95,5 +93,13 @@ def load_checkpoint(
         options=StateDictOptions(full_state_dict=True),
     )
     scheduler.load_state_dict(state.pop("scheduler"))
-    set_rng_state(state.pop("rng")[world.rank])
+    rngs = state.pop("rng")
+    if len(rngs) == world.size:
+        set_rng_state(rngs[world.rank])
+    else:  # another world size: weights, optimizer and data position carry over; random streams restart
+        warnings.warn(
+            f"{path} was written by {len(rngs)} ranks, this run has {world.size}: reseeding the random "
+            f"generators (seed + 1000 * step + rank), so dropout-like randomness differs from an uninterrupted run"
+        )
+        seed_everything(state["config"]["seed"] + 1000 * state["step"] + world.rank)
     return state

@@ -56,7 +56,8 @@ def param_groups(model: nn.Module, config: TrainConfig) -> list[dict]:
 
 
 def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW (or bitsandbytes' 8-bit AdamW) over ``param_groups``."""
+    """AdamW (or bitsandbytes' 8-bit AdamW) over ``param_groups``; PyTorch's fused CUDA kernel when every
+    parameter is on CUDA and not FSDP-sharded (the same update, one launch for all tensors)."""
     groups = param_groups(model, config)
     if config.optimizer == "adamw8bit":
         try:
@@ -64,7 +65,8 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
         except ImportError as err:
             raise ImportError("optimizer='adamw8bit' needs bitsandbytes (pip install bitsandbytes)") from err
         return AdamW8bit(groups, betas=config.betas)
-    return torch.optim.AdamW(groups, betas=config.betas)
+    fused = config.strategy == "ddp" and all(p.is_cuda for g in groups for p in g["params"])
+    return torch.optim.AdamW(groups, betas=config.betas, fused=fused or None)
 
 
 def build_scheduler(

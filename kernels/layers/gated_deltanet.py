@@ -37,20 +37,39 @@ class GatedDeltaNetState:
     recurrent: torch.Tensor | None = None
 
 
+def causal_conv_silu(
+    x: torch.Tensor, weight: torch.Tensor, past: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """SiLU of the causal depthwise convolution of ``x`` [B, T, C] with ``weight`` [C, 1, K] (``F.conv1d``'s
+    cross-correlation over ``past`` [B, C, K - 1] (zeros if None) then ``x``); returns ([B, T, C] in x's dtype,
+    the new past [B, C, K - 1]).
+
+    Computed as ``K`` shifted multiply-adds in float32 at least, in ``[B, T, C]`` without transposes:
+    elementwise work that ``torch.compile`` fuses into one kernel forward and backward.
+    """
+    K, T = weight.shape[-1], x.shape[1]
+    if past is None:
+        x = F.pad(x, (0, 0, K - 1, 0))
+    else:
+        x = torch.cat([past.transpose(1, 2).to(x.dtype), x], dim=1)
+    f32 = torch.promote_types(x.dtype, torch.float32)
+    w = weight[:, 0].to(f32)  # [C, K]
+    y = x[:, :T].to(f32) * w[:, 0]
+    for j in range(1, K):
+        y = y + x[:, j : j + T].to(f32) * w[:, j]
+    return F.silu(y).to(x.dtype), x[:, x.shape[1] - (K - 1) :].transpose(1, 2)
+
+
 class ShortConvolution(nn.Conv1d):
-    """Causal depthwise 1-D convolution over time followed by SiLU; input and output [B, T, C]."""
+    """Causal depthwise 1-D convolution over time followed by SiLU (:func:`causal_conv_silu`); input and
+    output [B, T, C]."""
 
     def __init__(self, channels: int, kernel_size: int):
         super().__init__(channels, channels, kernel_size, groups=channels, bias=False)
 
     def forward(self, x: torch.Tensor, past: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (SiLU(conv(x)) [B, T, C], the new past [B, C, kernel_size - 1])."""
-        x = x.transpose(1, 2)
-        if past is None:
-            past = x.new_zeros(x.shape[0], x.shape[1], self.kernel_size[0] - 1)
-        x = torch.cat([past.to(x.dtype), x], dim=-1)
-        y = F.conv1d(x, self.weight, groups=self.groups)
-        return F.silu(y).transpose(1, 2), x[..., x.shape[-1] - (self.kernel_size[0] - 1) :]
+        return causal_conv_silu(x, self.weight, past)
 
 
 class GatedRMSNorm(nn.Module):
@@ -133,17 +152,26 @@ class GatedDeltaNet(nn.Module):
                 )
             hidden_states = hidden_states * attention_mask[:, -T:, None].to(hidden_states.dtype)
         state = cache if cache is not None else GatedDeltaNetState()
-
-        q, state.conv_q = self.q_conv(self.q_proj(hidden_states), state.conv_q)
-        k, state.conv_k = self.k_conv(self.k_proj(hidden_states), state.conv_k)
-        v, state.conv_v = self.v_conv(self.v_proj(hidden_states), state.conv_v)
-        q = q.view(B, T, self.num_heads, self.head_k_dim)
-        k = k.view(B, T, self.num_heads, self.head_k_dim)
-        v = v.view(B, T, self.num_heads, self.head_v_dim)
+        # the six input projections as one matmul, the three convolutions as one (per-conv pasts when decoding)
+        projs = (self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.a_proj, self.b_proj)
+        qkv_dims = [p.out_features for p in projs[:3]]
+        x = F.linear(hidden_states, torch.cat([p.weight for p in projs]))
+        qkv, gate, a, b = x.split([sum(qkv_dims), projs[3].out_features, self.num_heads, self.num_heads], dim=-1)
+        convs = (self.q_conv, self.k_conv, self.v_conv)
+        if cache is None:
+            q, k, v = causal_conv_silu(qkv, torch.cat([c.weight for c in convs]))[0].split(qkv_dims, dim=-1)
+        else:
+            q, k, v = qkv.split(qkv_dims, dim=-1)
+            q, state.conv_q = self.q_conv(q, state.conv_q)
+            k, state.conv_k = self.k_conv(k, state.conv_k)
+            v, state.conv_v = self.v_conv(v, state.conv_v)
+        q = q.reshape(B, T, self.num_heads, self.head_k_dim)
+        k = k.reshape(B, T, self.num_heads, self.head_k_dim)
+        v = v.reshape(B, T, self.num_heads, self.head_v_dim)
 
         f32 = torch.promote_types(hidden_states.dtype, torch.float32)  # gates in float32 at least
-        g = -self.A_log.to(f32).exp() * F.softplus(self.a_proj(hidden_states).to(f32) + self.dt_bias.to(f32))
-        beta = self.b_proj(hidden_states).to(f32).sigmoid()
+        g = -self.A_log.to(f32).exp() * F.softplus(a.to(f32) + self.dt_bias.to(f32))
+        beta = b.to(f32).sigmoid()
         o, state.recurrent = gated_delta_rule(
             q,
             k,
@@ -155,8 +183,8 @@ class GatedDeltaNet(nn.Module):
             use_qk_l2norm=True,
         )
 
-        gate = self.g_proj(hidden_states).view(B, T, self.num_heads, self.head_v_dim)
-        o = self.o_norm(o.to(hidden_states.dtype), gate)
+        gate = gate.reshape(B, T, self.num_heads, self.head_v_dim)
+        o = self.o_norm(o.to(x.dtype), gate)
         return self.o_proj(o.reshape(B, T, -1))
 
 

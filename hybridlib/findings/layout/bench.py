@@ -4,22 +4,43 @@
 :func:`hybridlib.findings.layout.distill.distill_layout` does, then times ``steps`` optimizer steps on random token ids
 (``[batch_size, seq_len]``; speed does not depend on the text) phase by phase with CUDA events (wall clock on
 CPU). It reports milliseconds per phase, tokens/s and MFU against :data:`hybridlib.findings.layout.distill.PEAK_BF16_FLOPS`
-(``6 N_student + 2 N_teacher`` FLOPs a token, as the distillation runs count them), for the eager student and,
-with ``compile_student``, a ``torch.compile``-d one.
+(``6 N_student + 2 N_teacher`` FLOPs a token, as the distillation runs count them) and, on CUDA, a
+``torch.profiler`` summary of ``profile_steps`` more steps (:func:`kernel_summary`). Variants (:data:`VARIANTS`):
 
-CLI (writes ``data/results/layout_distillation/step_profile_<device>.json``)::
+- ``eager``: the step as the chapters ran it before the fast path: eager student in float32 weights under
+  autocast, ``[B, T, V]`` logits of both models and the chunked float32 :func:`~hybridlib.losses.forward_kl`,
+  compiled teacher, for-each AdamW;
+- ``fused``: :class:`~hybridlib.train.objectives.DistillationModel` (fused linear-KL from hidden states, its
+  gradients formed in the ``kl`` phase) and fused AdamW, eager backbones;
+- ``compiled``: ``fused`` with both backbones compiled (fla's kernels as opaque custom ops, no graph breaks);
+- ``fast``: ``compiled`` with the backbones replayed as CUDA graphs (``torch.compile``'s "reduce-overhead") -
+  the chapters' default on one GPU.
+
+``random_weights`` builds the teacher from its ``config.json`` alone (``teacher_path`` = a folder holding it),
+so shapes, not checkpoints, travel to a GPU machine. ``loss_curves(...)`` trains two variants on the same
+batches and reports their losses step by step (the fast path must match the eager one within bf16 noise);
+``kl_chunk_timings(...)`` times the fused KL alone per chunk length.
+
+CLI (writes ``data/results/layout_distillation/step_profile_<device>[_<tag>].json``)::
 
     python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
+        [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
+    torchrun --nproc-per-node 2 -m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60 [--strategy fsdp]
+        [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
 """
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from hybridlib.atomic import write_json
 from hybridlib.convert import convert_to_hybrid
@@ -29,8 +50,25 @@ from hybridlib.losses import forward_kl
 from hybridlib.models import load
 from hybridlib.paths import results_dir
 from hybridlib.provenance import collect
+from hybridlib.train.objectives import DistillationModel
 
 PHASES = ("teacher_forward", "student_forward", "kl", "backward", "optimizer")
+VARIANTS = ("eager", "fused", "compiled", "fast")
+# kernel families, first match wins (names lower-cased); inductor's kernels start with "triton_"
+FAMILIES = (
+    ("inductor_fused", r"^triton_"),
+    ("attention", r"flash|fmha|attention|sdpa"),
+    ("gemm", r"gemm|cutlass|nvjet|xmma|cublas|matmul|splitk"),
+    ("fla_gdn", r"chunk|delta|wy_|l2norm|solve_tril|kkt|recompute|cumsum|main_kernel|tilelang"),
+    ("optimizer", r"adam|multi_tensor"),
+    ("dtype_copy", r"copy|cast|convert"),
+    ("softmax", r"softmax"),
+    ("reduce", r"reduce"),
+    ("conv", r"conv|cudnn"),
+    ("elementwise", r"elementwise|vectorized|unrolled"),
+    ("memcpy_memset", r"memcpy|memset"),
+    ("nccl", r"nccl"),
+)
 
 
 class _Timer:
@@ -60,62 +98,250 @@ class _Timer:
         return {p: sum(elapsed(s, e) for s, e in m) / max(1, len(m)) for p, m in self.marks.items()}
 
 
-def _steps(student: torch.nn.Module, teacher: Callable, batches: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer,
-           timer: _Timer, autocast: Callable) -> None:
-    phase = timer.phase
-    for ids in batches:
-        with autocast():
-            with phase("teacher_forward"), torch.no_grad():
-                target = teacher(input_ids=ids).logits
-            with phase("student_forward"):
-                logits = student(input_ids=ids).logits
-            with phase("kl"):
-                loss = forward_kl(logits, target)
+def random_teacher(teacher_path: str | Path, seed: int = 0) -> PreTrainedModel:
+    """A float32 model with the architecture in ``teacher_path``/config.json and random weights (HF's init)."""
+    config = AutoConfig.from_pretrained(teacher_path)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+
+
+class _Step:
+    """One optimizer step of a variant, phase by phase: ``step(ids [B, T], phase) -> loss``."""
+
+    def __init__(self, variant: str, student: PreTrainedModel, teacher: PreTrainedModel, device: torch.device,
+                 precision: str, example: torch.Tensor, lr: float):
+        if variant not in VARIANTS:
+            raise ValueError(f"variant={variant!r} is not allowed; choose one of {VARIANTS}")
+        self.variant, self.student, self.device, self.precision = variant, student, device, precision
+        cuda = device.type == "cuda"
+        self.teacher_compiled = cuda and variant in ("compiled", "fast")
+        if variant == "eager":
+            self.teacher, self.teacher_compiled = distill._compiled_teacher(teacher, example, device, precision)
+        else:
+            self.model = DistillationModel(student, teacher, compile=self.teacher_compiled,
+                                           cuda_graphs=cuda and variant == "fast")
+        fused = device.type == "cuda" and variant != "eager"
+        self.optimizer = torch.optim.AdamW(student.parameters(), lr=lr, fused=fused or None)
+
+    def __call__(self, ids: torch.Tensor, phase: Callable) -> torch.Tensor:
+        with distill._autocast(self.device, self.precision):
+            if self.variant == "eager":
+                with phase("teacher_forward"), torch.no_grad():
+                    target = self.teacher(input_ids=ids, use_cache=False).logits
+                with phase("student_forward"):
+                    logits = self.student(input_ids=ids, use_cache=False).logits
+                with phase("kl"):
+                    loss = forward_kl(logits, target)
+            else:
+                loss = self.model.loss(ids, phase)
         with phase("backward"):
             loss.backward()
         with phase("optimizer"):
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+
+def _models(teacher_name: str, device: torch.device, precision: str, random_weights: bool,
+            teacher_path: str | Path | None, seed: int) -> tuple[PreTrainedModel, PreTrainedModel]:
+    """(student on ``device``, train mode; teacher on ``device`` in the run's weight dtype, frozen)."""
+    if random_weights:
+        if teacher_path is None:
+            raise ValueError("random_weights=True needs teacher_path, a folder holding the teacher's config.json")
+        teacher = random_teacher(teacher_path, seed)
+    else:
+        teacher, _ = load(teacher_name, path=teacher_path)
+    layout = distill._layout(teacher, BASELINE, distill.recipe(teacher_name).fa_fraction)
+    student = convert_to_hybrid(teacher, layout, "gdn", seed=distill.MODEL_SEED).to(device).train()
+    teacher = teacher.to(device, torch.bfloat16 if precision == "bf16" else torch.float32).eval()
+    return student, teacher.requires_grad_(False)
 
 
 def profile_step(teacher_name: str, *, batch_size: int = 32, seq_len: int = 512, steps: int = 10, warmup: int = 3,
-                 compile_student: bool = False, device: str | torch.device | None = None,
-                 precision: str | None = None, seed: int = 0) -> dict[str, Any]:
+                 variant: str = "eager", device: str | torch.device | None = None, precision: str | None = None,
+                 seed: int = 0, random_weights: bool = False, teacher_path: str | Path | None = None,
+                 profile_steps: int = 2) -> dict[str, Any]:
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
-    ``tokens_per_s``, ``mfu`` (CUDA only) and the settings."""
+    ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     device, precision = distill._resolve_device(device, precision)
-    teacher, _ = load(teacher_name)
-    layout = distill._layout(teacher, BASELINE, distill.recipe(teacher_name).fa_fraction)
-    student = convert_to_hybrid(teacher, layout, "gdn", seed=distill.MODEL_SEED).to(device).train()
-    teacher = teacher.to(device, torch.bfloat16 if precision == "bf16" else torch.float32).eval().requires_grad_(False)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
     generator = torch.Generator().manual_seed(seed)
     batches = [torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator).to(device)
                for _ in range(warmup + steps)]
-    teacher_fn, teacher_compiled = distill._compiled_teacher(teacher, batches[0], device, precision)
-    runner = torch.compile(student) if compile_student else student
-    optimizer = torch.optim.AdamW(student.parameters(), lr=1e-5)
-
-    def autocast():
-        return distill._autocast(device, precision)
-
+    step = _Step(variant, student, teacher, device, precision, batches[0], lr=1e-5)
     start = time.perf_counter()
-    _steps(runner, teacher_fn, batches[:warmup], optimizer, _Timer(device), autocast)
+    warm = _Timer(device)
+    for ids in batches[:warmup]:
+        step(ids, warm.phase)
+    warm.ms()
     warmup_s = time.perf_counter() - start
     timer = _Timer(device)
-    _steps(runner, teacher_fn, batches[warmup:], optimizer, timer, autocast)
+    for ids in batches[warmup:]:
+        step(ids, timer.phase)
     ms = timer.ms()
     step_ms = sum(ms.values())
     tokens_per_s = batch_size * seq_len / (step_ms / 1e3)
     flops = 6 * distill.matmul_params(student) + 2 * distill.matmul_params(teacher)
-    return {"teacher": teacher_name, "batch_size": batch_size, "seq_len": seq_len, "steps": steps,
-            "precision": precision, "compile_student": compile_student, "teacher_compiled": teacher_compiled,
-            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+    cuda = device.type == "cuda"
+    profile = kernel_summary(lambda i: step(batches[i % len(batches)], _Timer(device).phase), profile_steps) if (
+        cuda and profile_steps) else None
+    return {"teacher": teacher_name, "variant": variant, "batch_size": batch_size, "seq_len": seq_len,
+            "steps": steps, "precision": precision, "random_weights": random_weights,
+            "teacher_compiled": step.teacher_compiled,
+            "device": torch.cuda.get_device_name(device) if cuda else "cpu",
             "phase_ms": {k: round(v, 3) for k, v in ms.items()}, "step_ms": round(step_ms, 3),
             "warmup_s": round(warmup_s, 1), "tokens_per_s": round(tokens_per_s, 1),
-            "flops_per_token": float(flops),
-            "mfu": tokens_per_s * flops / distill.PEAK_BF16_FLOPS if device.type == "cuda" else None}
+            "flops_per_token": float(flops), "mfu": tokens_per_s * flops / distill.PEAK_BF16_FLOPS if cuda else None,
+            "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if cuda else None,
+            "profile": profile}
+
+
+def kernel_summary(run_step: Callable[[int], Any], steps: int, top: int = 12) -> dict[str, Any]:
+    """``torch.profiler`` over ``steps`` calls of ``run_step(i)`` (CUDA): per step, the kernels launched, the
+    host milliseconds to issue the step (its CPU span) and the GPU milliseconds (sum of kernel times), GPU ms
+    per kernel family (:data:`FAMILIES`) and the ``top`` kernels by GPU time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(steps):
+            with record_function("distill_step"):
+                run_step(i)
+        torch.cuda.synchronize()
+    events = prof.events()
+    host_us = sum(e.time_range.elapsed_us() for e in events
+                  if e.name == "distill_step" and e.device_type == DeviceType.CPU)
+    kernels = [e for e in events if e.device_type == DeviceType.CUDA and e.name != "distill_step"
+               and not getattr(e, "is_user_annotation", False)]
+    families: dict[str, float] = {}
+    by_name: dict[str, float] = {}
+    for e in kernels:
+        us = e.time_range.elapsed_us()
+        family = kernel_family(e.name)
+        families[family] = families.get(family, 0.0) + us
+        by_name[e.name] = by_name.get(e.name, 0.0) + us
+    gpu_us = sum(families.values())
+    per_step = lambda us: round(us / steps / 1e3, 3)  # µs over all steps -> ms per step
+    return {"steps": steps, "kernels_per_step": round(len(kernels) / steps), "host_ms_per_step": per_step(host_us),
+            "gpu_ms_per_step": per_step(gpu_us),
+            "gpu_ms_by_family": {f: per_step(us) for f, us in sorted(families.items(), key=lambda kv: -kv[1])},
+            "top_kernels_ms": {n[:120]: per_step(us) for n, us in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]}}
+
+
+def kernel_family(name: str) -> str:
+    """The :data:`FAMILIES` entry a CUDA kernel's name falls in (first match), else "other"."""
+    return next((f for f, pattern in FAMILIES if re.search(pattern, name.lower())), "other")
+
+
+def loss_curves(teacher_name: str, variants: Sequence[str], *, steps: int = 200, batch_size: int = 32,
+                seq_len: int = 512, lr: float = 2e-4, seed: int = 0, random_weights: bool = False,
+                teacher_path: str | Path | None = None, device: str | torch.device | None = None,
+                precision: str | None = None) -> dict[str, Any]:
+    """Train a fresh student with each of ``variants`` for ``steps`` AdamW steps (constant ``lr``) on the same
+    random batches; returns the loss per step per variant and the largest relative gap to the first."""
+    device, precision = distill._resolve_device(device, precision)
+    generator = torch.Generator()
+    curves: dict[str, list[float]] = {}
+    for variant in variants:
+        student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
+        generator.manual_seed(seed + 1)
+        batches = [torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator) for _ in range(steps)]
+        step = _Step(variant, student, teacher, device, precision, batches[0].to(device), lr=lr)
+        losses = [step(ids.to(device), _Timer(device).phase) for ids in batches]
+        curves[variant] = [float(x) for x in torch.stack(losses).cpu()]
+        del student, teacher, step
+    first = torch.tensor(curves[variants[0]])
+    gaps = {v: float(((torch.tensor(c) - first).abs() / first.abs()).max()) for v, c in curves.items()}
+    return {"teacher": teacher_name, "steps": steps, "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
+            "precision": precision, "losses": curves, "max_rel_gap_to_first": gaps}
+
+
+def train_speed(teacher_name: str, *, steps: int = 60, batch_size: int = 32, seq_len: int = 512,
+                strategy: str = "ddp", cuda_graphs: bool = True, out_dir: str | None = None,
+                stop_at: int | None = None, seed: int = 0, random_weights: bool = False,
+                teacher_path: str | Path | None = None) -> dict[str, Any] | None:
+    """The distillation trainer itself (:func:`hybridlib.train.train` on a
+    :class:`~hybridlib.train.objectives.DistillationModel`, the chapters' learning rates) for ``steps`` steps of
+    ``batch_size`` random sequences - in one process, or under ``torchrun`` (global batch split over the ranks,
+    ``strategy`` "ddp" or "fsdp"). CUDA graphs only with one process. ``out_dir``: checkpoints every
+    ``steps // 4`` steps there (a run resumes from them, at any world size); ``stop_at``: end after that step as a
+    killed job would. Returns (rank 0; other ranks None) the world size, median tokens/s over steps after the
+    first 5, MFU and the loss per step."""
+    from hybridlib.train import PackedBatches, TrainConfig, train
+    from hybridlib.train.objectives import model_loss
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else (
+        torch.device("cpu"))
+    device, precision = distill._resolve_device(device, None)
+    student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
+    cuda = device.type == "cuda"
+    model = DistillationModel(student, teacher, compile=cuda, cuda_graphs=cuda and cuda_graphs and world == 1)
+    rows = torch.randint(0, teacher.config.vocab_size, (steps * batch_size, seq_len),
+                         generator=torch.Generator().manual_seed(seed))
+    r = distill.recipe(teacher_name)
+    config = TrainConfig(batch_size=batch_size, seq_len=seq_len, steps=steps, precision=precision,
+                         lrs={"recurrent": r.lr_recurrent, "rest": r.lr_rest},
+                         group_patterns={"recurrent": distill.RECURRENT_PATTERN}, warmup_frac=distill.WARMUP_FRAC,
+                         strategy=strategy, seed=seed, out_dir=out_dir,
+                         checkpoint_every_steps=max(1, steps // 4) if out_dir else None, progress=False)
+
+    def stop(step: int, _history: Any) -> None:
+        if step == stop_at:
+            raise _Stopped
+
+    try:
+        history = train(model, PackedBatches(rows, batch_size), model_loss, config, callbacks=[stop])
+    except _Stopped:
+        return None
+    if int(os.environ.get("RANK", "0")):
+        return None
+    speeds = [h["tokens_per_s"] for h in history.train[5:] or history.train]
+    tokens_per_s = float(torch.tensor(speeds).median())
+    flops = 6 * distill.matmul_params(student) + 2 * distill.matmul_params(teacher)
+    return {"teacher": teacher_name, "world_size": world, "strategy": strategy if world > 1 else None,
+            "cuda_graphs": model.cuda_graphs, "batch_size": batch_size, "seq_len": seq_len, "steps": steps,
+            "first_step": history.train[0]["step"], "tokens_per_s": round(tokens_per_s, 1),
+            "mfu": tokens_per_s * flops / (world * distill.PEAK_BF16_FLOPS) if cuda else None,
+            "losses": [h["loss"] for h in history.train]}
+
+
+class _Stopped(Exception):
+    """Ends a :func:`train_speed` run at ``stop_at``, as a killed job would."""
+
+
+def kl_chunk_timings(vocab: int, hidden: int, chunk_rows: Sequence[int], tokens: int = 16384) -> list[dict[str, Any]]:
+    """Median milliseconds (``triton.testing.do_bench``) of :func:`~hybridlib.losses.linear_forward_kl` forward and
+    backward under bf16 autocast per ``chunk_rows`` (CUDA; float32 student hidden states and head, bf16 teacher's,
+    random), with the peak memory: how the chunk length trades speed against memory."""
+    import triton.testing
+
+    from hybridlib.losses import linear_forward_kl
+
+    h_s = torch.randn(tokens, hidden, device="cuda", requires_grad=True)
+    w_s = (torch.randn(vocab, hidden, device="cuda") * 0.02).requires_grad_()
+    h_t = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16)
+    w_t = (torch.randn(vocab, hidden, device="cuda") * 0.02).bfloat16()
+    rows = []
+    for n in chunk_rows:
+        def run(n: int = n) -> None:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = linear_forward_kl(h_s, w_s, h_t, w_t, chunk_rows=n)
+            loss.backward()
+            h_s.grad = w_s.grad = None
+
+        torch.cuda.reset_peak_memory_stats()
+        run()
+        ms = triton.testing.do_bench(run, warmup=30, rep=200, return_mode="median")
+        rows.append({"vocab": vocab, "hidden": hidden, "tokens": tokens, "chunk_rows": n,
+                     "ms_forward_and_grads": round(ms, 2),
+                     "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)})
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -126,20 +352,57 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=512)
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--variants", nargs="+", choices=("eager", "compiled"), default=["eager", "compiled"])
+    parser.add_argument("--profile-steps", type=int, default=2)
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--random-weights", action="store_true")
+    parser.add_argument("--teacher-path")
+    parser.add_argument("--fallback", choices=VARIANTS, help="variant to run in place of one that fails")
+    parser.add_argument("--curve-steps", type=int, default=0,
+                        help="also compare the loss curves of 'eager' and the last variant that ran")
+    parser.add_argument("--tag", default="", help="suffix of the JSON file name")
+    parser.add_argument("--train-steps", type=int, default=0,
+                        help="instead: time the trainer itself (train_speed; works under torchrun)")
+    parser.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp")
+    parser.add_argument("--no-cuda-graphs", action="store_true")
+    parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
+    parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
-    rows = []
-    for variant in args.variants:
-        try:
-            row = profile_step(args.teacher, batch_size=args.batch_size, seq_len=args.seq_len, steps=args.steps,
-                               compile_student=variant == "compiled")
-        except Exception as err:  # noqa: BLE001 - a failed variant is a result to report, not a crash
-            row = {"teacher": args.teacher, "compile_student": variant == "compiled", "error": f"{type(err).__name__}: {err}"}
-        print(row, flush=True)
-        rows.append(row)
+    common = {"batch_size": args.batch_size, "seq_len": args.seq_len, "random_weights": args.random_weights,
+              "teacher_path": args.teacher_path}
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    write_json(results_dir("layout_distillation") / f"step_profile_{device}.json",
-               {"rows": rows, "provenance": collect("bench", vars(args))})
+    path = results_dir("layout_distillation") / f"step_profile_{device}{'_' + args.tag if args.tag else ''}.json"
+    if args.train_steps:
+        row = train_speed(args.teacher, steps=args.train_steps, strategy=args.strategy, out_dir=args.out_dir,
+                          cuda_graphs=not args.no_cuda_graphs, stop_at=args.stop_at, **common)
+        if row is not None:
+            print({k: v for k, v in row.items() if k != "losses"}, flush=True)
+            write_json(path, {"rows": [row], "provenance": collect("bench", vars(args))})
+        return
+
+    def save(rows: list[dict[str, Any]], curves: dict[str, Any] | None) -> None:
+        write_json(path, {"rows": rows, "loss_curves": curves, "provenance": collect("bench", vars(args))})
+
+    rows: list[dict[str, Any]] = []
+    queue = list(args.variants)
+    while queue:
+        variant = queue.pop(0)
+        try:
+            row = profile_step(args.teacher, steps=args.steps, variant=variant, profile_steps=args.profile_steps,
+                               **common)
+        except Exception as err:  # noqa: BLE001 - a failed variant is a result to report, not a crash
+            row = {"teacher": args.teacher, "variant": variant, "error": f"{type(err).__name__}: {err}"}
+            if args.fallback and args.fallback != variant and args.fallback not in queue:
+                queue.insert(0, args.fallback)
+        print({k: v for k, v in row.items() if k != "profile"}, flush=True)
+        if row.get("profile"):
+            print(f"  profile: {row['profile']}", flush=True)
+        rows.append(row)
+        save(rows, None)  # after every variant: a run cut short keeps what it measured
+    ran = [r["variant"] for r in rows if "error" not in r]
+    if args.curve_steps and ran:
+        curves = loss_curves(args.teacher, list(dict.fromkeys(["eager", ran[-1]])), steps=args.curve_steps, **common)
+        print({k: v for k, v in curves.items() if k != "losses"}, flush=True)
+        save(rows, curves)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import hashlib
 import inspect
 import json
 import math
+import os
 import shutil
 import time
 import warnings
@@ -47,9 +48,11 @@ from hybridlib.layouts import LAYOUT_NAMES, Layout
 from hybridlib.models import describe, encode, load, load_tokenizer
 from hybridlib.paths import cache_dir
 from hybridlib.provenance import source_digest
-from hybridlib.train import PackedBatches, TrainConfig, distillation_loss, objectives, optim, train
+from hybridlib.train import PackedBatches, TrainConfig, objectives, optim, train
 from hybridlib.train import trainer as _trainer
+from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers import gated_deltanet as gdn
+from kernels.ops import gated_delta_rule as gdr
 
 PRECISIONS = ("fp32", "bf16")
 PEAK_BF16_FLOPS = 694e12  # bf16 matmul ceiling measured on one H200 (8192^3 torch.matmul)
@@ -155,7 +158,8 @@ class DistillRun:
 
 def _code_version() -> str:
     """Hash of the sources a student depends on (this module, the converter, losses, trainer, GDN layer)."""
-    return source_digest((inspect.getmodule(_code_version), convert, losses, _trainer, objectives, optim, gdn))
+    return source_digest((inspect.getmodule(_code_version), convert, losses, _trainer, objectives, optim, gdn,
+                          gdr))
 
 
 def teacher_identity(model: PreTrainedModel) -> str:
@@ -379,10 +383,12 @@ def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout
     val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)
     evaluate = _Validator(teacher, val_docs, device, s.precision)
     initial = _initial_eval(folder / "train" / "initial.json", student, evaluate)
-    loss_teacher, compiled = _compiled_teacher(teacher, batches[0]["input_ids"], device, s.precision)
+    compiled = device.type == "cuda"  # the fast path: fused linear-KL, compiled backbones, CUDA graphs on one GPU
+    one_process = int(os.environ.get("WORLD_SIZE", "1")) == 1
+    model = DistillationModel(student, teacher, s.tau, compile=compiled, cuda_graphs=compiled and one_process)
     steps_here: list[int] = []  # steps trained by this process (a resumed run did the others before)
     cpu0, wall0, eval_cpu0 = time.process_time(), time.perf_counter(), evaluate.cpu_s
-    history = train(student, batches, distillation_loss(loss_teacher, s.tau), config, evaluate=evaluate,
+    history = train(model, batches, model_loss, config, evaluate=lambda m: evaluate(m.student),
                     callbacks=[_stop_if_diverged, lambda step, _: steps_here.append(step)])
     cpu = time.process_time() - cpu0 - (evaluate.cpu_s - eval_cpu0)
     wall = time.perf_counter() - wall0
