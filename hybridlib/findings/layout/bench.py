@@ -46,11 +46,12 @@ from hybridlib.atomic import write_json
 from hybridlib.convert import convert_to_hybrid
 from hybridlib.findings.layout import distill
 from hybridlib.layouts import BASELINE
-from hybridlib.losses import forward_kl
+from hybridlib.losses import forward_kl, linear_forward_kl
 from hybridlib.models import load
 from hybridlib.paths import results_dir
 from hybridlib.provenance import collect
-from hybridlib.train.objectives import DistillationModel
+from hybridlib.train import PackedBatches, TrainConfig, train
+from hybridlib.train.objectives import DistillationModel, model_loss
 
 PHASES = ("teacher_forward", "student_forward", "kl", "backward", "optimizer")
 VARIANTS = ("eager", "fused", "compiled", "fast")
@@ -272,9 +273,6 @@ def train_speed(teacher_name: str, *, steps: int = 60, batch_size: int = 32, seq
     ``steps // 4`` steps there (a run resumes from them, at any world size); ``stop_at``: end after that step as a
     killed job would. Returns (rank 0; other ranks None) the world size, median tokens/s over steps after the
     first 5, MFU and the loss per step."""
-    from hybridlib.train import PackedBatches, TrainConfig, train
-    from hybridlib.train.objectives import model_loss
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else (
         torch.device("cpu"))
@@ -320,8 +318,6 @@ def kl_chunk_timings(vocab: int, hidden: int, chunk_rows: Sequence[int], tokens:
     backward under bf16 autocast per ``chunk_rows`` (CUDA; float32 student hidden states and head, bf16 teacher's,
     random), with the peak memory: how the chunk length trades speed against memory."""
     import triton.testing
-
-    from hybridlib.losses import linear_forward_kl
 
     h_s = torch.randn(tokens, hidden, device="cuda", requires_grad=True)
     w_s = (torch.randn(vocab, hidden, device="cuda") * 0.02).requires_grad_()
