@@ -19,6 +19,7 @@ from hybridlib.findings.efficiency.wholemodel import (
     decode_sweep,
     doubling,
     grid_summary,
+    max_context,
     model_shape,
     prefill_sweep,
     weights_nbytes,
@@ -64,6 +65,18 @@ def test_prefill_sweep_records_the_first_oom_with_its_phase_and_stops(teacher):
     assert (rows[0]["status"], rows[0]["oom_in"]) == ("oom", "prefill")
     rows = prefill_sweep(teacher, [16, 32], chunk=None, repeats=1, time_limit_s=1e-9)
     assert len(rows) == 1 and rows[0]["stopped"] == "time"
+
+
+def test_probe_fill_has_the_prefills_memory_and_finds_the_maximum_context(teacher):
+    """fill="probe" runs only the last chunk at the final positions: the same cache and the same largest score
+    temporary as a full prefill, so under the same cap it runs out of memory at the same context."""
+    contexts = doubling(32, 1024)
+    cap = need(teacher, 1, 256, 16) + 1
+    full = prefill_sweep(teacher, contexts, chunk=16, repeats=1, memory_cap=cap)
+    probe = prefill_sweep(teacher, contexts, chunk=16, repeats=1, memory_cap=cap, fill="probe")
+    assert [(r["context"], r["status"]) for r in probe] == [(r["context"], r["status"]) for r in full]
+    assert max_context(probe) == {"fits": 256, "oom_at": 512}
+    assert max_context(probe[:2]) == {"fits": 64, "oom_at": None}
 
 
 def test_decode_sweep_batches_until_oom(teacher):
@@ -131,6 +144,7 @@ def test_prediction_error_and_decode_ratios(teacher):
     (["--decode-batches", "4,2"], "--decode-batches: comma-separated increasing positive ints"),
     (["--preset", "huge"], "--preset='huge' is not allowed; allowed: seminar, gpu"),
     (["--chunk", "0"], "--chunk must be a positive int"),
+    (["--probe-last", "8"], "--probe-last must be >= --prefill-first=256"),
 ])
 def test_cli_validates_before_any_work(args, message, tmp_path, monkeypatch):
     monkeypatch.setattr(wholemodel, "load_teacher", lambda name: pytest.fail("loaded a model"))
@@ -141,13 +155,15 @@ def test_cli_validates_before_any_work(args, message, tmp_path, monkeypatch):
 def test_cli_writes_json_with_provenance(tmp_path):
     out = tmp_path / "wholemodel_cpu.json"
     wholemodel.main(["--preset", "seminar", "--out", str(out), "--models", "tiny-random:teacher,tiny-random:gdn",
-                     "--prefill-first", "16", "--prefill-last", "32", "--chunk", "16", "--decode-contexts", "16",
+                     "--prefill-first", "16", "--prefill-last", "32", "--probe-last", "64", "--chunk", "16",
+                     "--decode-contexts", "16",
                      "--decode-batches", "1,2", "--grid-contexts", "16", "--grid-batches", "1,2", "--new-tokens", "2",
                      "--repeats", "1"])
     data = json.loads(out.read_text())
     assert set(data["models"]) == {"tiny-random:teacher", "tiny-random:gdn"}
     gdn = data["models"]["tiny-random:gdn"]
     assert [r["context"] for r in gdn["prefill"]] == [16, 32] and gdn["stack"] == "hybrid-3:1"
+    assert [r["context"] for r in gdn["probe"]] == [16, 32, 64] and gdn["max_context"]["fits"] == 64
     assert [r["batch"] for r in gdn["decode"]["16"]] == [1, 2]
     assert [r["batch"] for r in data["decode_ratios"]["tiny-random:gdn"]["16"]] == [1, 2]
     assert {r["model"]: r["completed"] for r in data["grid_summary"]} == {"tiny-random:teacher": 2,

@@ -181,25 +181,36 @@ def doubling(first: int, last: int) -> list[int]:
 
 @torch.no_grad()
 def prefill_sweep(model: PreTrainedModel, contexts: Sequence[int], chunk: int | None = 4096, *, batch: int = 1,
-                  repeats: int = 3, memory_cap: int | None = None, time_limit_s: float | None = None,
+                  repeats: int = 3, fill: str = "prefill", point_budget_s: float = 30.0,
+                  memory_cap: int | None = None, time_limit_s: float | None = None,
                   seed: int = 0) -> list[dict[str, object]]:
-    """Per context (increasing; e.g. :func:`doubling`): median prefill seconds over ``repeats`` after one warm-up,
-    tokens/s, peak bytes (CUDA), cache bytes; stops after the first out-of-memory point (``status="oom"``,
-    ``oom_in`` its phase) or after a point whose prefill took longer than ``time_limit_s``
+    """Per context (increasing; e.g. :func:`doubling`): prefill seconds (median), tokens/s, peak bytes (CUDA),
+    cache bytes. One warm-up prefill at the first context is excluded; each point is timed once, and
+    ``repeats - 1`` more times when that run took under ``point_budget_s / repeats``. ``fill="probe"`` times
+    only the last chunk (see the module docstring): the measured maximum context at a fraction of the time.
+
+    Stops after the first out-of-memory point (``status="oom"``, ``oom_in`` its phase) or, with
+    ``time_limit_s``, after a point whose time x4 (attention is quadratic in the context) would pass it
     (``stopped="time"`` on that row)."""
     contexts = _check_sizes("contexts", contexts)
+    _check_choice("fill", fill, FILLS)
     device = next(model.parameters()).device
     rows: list[dict[str, object]] = []
     with _cuda_cap(device, memory_cap):
-        for context in contexts:
-            row: dict[str, object] = {"context": context, "batch": batch, "chunk": chunk, "status": "oom"}
+        for i, context in enumerate(contexts):
+            row: dict[str, object] = {"context": context, "batch": batch, "chunk": chunk, "fill": fill,
+                                      "status": "oom"}
             guard = _Guard(device, memory_cap, weights_nbytes(model))
             _start_point(device)
             dec = None
             try:
                 dec = _allocate(model, batch, context, guard)
-                times = [_timed(device, lambda: _fill(dec, context, chunk, "prefill", guard, seed))
-                         for _ in range(repeats + 1)][1:]
+                run = lambda: _timed(device, lambda: _fill(dec, context, chunk, fill, guard, seed))
+                if i == 0:
+                    run()  # warm-up: kernel compilation, allocator
+                times = [run()]
+                if times[0] * repeats < point_budget_s:
+                    times += [run() for _ in range(repeats - 1)]
                 median = statistics.median(times)
                 row |= {"status": "ok", "prefill_s": median, "prefill_s_all": times,
                         "tokens_per_s": batch * context / median, "peak_bytes": _peak(device),
@@ -210,10 +221,17 @@ def prefill_sweep(model: PreTrainedModel, contexts: Sequence[int], chunk: int | 
             rows.append(row)
             if row["status"] == "oom":
                 break
-            if time_limit_s is not None and row["prefill_s"] > time_limit_s:
+            if time_limit_s is not None and 4 * row["prefill_s"] > time_limit_s:
                 row["stopped"] = "time"
                 break
     return rows
+
+
+def max_context(rows: Sequence[Mapping[str, object]]) -> dict[str, int | None]:
+    """From :func:`prefill_sweep` rows: the longest context that fit and the first out of memory (None: none)."""
+    fits = [int(r["context"]) for r in rows if r["status"] == "ok"]
+    oom = [int(r["context"]) for r in rows if r["status"] == "oom"]
+    return {"fits": max(fits, default=None), "oom_at": min(oom, default=None)}
 
 
 def _device_busy(loop: DecodeLoop, n: int) -> float | None:
@@ -384,12 +402,13 @@ def build(teacher: PreTrainedModel, kind: str, window: int) -> PreTrainedModel:
 
 PRESETS: Mapping[str, Mapping[str, object]] = {
     "seminar": {"models": "tiny-random:teacher,tiny-random:gdn,tiny-random:window-linear", "device": "cpu",
-                "prefill_first": 256, "prefill_last": 2048, "chunk": 256, "decode_contexts": "256",
+                "prefill_first": 256, "prefill_last": 2048, "probe_last": 8192, "chunk": 256, "decode_contexts": "256",
                 "decode_batches": "1,4,16", "grid_contexts": "256,512,1024,2048", "grid_batches": "1,2,4,8",
                 "new_tokens": 8, "repeats": 3, "time_limit_s": 30.0},
     "gpu": {"models": "smollm2-135m:teacher,smollm2-135m:gdn,smollm2-135m:window-linear,gemma3-270m:teacher,"
                       "gemma3-270m:gdn", "device": "cuda",
-            "prefill_first": 4096, "prefill_last": 1 << 21, "chunk": 8192, "decode_contexts": "4096,32768",
+            "prefill_first": 4096, "prefill_last": 1 << 21, "probe_last": 1 << 25, "chunk": 8192,
+            "decode_contexts": "4096,32768",
             "decode_batches": "1,4,16,64,256,1024,2048", "grid_contexts": "16384,32768,65536,131072,262144",
             "grid_batches": "1,2,4,8,16,32,64,128", "new_tokens": 32, "repeats": 3, "time_limit_s": 60.0},
 }
@@ -427,6 +446,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--device", help="cpu or cuda")
     p.add_argument("--prefill-first", type=int, help="first prefill context (tokens); doubled to --prefill-last")
     p.add_argument("--prefill-last", type=int, help="last prefill context (tokens)")
+    p.add_argument("--probe-last", type=int, help="last context of the maximum-context probe (doubling from "
+                   "--prefill-first; only the last chunk is run)")
     p.add_argument("--chunk", type=int, help="prefill chunk (tokens)")
     p.add_argument("--decode-contexts", help="contexts of the decode sweep, e.g. 4096,32768")
     p.add_argument("--decode-batches", help="batches of the decode sweep, e.g. 1,4,16")
@@ -452,14 +473,18 @@ def _validate(args: argparse.Namespace) -> dict[str, object]:
         raise ValueError("--device cuda: no CUDA device is visible; allowed here: cpu")
     if not args.out.endswith(".json"):
         raise ValueError(f"--out must name a .json file, got {args.out!r}")
-    for name in ("prefill_first", "prefill_last", "chunk", "new_tokens", "repeats"):
+    for name in ("prefill_first", "prefill_last", "probe_last", "chunk", "new_tokens", "repeats"):
         value = getattr(args, name)
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive int, got {value!r}")
+    for last in ("prefill_last", "probe_last"):
+        if getattr(args, last) < args.prefill_first:
+            raise ValueError(f"--{last.replace('_', '-')} must be >= --prefill-first={args.prefill_first}")
     if args.time_limit_s <= 0 or (args.memory_cap_gib is not None and args.memory_cap_gib <= 0):
         raise ValueError("--time-limit-s and --memory-cap-gib must be > 0")
     return {"models": parse_models(args.models), "device": args.device,
-            "prefill_contexts": doubling(args.prefill_first, args.prefill_last), "chunk": args.chunk,
+            "prefill_contexts": doubling(args.prefill_first, args.prefill_last),
+            "probe_contexts": doubling(args.prefill_first, args.probe_last), "chunk": args.chunk,
             "decode_contexts": _ints("decode_contexts", args.decode_contexts),
             "decode_batches": _ints("decode_batches", args.decode_batches),
             "grid_contexts": _ints("grid_contexts", args.grid_contexts),
@@ -481,7 +506,9 @@ def measure_model(model: PreTrainedModel, shape: ModelShape, stack: str | None, 
     kw = {"chunk": params["chunk"], "memory_cap": params["memory_cap"]}
     prefill = prefill_sweep(model, params["prefill_contexts"], repeats=params["repeats"],
                             time_limit_s=params["time_limit_s"], **kw)
-    print(pd.DataFrame(prefill).drop(columns=["prefill_s_all"], errors="ignore").to_string(), flush=True)
+    probe = prefill_sweep(model, params["probe_contexts"], repeats=1, fill="probe", **kw)
+    for rows in (prefill, probe):
+        print(pd.DataFrame(rows).drop(columns=["prefill_s_all"], errors="ignore").to_string(), flush=True)
     decode = {}
     for context in params["decode_contexts"]:
         rows = decode_sweep(model, context, params["decode_batches"], new_tokens=params["new_tokens"],
@@ -490,7 +517,8 @@ def measure_model(model: PreTrainedModel, shape: ModelShape, stack: str | None, 
         print(pd.DataFrame(rows).drop(columns=["step_ms_all"], errors="ignore").to_string(), flush=True)
     grid = completion_grid({"model": model}, params["grid_contexts"], params["grid_batches"],
                            new_tokens=params["new_tokens"], **kw)
-    return {"prefill": with_prediction(prefill, shape, stack), "decode": decode,
+    return {"prefill": with_prediction(prefill, shape, stack), "probe": with_prediction(probe, shape, stack),
+            "max_context": max_context(probe), "decode": decode,
             "grid": [{k: v for k, v in r.items() if k != "model"} for r in grid]}
 
 
