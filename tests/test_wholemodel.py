@@ -169,4 +169,5 @@ def test_cli_writes_json_with_provenance(tmp_path):
     assert {r["model"]: r["completed"] for r in data["grid_summary"]} == {"tiny-random:teacher": 2,
                                                                           "tiny-random:gdn": 2}
     assert data["provenance"]["preset"] == "seminar" and data["provenance"]["params"]["chunk"] == 16
+    assert data["complete"] is True
     assert data["paper_completed_128k"][0] == ["Qwen3.5 (hybrid)", 25, 40]

@@ -404,13 +404,14 @@ PRESETS: Mapping[str, Mapping[str, object]] = {
     "seminar": {"models": "tiny-random:teacher,tiny-random:gdn,tiny-random:window-linear", "device": "cpu",
                 "prefill_first": 256, "prefill_last": 2048, "probe_last": 8192, "chunk": 256, "decode_contexts": "256",
                 "decode_batches": "1,4,16", "grid_contexts": "256,512,1024,2048", "grid_batches": "1,2,4,8",
-                "new_tokens": 8, "repeats": 3, "time_limit_s": 30.0},
+                "new_tokens": 8, "grid_new_tokens": 4, "repeats": 3, "time_limit_s": 30.0},
     "gpu": {"models": "smollm2-135m:teacher,smollm2-135m:gdn,smollm2-135m:window-linear,gemma3-270m:teacher,"
                       "gemma3-270m:gdn", "device": "cuda",
             "prefill_first": 4096, "prefill_last": 1 << 21, "probe_last": 1 << 25, "chunk": 8192,
             "decode_contexts": "4096,32768",
-            "decode_batches": "1,4,16,64,256,1024,2048", "grid_contexts": "16384,32768,65536,131072,262144",
-            "grid_batches": "1,2,4,8,16,32,64,128", "new_tokens": 32, "repeats": 3, "time_limit_s": 60.0},
+            "decode_batches": "1,4,16,64,256,1024,2048", "grid_contexts": "32768,65536,131072,262144,524288",
+            "grid_batches": "1,2,4,8,16,32,64,128", "new_tokens": 32, "grid_new_tokens": 8, "repeats": 3,
+            "time_limit_s": 30.0},
 }
 
 
@@ -454,6 +455,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--grid-contexts", help="contexts of the completion grid")
     p.add_argument("--grid-batches", help="batches of the completion grid")
     p.add_argument("--new-tokens", type=int, help="decoded tokens per repeat")
+    p.add_argument("--grid-new-tokens", type=int, help="decoded tokens per completion-grid point")
     p.add_argument("--repeats", type=int, help="timed repeats per point (after warm-up)")
     p.add_argument("--time-limit-s", type=float, help="stop the prefill sweep after a point slower than this")
     p.add_argument("--memory-cap-gib", type=float, default=None, help="memory cap (CUDA: share of the card; "
@@ -473,7 +475,7 @@ def _validate(args: argparse.Namespace) -> dict[str, object]:
         raise ValueError("--device cuda: no CUDA device is visible; allowed here: cpu")
     if not args.out.endswith(".json"):
         raise ValueError(f"--out must name a .json file, got {args.out!r}")
-    for name in ("prefill_first", "prefill_last", "probe_last", "chunk", "new_tokens", "repeats"):
+    for name in ("prefill_first", "prefill_last", "probe_last", "chunk", "new_tokens", "grid_new_tokens", "repeats"):
         value = getattr(args, name)
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive int, got {value!r}")
@@ -489,6 +491,7 @@ def _validate(args: argparse.Namespace) -> dict[str, object]:
             "decode_batches": _ints("decode_batches", args.decode_batches),
             "grid_contexts": _ints("grid_contexts", args.grid_contexts),
             "grid_batches": _ints("grid_batches", args.grid_batches), "new_tokens": args.new_tokens,
+            "grid_new_tokens": args.grid_new_tokens,
             "repeats": args.repeats, "time_limit_s": args.time_limit_s,
             "memory_cap": None if args.memory_cap_gib is None else int(args.memory_cap_gib * 2**30)}
 
@@ -516,23 +519,35 @@ def measure_model(model: PreTrainedModel, shape: ModelShape, stack: str | None, 
         decode[str(context)] = with_prediction(rows, shape, stack)
         print(pd.DataFrame(rows).drop(columns=["step_ms_all"], errors="ignore").to_string(), flush=True)
     grid = completion_grid({"model": model}, params["grid_contexts"], params["grid_batches"],
-                           new_tokens=params["new_tokens"], **kw)
+                           new_tokens=params["grid_new_tokens"], **kw)
     return {"prefill": with_prediction(prefill, shape, stack), "probe": with_prediction(probe, shape, stack),
             "max_context": max_context(probe), "decode": decode,
             "grid": [{k: v for k, v in r.items() if k != "model"} for r in grid]}
 
 
+def summarise(result: dict[str, object]) -> None:
+    """Add ``decode_ratios`` (each student over its teacher, per decode context and batch) and ``grid_summary``
+    (completed points per model) to a result holding ``models``."""
+    models = result["models"]
+    result["decode_ratios"] = {
+        label: {c: decode_ratios(models[f"{e['name']}:teacher"]["decode"][c], rows) for c, rows in e["decode"].items()}
+        for label, e in models.items() if e["kind"] != "teacher" and f"{e['name']}:teacher" in models}
+    grid = [r | {"model": label} for label, e in models.items() for r in e["grid"]]
+    result["grid_summary"] = grid_summary(grid).reset_index().to_dict("records") if grid else []
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, object]:
-    """Measure every model (each alone on the device), print the figures and write the JSON; returns it."""
+    """Measure every model (each alone on the device), print the figures and write the JSON after each model
+    (``complete`` false until the last: a run cut short keeps the models it finished); returns the result."""
     args = _arguments(argv)
     params = _validate(args)
     device = params["device"]
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     window = WINDOW["gpu" if args.preset == "gpu" else "seminar"]
     teachers: dict[str, PreTrainedModel] = {}
-    result: dict[str, object] = {"models": {}, "decode_ratios": {},
+    result: dict[str, object] = {"models": {}, "complete": False,
                                  "paper_completed_128k": [list(p) for p in PAPER_COMPLETED_128K]}
-    for name, kind in params["models"]:
+    for i, (name, kind) in enumerate(params["models"]):
         if name not in teachers:
             teachers[name] = load_teacher(name)
         label, stack = f"{name}:{kind}", STACK[kind]
@@ -544,17 +559,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         model = None
         if device == "cuda":
             torch.cuda.empty_cache()
-    for label, entry in result["models"].items():
-        base = result["models"].get(f"{entry['name']}:teacher")
-        if entry["kind"] != "teacher" and base is not None:
-            result["decode_ratios"][label] = {c: decode_ratios(base["decode"][c], rows)
-                                              for c, rows in entry["decode"].items()}
-    grid = [r | {"model": label} for label, entry in result["models"].items() for r in entry["grid"]]
-    summary = grid_summary(grid)
-    result["grid_summary"] = summary.reset_index().to_dict("records")
-    print(summary.to_string(), "\npaper (128K evaluations):", PAPER_COMPLETED_128K, flush=True)
-    result["provenance"] = collect(args.preset, {**params, "models": [":".join(m) for m in params["models"]]})
-    write_json(args.out, _plain(result))
+        summarise(result)
+        result["complete"] = i == len(params["models"]) - 1
+        result["provenance"] = collect(args.preset, {**params, "models": [":".join(m) for m in params["models"]]})
+        write_json(args.out, _plain(result))
+    print(pd.DataFrame(result["grid_summary"]).to_string(), "\npaper (128K evaluations):", PAPER_COMPLETED_128K,
+          flush=True)
     return result
 
 
