@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import nn
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
@@ -235,13 +236,14 @@ def max_context(rows: Sequence[Mapping[str, object]]) -> dict[str, int | None]:
 
 
 def _device_busy(loop: DecodeLoop, n: int) -> float | None:
-    """GPU kernel time / wall time over ``n`` more steps (torch.profiler; CUDA only, else None)."""
+    """GPU kernel time / wall time over ``n`` more steps (torch.profiler's kernel records, as its "Self CUDA"
+    total); None on CPU or when the profiler recorded no kernel (e.g. no CUPTI graph tracing)."""
     if loop.decoder.device.type != "cuda":
         return None
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         wall = _timed(loop.decoder.device, lambda: loop.run(n))
-    kernel_us = sum(e.self_device_time_total for e in prof.key_averages())
-    return kernel_us * 1e-6 / wall
+    kernels = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+    return sum(e.self_device_time_total for e in kernels) * 1e-6 / wall if kernels else None
 
 
 @torch.no_grad()
