@@ -363,8 +363,13 @@ class DecodeLoop:
                 self._body()
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph), torch.no_grad():
-            self._body()
+        try:
+            with torch.cuda.graph(self.graph), torch.no_grad():
+                self._body()
+        except RuntimeError as err:  # out of memory while capturing may surface as a capture error
+            if isinstance(err, torch.OutOfMemoryError) or isinstance(err.__context__, torch.OutOfMemoryError):
+                raise torch.OutOfMemoryError(f"out of memory while capturing the decode step: {err}") from err
+            raise
 
     @torch.no_grad()
     def run(self, n: int) -> None:
