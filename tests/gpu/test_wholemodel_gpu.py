@@ -54,7 +54,10 @@ def test_gdn_decodes_with_fla_fused_recurrent(monkeypatch):
     assert len(calls) == 3  # one per GDN layer (3 of 4 in the 3:1 student)
 
 
-def test_bf16_window_linear_step_on_cuda():
+@pytest.mark.parametrize("impl", ["triton", "torch"])
+def test_bf16_window_linear_step_on_cuda(impl):
+    """The one-kernel Triton step (what ``auto`` picks on CUDA) and the PyTorch step, bf16 ring and float32 state,
+    against the float64 op: within bf16 rounding."""
     g = torch.Generator().manual_seed(0)
     B, T, H, D, Fd = 2, 40, 3, 16, 8
     q, k, v = (torch.randn(B, T, H, D, generator=g, dtype=torch.float64) for _ in range(3))
@@ -67,7 +70,7 @@ def test_bf16_window_linear_step_on_cuda():
     position = torch.zeros((), dtype=torch.long, device="cuda")
     for t in range(T):
         y = window_linear_decode_step(bf(q[:, t]), bf(k[:, t]), bf(v[:, t]), bf(qf[:, t]), bf(kf[:, t]), ring,
-                                      position, softmax_weight=gamma.float().cuda(), scale=D**-0.5)
+                                      position, softmax_weight=gamma.float().cuda(), scale=D**-0.5, impl=impl)
         position.add_(1)
         torch.testing.assert_close(y.double().cpu(), want[:, t], rtol=0.05, atol=0.05)  # bf16 inputs
 
