@@ -25,6 +25,8 @@ from hybridlib.findings.efficiency.wholemodel import (
     weights_nbytes,
     with_prediction,
 )
+from hybridlib.findings.lolcats.report import fig8_row
+from hybridlib.verdicts import Outcome
 
 SMALL = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 4,
          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 4096}
@@ -171,3 +173,39 @@ def test_cli_writes_json_with_provenance(tmp_path):
     assert data["provenance"]["preset"] == "seminar" and data["provenance"]["params"]["chunk"] == 16
     assert data["complete"] is True
     assert data["paper_completed_128k"][0] == ["Qwen3.5 (hybrid)", 25, 40]
+
+
+def _result() -> dict:
+    """A CLI result as the H200 run would write it (numbers made up, shapes real)."""
+    grid = lambda ok_batches: [{"context": c, "batch": b, "status": "completed" if (c, b) in ok_batches else "oom"}
+                               for c in (65536, 131072) for b in (1, 2, 4, 8)]
+    dec = lambda steps, busy, oom_from: [
+        {"batch": b, "status": "oom", "oom_in": "cache"} if b >= oom_from else
+        {"batch": b, "status": "ok", "mode": "graph", "step_ms_all": [steps * b, steps * b + 1, steps * b + 2],
+         "device_busy": busy} for b in (1, 64, 1024, 2048)]
+    return {"complete": True, "models": {
+        "smollm2-135m:teacher": {"grid": grid({(65536, 1), (65536, 2), (131072, 1)}),
+                                 "decode": {"4096": dec(3.0, 0.9, 2048)},
+                                 "max_context": {"fits": 4194304, "oom_at": 8388608}, "decode_path": "static KV"},
+        "smollm2-135m:gdn": {"grid": grid({(c, b) for c in (65536, 131072) for b in (1, 2, 4)}),
+                             "max_context": {"fits": 16777216, "oom_at": 33554432}, "decode_path": "fla"},
+        "smollm2-135m:window-linear": {"decode": {"4096": dec(1.0, 0.85, 4096)},
+                                       "decode_path": "triton kernel on a ring buffer"}}}
+
+
+def test_rule_inputs_from_the_json():
+    """What efficiency.report's 128K rule and lolcats.report's Fig. 8 rule read: per-batch completion differences at
+    128K (mean = share difference), counts; Fig. 8 speedups per repeat at the largest common batch, the fused and
+    device-bound preconditions, the memory win. fig8_row binds on them (rules unchanged)."""
+    data = _result()
+    mem = wholemodel.memory_128k_values(data, "smollm2-135m")
+    assert mem["batches"] == [1, 2, 4, 8] and mem["values"] == [0.0, 1.0, 1.0, 0.0]
+    assert mem["at_context"] == {"teacher": (1, 4), "gdn": (3, 4)} and mem["grid"] == {"teacher": (3, 8),
+                                                                                        "gdn": (6, 8)}
+    assert mem["max_context"]["gdn"]["fits"] == 16777216 and mem["complete"]
+    fig8 = wholemodel.fig8_values(data)
+    assert fig8["batch"] == 1024 and fig8["memory_win"]
+    assert fig8["speedups"] == pytest.approx([3072 / 1024, 3073 / 1025, 3074 / 1026])
+    assert fig8["fused_decode"] and fig8["device_busy"] == 0.85
+    row = fig8_row(fig8["speedups"], fused_decode=fig8["fused_decode"], device_busy=fig8["device_busy"])
+    assert row["verdict"].outcome == Outcome.REPRODUCED  # ~3x in 3/3 repeats, both preconditions hold

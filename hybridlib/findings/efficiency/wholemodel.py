@@ -51,6 +51,8 @@ from hybridlib.findings.lolcats.linearize import linearize
 from hybridlib.layouts import Layout
 from hybridlib.models import load
 from hybridlib.provenance import collect
+from kernels.ops import gated_delta_rule as gdr
+from kernels.ops import window_linear_decode as wld
 from kernels.shapes import SHAPES, ModelShape
 
 PHASES = ("cache", "prefill", "decode")
@@ -380,6 +382,48 @@ def decode_ratios(teacher_rows: Sequence[Mapping[str, object]], rows: Sequence[M
     return out
 
 
+# --- what the chapters' rules read from the JSON -------------------------------------------------------------
+
+def memory_128k_values(data: Mapping[str, object], name: str, context: int = 131072) -> dict[str, object]:
+    """Inputs of ``efficiency.report.MEMORY_128K`` from a CLI result: per grid batch at ``context``, the GDN
+    student's completion (1/0) minus the teacher's (``values``: their mean is the rule's share difference),
+    the completed counts at ``context`` and over the whole grid, and whether the run finished."""
+    models = data["models"]
+    rows = {kind: models[f"{name}:{kind}"]["grid"] for kind in ("teacher", "gdn")}
+    done = {kind: {r["batch"]: r["status"] == "completed" for r in rs if r["context"] == context}
+            for kind, rs in rows.items()}
+    batches = sorted(set(done["teacher"]) & set(done["gdn"]))
+    count = lambda kind: (sum(done[kind][b] for b in batches), len(batches))
+    whole = lambda kind: (sum(r["status"] == "completed" for r in rows[kind]), len(rows[kind]))
+    return {"values": [float(done["gdn"][b]) - float(done["teacher"][b]) for b in batches], "batches": batches,
+            "at_context": {k: count(k) for k in rows}, "grid": {k: whole(k) for k in rows},
+            "max_context": {k: models[f"{name}:{k}"]["max_context"] for k in rows},
+            "complete": bool(data.get("complete"))}
+
+
+def fig8_values(data: Mapping[str, object], name: str = "smollm2-135m", context: str = "4096") -> dict[str, object]:
+    """Inputs of ``lolcats.report.fig8_row`` from a CLI result: the largest batch both the teacher and its window
+    + linear model decoded at ``context``, one speedup per repeat there (teacher step time / linear step time, the
+    tokens/s ratio at equal batch), ``fused_decode`` (the window + linear steps ran the Triton kernel from a
+    CUDA graph), ``device_busy`` (the smaller of the two rows' GPU busy shares; None if either is missing) and
+    ``memory_win`` (a batch the teacher ran out of memory at and the linear model decoded)."""
+    models = data["models"]
+    linear_model = models[f"{name}:window-linear"]
+    soft, lin = (models[label]["decode"][context] for label in (f"{name}:teacher", f"{name}:window-linear"))
+    ok = lambda rows: {r["batch"]: r for r in rows if r["status"] == "ok"}
+    s_ok, l_ok = ok(soft), ok(lin)
+    both = sorted(set(s_ok) & set(l_ok))
+    out: dict[str, object] = {"batch": None, "speedups": [], "fused_decode": False, "device_busy": None,
+                              "memory_win": any(r["status"] == "oom" and r["batch"] in l_ok for r in soft)}
+    if both:
+        s, l = s_ok[both[-1]], l_ok[both[-1]]
+        busy = [r.get("device_busy") for r in (s, l)]
+        out |= {"batch": both[-1], "speedups": [a / b for a, b in zip(s["step_ms_all"], l["step_ms_all"])],
+                "fused_decode": linear_model["decode_path"].startswith("triton") and l["mode"] == "graph",
+                "device_busy": None if None in busy else min(busy)}
+    return out
+
+
 # --- models and CLI -------------------------------------------------------------------------------------------
 
 def tiny_random(seed: int = 0) -> LlamaForCausalLM:
@@ -405,13 +449,15 @@ def build(teacher: PreTrainedModel, kind: str, window: int) -> PreTrainedModel:
 PRESETS: Mapping[str, Mapping[str, object]] = {
     "seminar": {"models": "tiny-random:teacher,tiny-random:gdn,tiny-random:window-linear", "device": "cpu",
                 "prefill_first": 256, "prefill_last": 2048, "probe_last": 8192, "chunk": 256, "decode_contexts": "256",
-                "decode_batches": "1,4,16", "grid_contexts": "256,512,1024,2048", "grid_batches": "1,2,4,8",
+                "decode_batches": "1,4,16", "eager_batches": "1,4", "grid_contexts": "256,512,1024,2048",
+                "grid_batches": "1,2,4,8",
                 "new_tokens": 8, "grid_new_tokens": 4, "repeats": 3, "time_limit_s": 30.0},
     "gpu": {"models": "smollm2-135m:teacher,smollm2-135m:gdn,smollm2-135m:window-linear,gemma3-270m:teacher,"
                       "gemma3-270m:gdn", "device": "cuda",
             "prefill_first": 4096, "prefill_last": 1 << 21, "probe_last": 1 << 25, "chunk": 8192,
             "decode_contexts": "4096,32768",
-            "decode_batches": "1,4,16,64,256,1024,2048", "grid_contexts": "32768,65536,131072,262144,524288",
+            "decode_batches": "1,4,16,64,256,1024,2048", "eager_batches": "1,64",
+            "grid_contexts": "32768,65536,131072,262144,524288",
             "grid_batches": "1,2,4,8,16,32,64,128", "new_tokens": 32, "grid_new_tokens": 8, "repeats": 3,
             "time_limit_s": 30.0},
 }
@@ -454,6 +500,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--chunk", type=int, help="prefill chunk (tokens)")
     p.add_argument("--decode-contexts", help="contexts of the decode sweep, e.g. 4096,32768")
     p.add_argument("--decode-batches", help="batches of the decode sweep, e.g. 1,4,16")
+    p.add_argument("--eager-batches", help="batches decoded without the CUDA graph too (CUDA only)")
     p.add_argument("--grid-contexts", help="contexts of the completion grid")
     p.add_argument("--grid-batches", help="batches of the completion grid")
     p.add_argument("--new-tokens", type=int, help="decoded tokens per repeat")
@@ -491,11 +538,27 @@ def _validate(args: argparse.Namespace) -> dict[str, object]:
             "probe_contexts": doubling(args.prefill_first, args.probe_last), "chunk": args.chunk,
             "decode_contexts": _ints("decode_contexts", args.decode_contexts),
             "decode_batches": _ints("decode_batches", args.decode_batches),
+            "eager_batches": _ints("eager_batches", args.eager_batches),
             "grid_contexts": _ints("grid_contexts", args.grid_contexts),
             "grid_batches": _ints("grid_batches", args.grid_batches), "new_tokens": args.new_tokens,
             "grid_new_tokens": args.grid_new_tokens,
             "repeats": args.repeats, "time_limit_s": args.time_limit_s,
             "memory_cap": None if args.memory_cap_gib is None else int(args.memory_cap_gib * 2**30)}
+
+
+def decode_path(kind: str, device: str) -> str:
+    """How ``kind`` decodes on ``device``: the kernels its cache-holding layers use."""
+    _check_choice("kind", kind, KINDS)
+    if kind == "teacher":
+        return "static KV cache, PyTorch attention"
+    if kind == "gdn":
+        try:
+            fla = device == "cuda" and bool(gdr._import_fla())
+        except ImportError:
+            fla = False
+        return "fla fused_recurrent (GDN layers)" if fla else "PyTorch chunked recurrence (GDN layers)"
+    fused = device == "cuda" and wld.triton is not None
+    return "triton kernel on a ring buffer" if fused else "PyTorch ring-buffer step"
 
 
 def load_teacher(name: str) -> PreTrainedModel:
@@ -520,10 +583,14 @@ def measure_model(model: PreTrainedModel, shape: ModelShape, stack: str | None, 
                             repeats=params["repeats"], **kw)
         decode[str(context)] = with_prediction(rows, shape, stack)
         print(pd.DataFrame(rows).drop(columns=["step_ms_all"], errors="ignore").to_string(), flush=True)
+    eager = []
+    if next(model.parameters()).device.type == "cuda":  # the same step without the CUDA graph: host overhead
+        eager = decode_sweep(model, params["decode_contexts"][0], params["eager_batches"],
+                             new_tokens=params["new_tokens"], repeats=params["repeats"], mode="eager", **kw)
     grid = completion_grid({"model": model}, params["grid_contexts"], params["grid_batches"],
                            new_tokens=params["grid_new_tokens"], **kw)
     return {"prefill": with_prediction(prefill, shape, stack), "probe": with_prediction(probe, shape, stack),
-            "max_context": max_context(probe), "decode": decode,
+            "max_context": max_context(probe), "decode": decode, "decode_eager": eager,
             "grid": [{k: v for k, v in r.items() if k != "model"} for r in grid]}
 
 
@@ -557,6 +624,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         print(f"== {label}", flush=True)
         result["models"][label] = {"name": name, "kind": kind, "stack": stack, "weights_bytes": weights_nbytes(model),
                                    "window": window if kind == "window-linear" else None,
+                                   "decode_path": decode_path(kind, device),
                                    **measure_model(model, model_shape(teachers[name], name), stack, params)}
         model = None
         if device == "cuda":
