@@ -63,7 +63,16 @@ class _Mixer(nn.Module):
             return self.prefill(hidden_states, position_embeddings, self.clock.start), None
         return self.step(hidden_states, position_embeddings, self.clock.position), None
 
+    def prefill(self, h: torch.Tensor, pe, start: int) -> torch.Tensor:
+        """Mix a chunk ``h`` [B, T, d] that starts at position ``start`` (host int) and cache it: [B, T, d]."""
+        raise NotImplementedError
+
+    def step(self, h: torch.Tensor, pe, position: torch.Tensor) -> torch.Tensor:
+        """Mix one token ``h`` [B, 1, d] at the device ``position`` and cache it, capturably: [B, 1, d]."""
+        raise NotImplementedError
+
     def buffers_(self) -> tuple[torch.Tensor, ...]:
+        """The cache tensors (allocated once)."""
         raise NotImplementedError
 
     @property

@@ -20,6 +20,10 @@ positions (the cache keeps zeros before it): the same memory peak and decode wor
 last chunk attends over the most keys, and a static cache step attends over every valid slot whatever it
 holds - at a fraction of the time; ``fill="prefill"`` runs the whole prompt.
 
+The CLI also decodes a few batches without the CUDA graph (``decode_eager``: the host overhead the graph
+removes) and records each model's ``decode_path``. :func:`memory_128k_values` and :func:`fig8_values` turn its
+JSON into the inputs of ``efficiency.report``'s 128K rule and ``lolcats.report.fig8_row``.
+
 CLI (see ``tools/offline_gpu/README.md``)::
 
     python -m hybridlib.findings.efficiency.wholemodel --preset gpu --out data/results/efficiency/wholemodel_h200.json
