@@ -111,7 +111,7 @@ def test_completion_grid_counts_and_implied_points(teacher):
     assert len(rows) == 2 * 9
     for r in rows:
         model = models[r["model"]]
-        fits = need(model, r["batch"], r["context"] + new + 1, 16) <= cap and (
+        fits = need(model, r["batch"], r["context"] + new + 1, 16 // r["batch"]) <= cap and (
             weights_nbytes(model) + StaticDecoder(model, r["batch"], r["context"] + new + 1, device="meta")
             .cache_nbytes + r["batch"] * (r["context"] + new + 1) * 8 <= cap)
         assert (r["status"] == "completed") == fits, r

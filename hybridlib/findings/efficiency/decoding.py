@@ -114,7 +114,7 @@ class KVMixer(_Mixer):
 
     def workspace_bytes(self, tokens: int) -> int:
         keys = self.size - 1 + tokens if self.ring else self.size
-        return self.k.shape[0] * self.n_heads * tokens * keys * 4
+        return self.k.shape[0] * self.n_kv * tokens * keys * 4  # one GQA group's float32 scores at a time
 
     def _qkv(self, h: torch.Tensor, pe) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q [B, H, T, D], k and v [B, H_kv, T, D] (normed if the teacher norms them, after RoPE)."""
@@ -128,28 +128,32 @@ class KVMixer(_Mixer):
     def prefill(self, h: torch.Tensor, pe, start: int) -> torch.Tensor:
         B, T, _ = h.shape
         q, k, v = self._qkv(h, pe)
-        groups = self.n_heads // self.n_kv
         end = start + T
         if not self.ring:
             if end > self.size:
                 raise ValueError(f"prefill to {end} tokens exceeds the cache capacity {self.size}")
             self.k[:, :, start:end], self.v[:, :, start:end] = k, v
-            keys, values = (x[:, :, :end].repeat_interleave(groups, 1) for x in (self.k, self.v))
+            keys, values = self.k[:, :, :end], self.v[:, :, :end]
             mask = None if start == 0 else causal_lower_right(T, end)
-            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=start == 0,
-                                               scale=self.scaling)
         else:
             W = self.size
             past = torch.arange(max(0, start - W + 1), start, device=h.device)
-            keys, values = (torch.cat([buf.index_select(2, past % W), new], 2).repeat_interleave(groups, 1)
+            keys, values = (torch.cat([buf.index_select(2, past % W), new], 2)
                             for buf, new in ((self.k, k), (self.v, v)))
             k_pos = torch.cat([past, torch.arange(start, end, device=h.device)])
             q_pos = torch.arange(start, end, device=h.device)[:, None]
             mask = (k_pos[None] <= q_pos) & (k_pos[None] > q_pos - W)
-            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scaling)
             last = torch.arange(max(start, end - W), end, device=h.device)
             self.k.index_copy_(2, last % W, k[:, :, last - start])
             self.v.index_copy_(2, last % W, v[:, :, last - start])
+        # one call per position in the GQA group (query heads g, g + G, ...; HF's repeat_kv order): the keys
+        # and values are read in place, never repeated to every query head
+        groups = self.n_heads // self.n_kv
+        y = torch.empty_like(q)
+        for g in range(groups):
+            y[:, g::groups] = F.scaled_dot_product_attention(
+                q[:, g::groups].contiguous(), keys, values, attn_mask=mask, is_causal=mask is None,
+                scale=self.scaling)
         return self.attn.o_proj(y.transpose(1, 2).reshape(B, T, -1))
 
     def step(self, h: torch.Tensor, pe, position: torch.Tensor) -> torch.Tensor:

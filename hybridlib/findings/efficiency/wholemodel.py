@@ -18,7 +18,8 @@ raises ``torch.OutOfMemoryError``. Peak memory is ``torch.cuda.max_memory_alloca
 (None on CPU). ``fill="probe"`` allocates the full cache but runs only the last prefill chunk at the final
 positions (the cache keeps zeros before it): the same memory peak and decode work as a full prefill - the
 last chunk attends over the most keys, and a static cache step attends over every valid slot whatever it
-holds - at a fraction of the time; ``fill="prefill"`` runs the whole prompt.
+holds - at a fraction of the time; ``fill="prefill"`` runs the whole prompt. ``chunk`` is the prefill's token
+budget per forward call over the whole batch (each sequence advances ``chunk // batch`` tokens a call).
 
 The CLI also decodes a few batches without the CUDA graph (``decode_eager``: the host overhead the graph
 removes) and records each model's ``decode_path``. :func:`memory_128k_values` and :func:`fig8_values` turn its
@@ -143,16 +144,17 @@ def _allocate(model: PreTrainedModel, batch: int, capacity: int, guard: _Guard) 
 
 
 def _fill(dec: StaticDecoder, context: int, chunk: int | None, fill: str, guard: _Guard, seed: int) -> torch.Tensor:
-    """Bring ``dec`` to ``context`` tokens (``fill``: the whole prompt, or only its last chunk); last logits."""
-    piece = min(chunk or context, context)
+    """Bring ``dec`` to ``context`` tokens (``fill``: the whole prompt, or only its last piece); last logits.
+    ``chunk`` is the token budget of one forward call over the whole batch (None: the whole prompt at once), so
+    each sequence advances ``max(1, chunk // batch)`` tokens a call, as a serving system's chunked prefill."""
+    per_seq = context if chunk is None else max(1, chunk // dec.batch)
+    piece = min(per_seq, context)
     guard.need("prefill", dec.cache_nbytes + dec.workspace_bytes(piece))
     dec.reset()
     if fill == "probe":
         dec.length = context - piece
-        ids = _ids(_vocab(dec.model), dec.batch, piece, seed, dec.device)
-    else:
-        ids = _ids(_vocab(dec.model), dec.batch, context, seed, dec.device)
-    return dec.prefill(ids, chunk)
+    ids = _ids(_vocab(dec.model), dec.batch, piece if fill == "probe" else context, seed, dec.device)
+    return dec.prefill(ids, per_seq)
 
 
 def _decode_bytes(dec: StaticDecoder) -> int:
@@ -501,7 +503,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prefill-last", type=int, help="last prefill context (tokens)")
     p.add_argument("--probe-last", type=int, help="last context of the maximum-context probe (doubling from "
                    "--prefill-first; only the last chunk is run)")
-    p.add_argument("--chunk", type=int, help="prefill chunk (tokens)")
+    p.add_argument("--chunk", type=int, help="prefill tokens per forward call, over the whole batch")
     p.add_argument("--decode-contexts", help="contexts of the decode sweep, e.g. 4096,32768")
     p.add_argument("--decode-batches", help="batches of the decode sweep, e.g. 1,4,16")
     p.add_argument("--eager-batches", help="batches decoded without the CUDA graph too (CUDA only)")
