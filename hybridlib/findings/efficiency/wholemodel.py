@@ -196,7 +196,8 @@ def prefill_sweep(model: PreTrainedModel, contexts: Sequence[int], chunk: int | 
     """Per context (increasing; e.g. :func:`doubling`): prefill seconds (median), tokens/s, peak bytes (CUDA),
     cache bytes. One warm-up prefill at the first context is excluded; each point is timed once, and
     ``repeats - 1`` more times when that run took under ``point_budget_s / repeats``. ``fill="probe"`` times
-    only the last chunk (see the module docstring): the measured maximum context at a fraction of the time.
+    only the last chunk (see the module docstring; ``prefill_s`` and ``tokens_per_s`` are then that chunk's):
+    the measured maximum context at a fraction of the time.
 
     Stops after the first out-of-memory point (``status="oom"``, ``oom_in`` its phase) or, with
     ``time_limit_s``, after a point whose time x4 (attention is quadratic in the context) would pass it
@@ -221,8 +222,9 @@ def prefill_sweep(model: PreTrainedModel, contexts: Sequence[int], chunk: int | 
                 if times[0] * repeats < point_budget_s:
                     times += [run() for _ in range(repeats - 1)]
                 median = statistics.median(times)
+                timed_tokens = context if fill == "prefill" else min(context, max(1, (chunk or context) // batch))
                 row |= {"status": "ok", "prefill_s": median, "prefill_s_all": times,
-                        "tokens_per_s": batch * context / median, "peak_bytes": _peak(device),
+                        "tokens_per_s": batch * timed_tokens / median, "peak_bytes": _peak(device),
                         "cache_bytes": dec.cache_nbytes}
             except torch.OutOfMemoryError:
                 row["oom_in"] = guard.phase
