@@ -106,6 +106,10 @@ def test_cache_bytes_match_the_analytic_model():
         want = cost.cache_bytes(shape, stack, 50, batch=3, cache_dtype_bytes=8, state_dtype_bytes=8)
         assert dec.cache_nbytes == want
         assert StaticDecoder(model, batch=3, capacity=50, device="meta").cache_nbytes == want
+    linear = student("terraced", "llama")  # 3 rings of 8 slots (k, v: 8 wide, Hedgehog features: 8) + one KV layer
+    rings = 3 * 3 * 4 * (8 * (8 + 8 + 8) + 8 * 8 + 8) * 8
+    kv = cost.cache_bytes(shape, "full-attention", 50, batch=3, cache_dtype_bytes=8) // 4
+    assert StaticDecoder(linear, batch=3, capacity=50, device="meta").cache_nbytes == rings + kv
 
 
 def test_bad_arguments():

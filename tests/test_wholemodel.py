@@ -209,3 +209,17 @@ def test_rule_inputs_from_the_json():
     assert fig8["fused_decode"] and fig8["device_busy"] == 0.85
     row = fig8_row(fig8["speedups"], fused_decode=fig8["fused_decode"], device_busy=fig8["device_busy"])
     assert row["verdict"].outcome == Outcome.REPRODUCED  # ~3x in 3/3 repeats, both preconditions hold
+
+
+def test_decode_path_names_the_kernels(monkeypatch):
+    """CUDA with fla and Triton: fla's fused recurrent for GDN, the Triton ring kernel; without them (or on CPU)
+    the PyTorch paths."""
+    assert wholemodel.decode_path("gdn", "cpu").startswith("PyTorch")
+    assert wholemodel.decode_path("window-linear", "cpu") == "PyTorch ring-buffer step"
+    monkeypatch.setattr(wholemodel, "fla_available", lambda: True)
+    monkeypatch.setattr(wholemodel, "triton_available", lambda: True)
+    assert wholemodel.decode_path("gdn", "cuda") == "fla fused_recurrent (GDN layers)"
+    assert wholemodel.decode_path("window-linear", "cuda") == "triton kernel on a ring buffer"
+    assert wholemodel.decode_path("teacher", "cuda").startswith("static KV cache")
+    monkeypatch.setattr(wholemodel, "fla_available", lambda: False)
+    assert wholemodel.decode_path("gdn", "cuda").startswith("PyTorch")

@@ -145,6 +145,15 @@ def _resolve_impl(impl: str, device: torch.device, dtype: torch.dtype, chunk_siz
     return "fla"
 
 
+def fla_available() -> bool:
+    """Whether fla's kernels import (the ``fla`` path; CUDA is still needed to run them)."""
+    try:
+        _import_fla()
+    except ImportError:
+        return False
+    return True
+
+
 @functools.cache
 def _import_fla():
     """Import fla's gated delta rule kernels (lazily: Triton cannot run on CPU)."""

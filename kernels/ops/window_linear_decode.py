@@ -129,6 +129,11 @@ def ring_size(window: int, terraced: bool) -> int:
 IMPLS = ("auto", "torch", "triton")
 
 
+def triton_available() -> bool:
+    """Whether the ``triton`` path can be compiled here (Triton imports; it runs on CUDA, or interpreted)."""
+    return triton is not None
+
+
 def window_linear_decode_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_phi: torch.Tensor,
                               k_phi: torch.Tensor, ring: WindowLinearRing, position: torch.Tensor, *,
                               softmax_weight: torch.Tensor, scale: float, eps: float = 1e-6,

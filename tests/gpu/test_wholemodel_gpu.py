@@ -4,6 +4,8 @@ real out-of-memory recording under a memory cap, and a decode sweep's rows."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
@@ -11,7 +13,6 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 from hybridlib.findings.efficiency.decoding import DecodeLoop, StaticDecoder
 from hybridlib.findings.efficiency.wholemodel import build, decode_sweep, prefill_sweep, weights_nbytes
 from kernels import WindowLinearRing, window_linear_attention, window_linear_decode_step
-from kernels.ops import gated_delta_rule as gdr
 
 pytestmark = [
     pytest.mark.gpu,
@@ -43,6 +44,7 @@ def test_graph_decoding_equals_eager(kind):
 
 
 def test_gdn_decodes_with_fla_fused_recurrent(monkeypatch):
+    gdr = sys.modules["kernels.ops.gated_delta_rule"]  # the package's name is taken by the function
     chunk, fused = gdr._import_fla()
     calls = []
     monkeypatch.setattr(gdr, "_import_fla", lambda: (chunk, lambda *a, **k: calls.append(1) or fused(*a, **k)))

@@ -207,7 +207,8 @@ class WindowLinearMixer(_Mixer):
             raise ValueError("the layer runs as softmax attention (use_softmax=True); decode it as a teacher")
         self.attn = attn
         d = attn.head_dim
-        features = attn.phi_k(torch.zeros(1, 1, attn.num_heads, d, dtype=dtype, device=device)).shape[-1]
+        like = attn.attn.q_proj.weight  # probe the feature map where its weights live (device may be "meta")
+        features = attn.phi_k(torch.zeros(1, 1, attn.num_heads, d, dtype=like.dtype, device=like.device)).shape[-1]
         self.ring = WindowLinearRing.empty(batch, attn.num_heads, d, d, features, window=attn.window,
                                            terraced=attn.terraced, dtype=dtype,
                                            state_dtype=torch.promote_types(dtype, torch.float32), device=device)

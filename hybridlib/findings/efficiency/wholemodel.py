@@ -56,8 +56,8 @@ from hybridlib.findings.lolcats.linearize import linearize
 from hybridlib.layouts import Layout
 from hybridlib.models import load
 from hybridlib.provenance import collect
-from kernels.ops import gated_delta_rule as gdr
-from kernels.ops import window_linear_decode as wld
+from kernels.ops.gated_delta_rule import fla_available
+from kernels.ops.window_linear_decode import triton_available
 from kernels.shapes import SHAPES, ModelShape
 
 PHASES = ("cache", "prefill", "decode")
@@ -560,12 +560,9 @@ def decode_path(kind: str, device: str) -> str:
     if kind == "teacher":
         return "static KV cache, PyTorch attention"
     if kind == "gdn":
-        try:
-            fla = device == "cuda" and bool(gdr._import_fla())
-        except ImportError:
-            fla = False
+        fla = device == "cuda" and fla_available()
         return "fla fused_recurrent (GDN layers)" if fla else "PyTorch chunked recurrence (GDN layers)"
-    fused = device == "cuda" and wld.triton is not None
+    fused = device == "cuda" and triton_available()
     return "triton kernel on a ring buffer" if fused else "PyTorch ring-buffer step"
 
 
