@@ -96,6 +96,7 @@ def test_decode_sweep_batches_until_oom(teacher):
     per_seq = cost.cache_bytes(shape, "full-attention", capacity, 1, cache_dtype_bytes=4)
     assert all(r["cache_bytes_per_seq"] == per_seq for r in rows[:3])
     assert all(r["tokens_per_s"] == pytest.approx(r["batch"] / r["step_ms"] * 1e3) for r in rows[:3])
+    assert all(0 < r["host_ms"] <= max(r["step_ms_all"]) for r in rows[:3])  # CPU: issuing is doing
     rows = decode_sweep(teacher, 24, [4], memory_cap=cap - 1, **kw)  # the prefill fits, the id buffer not
     assert (rows[0]["status"], rows[0]["oom_in"]) == ("oom", "decode")
 

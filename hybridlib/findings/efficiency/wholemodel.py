@@ -113,11 +113,18 @@ def _sync(device: torch.device) -> None:
 
 def _timed(device: torch.device, fn: Callable[[], object]) -> float:
     """Seconds ``fn`` takes, the device's queue drained before and after."""
+    return _timed_host(device, fn)[0]
+
+
+def _timed_host(device: torch.device, fn: Callable[[], object]) -> tuple[float, float]:
+    """(seconds until the device finished ``fn``'s work, seconds until the host had issued it): equal when the
+    host is the bottleneck, the second much smaller when the device is."""
     _sync(device)
     start = time.perf_counter()
     fn()
+    issued = time.perf_counter() - start
     _sync(device)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, issued
 
 
 def _start_point(device: torch.device) -> None:
@@ -263,7 +270,8 @@ def decode_sweep(model: PreTrainedModel, context: int, batches: Sequence[int], *
                  seed: int = 0) -> list[dict[str, object]]:
     """Per batch (increasing): greedy decoding after ``context`` tokens. ``mode``: :class:`DecodeLoop`'s
     (default: ``graph`` on CUDA, ``eager`` on CPU). Rows: ``step_ms`` and ``tokens_per_s`` (median over
-    ``repeats`` runs of ``new_tokens`` steps, after ``warmup`` steps), ``step_ms_all``, ``peak_bytes`` (CUDA),
+    ``repeats`` runs of ``new_tokens`` steps, after ``warmup`` steps), ``step_ms_all``, ``host_ms`` (time the
+    host took to issue a step: close to ``step_ms`` when the host is the bottleneck), ``peak_bytes`` (CUDA),
     ``cache_bytes_per_seq``, ``device_busy`` (CUDA, ``busy``); stops after the first out-of-memory point."""
     batches = _check_sizes("batches", batches)
     _check_choice("fill", fill, FILLS)
@@ -285,9 +293,11 @@ def decode_sweep(model: PreTrainedModel, context: int, batches: Sequence[int], *
                 loop = DecodeLoop(dec, logits, mode=mode, warmup=warmup)
                 if mode == "eager":
                     loop.run(warmup)
-                times = [_timed(device, lambda: loop.run(new_tokens)) / new_tokens for _ in range(repeats)]
+                runs = [_timed_host(device, lambda: loop.run(new_tokens)) for _ in range(repeats)]
+                times = [t / new_tokens for t, _ in runs]
                 step = statistics.median(times)
                 row |= {"status": "ok", "step_ms": step * 1e3, "step_ms_all": [t * 1e3 for t in times],
+                        "host_ms": statistics.median(h for _, h in runs) / new_tokens * 1e3,
                         "tokens_per_s": batch / step, "peak_bytes": _peak(device),
                         "cache_bytes_per_seq": dec.cache_nbytes / batch, "capacity": capacity,
                         "device_busy": _device_busy(loop, new_tokens) if busy else None}
