@@ -5,14 +5,18 @@ from kernels.ops.gated_delta_rule import gated_delta_rule
 from kernels.ops.linear_attention import linear_attention
 from kernels.ops.sliding_window import sliding_window_attention
 from kernels.ops.window_linear import WindowLinearState, window_linear_attention, window_weight_share
+from kernels.ops.window_linear_decode import WindowLinearRing, ring_size, window_linear_decode_step
 
 __all__ = [
     "HedgehogFeatureMap",
     "T2RFeatureMap",
+    "WindowLinearRing",
     "WindowLinearState",
     "gated_delta_rule",
     "linear_attention",
+    "ring_size",
     "sliding_window_attention",
     "window_linear_attention",
+    "window_linear_decode_step",
     "window_weight_share",
 ]

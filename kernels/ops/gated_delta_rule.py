@@ -137,7 +137,7 @@ def _resolve_impl(impl: str, device: torch.device, dtype: torch.dtype, chunk_siz
             f"(got {dtype}, {chunk_size}); falling back to the pure-PyTorch chunk path",
         )
         return "chunk"
-    if not _fla_importable():
+    if not fla_available():
         warn_once("gdr-auto-nofla", "gated_delta_rule: flash-linear-attention==0.6.0 is not importable; "
                   "falling back to the pure-PyTorch chunk path")
         return "chunk"
@@ -145,8 +145,9 @@ def _resolve_impl(impl: str, device: torch.device, dtype: torch.dtype, chunk_siz
 
 
 @torch.compiler.assume_constant_result
-def _fla_importable() -> bool:
-    """Whether fla's kernels import; a constant for ``torch.compile`` (no graph break on the import)."""
+def fla_available() -> bool:
+    """Whether fla's kernels import (the ``fla`` path; CUDA is still needed to run them); a constant for
+    ``torch.compile``, so the import check causes no graph break."""
     try:
         _import_fla()
     except ImportError:

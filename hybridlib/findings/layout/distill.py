@@ -52,7 +52,7 @@ from hybridlib.train import PackedBatches, TrainConfig, objectives, optim, train
 from hybridlib.train import trainer as _trainer
 from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers import gated_deltanet as gdn
-from kernels.ops import gated_delta_rule as gdr
+from kernels.ops.gated_delta_rule import gated_delta_rule
 
 PRECISIONS = ("fp32", "bf16")
 PEAK_BF16_FLOPS = 694e12  # bf16 matmul ceiling measured on one H200 (8192^3 torch.matmul)
@@ -159,7 +159,7 @@ class DistillRun:
 def _code_version() -> str:
     """Hash of the sources a student depends on (this module, the converter, losses, trainer, GDN layer)."""
     return source_digest((inspect.getmodule(_code_version), convert, losses, _trainer, objectives, optim, gdn,
-                          gdr))
+                          inspect.getmodule(gated_delta_rule)))
 
 
 def teacher_identity(model: PreTrainedModel) -> str:

@@ -1,0 +1,673 @@
+"""Whole-model efficiency: prefill time and memory against context, decoding throughput against batch, and the
+paper's "runs that complete" analogue, with :class:`~hybridlib.findings.efficiency.decoding.StaticDecoder`.
+
+- :func:`prefill_sweep`: batch-1 (or ``batch``) chunked prefill at each context until the first out-of-memory
+  point (or a point slower than ``time_limit_s``): median time of ``repeats`` after one warm-up, peak memory.
+- :func:`decode_sweep`: greedy decoding at a fixed context for each batch until the first out-of-memory point:
+  tokens/s (median over repeats of ``new_tokens`` steps, after warm-up), peak memory, cache bytes per sequence,
+  the GPU's busy share of the wall time (torch.profiler, one extra repeat, CUDA only).
+- :func:`completion_grid`: per (context, batch) point, whether prefill + ``new_tokens`` decoding steps complete
+  or run out of memory (points that need at least the context and batch of a point out of memory are marked
+  out of memory without running: memory only grows with both).
+
+Out of memory is caught and recorded with its phase: ``cache`` (allocating the static cache), ``prefill``,
+``decode``. On CUDA it is real (``memory_cap`` limits the process's share of the card,
+``torch.cuda.set_per_process_memory_fraction``); on CPU ``memory_cap`` simulates it deterministically: weights +
+cache + the largest attention-score temporary of the phase (``StaticDecoder.workspace_bytes``) over the cap
+raises ``torch.OutOfMemoryError``. Peak memory is ``torch.cuda.max_memory_allocated`` after a reset per point
+(None on CPU). ``fill="probe"`` allocates the full cache but runs only the last prefill chunk at the final
+positions (the cache keeps zeros before it): the same memory peak and decode work as a full prefill - the
+last chunk attends over the most keys, and a static cache step attends over every valid slot whatever it
+holds - at a fraction of the time; ``fill="prefill"`` runs the whole prompt. ``chunk`` is the prefill's token
+budget per forward call over the whole batch (each sequence advances ``chunk // batch`` tokens a call).
+
+The CLI also decodes a few batches without the CUDA graph (``decode_eager``: the host overhead the graph
+removes) and records each model's ``decode_path``. :func:`memory_128k_values` and :func:`fig8_values` turn its
+JSON into the inputs of ``efficiency.report``'s 128K rule and ``lolcats.report.fig8_row``.
+
+CLI (see ``tools/offline_gpu/README.md``)::
+
+    python -m hybridlib.findings.efficiency.wholemodel --preset gpu --out data/results/efficiency/wholemodel_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
+
+from hybridlib.atomic import write_json
+from hybridlib.convert import convert_to_hybrid
+from hybridlib.findings.efficiency import cost
+from hybridlib.findings.efficiency.decoding import DecodeLoop, StaticDecoder
+from hybridlib.findings.lolcats.linearize import linearize
+from hybridlib.layouts import Layout
+from hybridlib.models import load
+from hybridlib.provenance import collect
+from kernels.ops.gated_delta_rule import fla_available
+from kernels.ops.window_linear_decode import triton_available
+from kernels.shapes import SHAPES, ModelShape
+
+PHASES = ("cache", "prefill", "decode")
+FILLS = ("prefill", "probe")
+KINDS = ("teacher", "gdn", "window-linear")
+STACK = {"teacher": "full-attention", "gdn": "hybrid-3:1", "window-linear": None}  # cost-model stack per kind
+NAMES = ("smollm2-135m", "gemma3-270m", "tiny-random")
+PAPER_COMPLETED_128K = (("Qwen3.5 (hybrid)", 25, 40), ("Qwen3 (full attention)", 1, 40))
+WINDOW = {"gpu": 64, "seminar": 16}  # LoLCATs' terraced window (paper: 64)
+
+
+# --- memory and timing -----------------------------------------------------------------------------------------
+
+def weights_nbytes(model: nn.Module) -> int:
+    """Bytes of the model's parameters and buffers."""
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+
+
+@dataclass
+class _Guard:
+    """The phase a point is in, and the CPU's simulated cap (bytes; None: none)."""
+
+    device: torch.device
+    cap: int | None
+    base: int
+    phase: str = "cache"
+
+    def need(self, phase: str, nbytes: int) -> None:
+        """Enter ``phase``; on CPU raise OOM when ``base + nbytes`` exceeds the cap."""
+        self.phase = phase
+        if self.cap is not None and self.device.type != "cuda" and self.base + nbytes > self.cap:
+            raise torch.OutOfMemoryError(f"simulated: {phase} needs {self.base + nbytes} bytes > cap {self.cap}")
+
+
+@contextlib.contextmanager
+def _cuda_cap(device: torch.device, cap: int | None) -> Iterator[None]:
+    """Limit this process to ``cap`` bytes of the CUDA device for the block (no-op on CPU or without a cap)."""
+    if device.type != "cuda" or cap is None:
+        yield
+        return
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), device)
+    try:
+        yield
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(device: torch.device, fn: Callable[[], object]) -> float:
+    """Seconds ``fn`` takes, the device's queue drained before and after."""
+    return _timed_host(device, fn)[0]
+
+
+def _timed_host(device: torch.device, fn: Callable[[], object]) -> tuple[float, float]:
+    """(seconds until the device finished ``fn``'s work, seconds until the host had issued it): equal when the
+    host is the bottleneck, the second much smaller when the device is."""
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    issued = time.perf_counter() - start
+    _sync(device)
+    return time.perf_counter() - start, issued
+
+
+def _start_point(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak(device: torch.device) -> int | None:
+    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+
+
+def _ids(vocab: int, batch: int, length: int, seed: int, device: torch.device) -> torch.Tensor:
+    return torch.randint(vocab, (batch, length), generator=torch.Generator().manual_seed(seed)).to(device)
+
+
+def _vocab(model: PreTrainedModel) -> int:
+    return model.config.get_text_config().vocab_size
+
+
+def _allocate(model: PreTrainedModel, batch: int, capacity: int, guard: _Guard) -> StaticDecoder:
+    guard.need("cache", StaticDecoder(model, batch, capacity, device="meta").cache_nbytes)
+    return StaticDecoder(model, batch, capacity)
+
+
+def _fill(dec: StaticDecoder, context: int, chunk: int | None, fill: str, guard: _Guard, seed: int) -> torch.Tensor:
+    """Bring ``dec`` to ``context`` tokens (``fill``: the whole prompt, or only its last piece); last logits.
+    ``chunk`` is the token budget of one forward call over the whole batch (None: the whole prompt at once), so
+    each sequence advances ``max(1, chunk // batch)`` tokens a call, as a serving system's chunked prefill."""
+    per_seq = context if chunk is None else max(1, chunk // dec.batch)
+    piece = min(per_seq, context)
+    guard.need("prefill", dec.cache_nbytes + dec.workspace_bytes(piece))
+    dec.reset()
+    if fill == "probe":
+        dec.length = context - piece
+    ids = _ids(_vocab(dec.model), dec.batch, piece if fill == "probe" else context, seed, dec.device)
+    return dec.prefill(ids, per_seq)
+
+
+def _decode_bytes(dec: StaticDecoder) -> int:
+    """Memory decoding needs: the cache, one step's score temporary and the loop's id buffer [B, capacity]."""
+    return dec.cache_nbytes + dec.workspace_bytes(1) + dec.batch * dec.capacity * 8
+
+
+def _check_sizes(name: str, values: Sequence[int]) -> list[int]:
+    values = list(values)
+    if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+        raise ValueError(f"{name} must be a non-empty list of positive ints, got {values!r}")
+    if values != sorted(set(values)):
+        raise ValueError(f"{name} must be strictly increasing, got {values!r}")
+    return values
+
+
+def _check_choice(name: str, value: object, allowed: Sequence[object]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
+
+
+def doubling(first: int, last: int) -> list[int]:
+    """``first, 2 first, 4 first, ...`` up to ``last`` (inclusive)."""
+    if first < 1 or last < first:
+        raise ValueError(f"need 1 <= first <= last, got first={first}, last={last}")
+    out = [first]
+    while out[-1] * 2 <= last:
+        out.append(out[-1] * 2)
+    return out
+
+
+# --- the sweeps ------------------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def prefill_sweep(model: PreTrainedModel, contexts: Sequence[int], chunk: int | None = 4096, *, batch: int = 1,
+                  repeats: int = 3, fill: str = "prefill", point_budget_s: float = 30.0,
+                  memory_cap: int | None = None, time_limit_s: float | None = None,
+                  seed: int = 0) -> list[dict[str, object]]:
+    """Per context (increasing; e.g. :func:`doubling`): prefill seconds (median), tokens/s, peak bytes (CUDA),
+    cache bytes. One warm-up prefill at the first context is excluded; each point is timed once, and
+    ``repeats - 1`` more times when that run took under ``point_budget_s / repeats``. ``fill="probe"`` times
+    only the last chunk (see the module docstring; ``prefill_s`` and ``tokens_per_s`` are then that chunk's):
+    the measured maximum context at a fraction of the time.
+
+    Stops after the first out-of-memory point (``status="oom"``, ``oom_in`` its phase) or, with
+    ``time_limit_s``, after a point whose time x4 (attention is quadratic in the context) would pass it
+    (``stopped="time"`` on that row)."""
+    contexts = _check_sizes("contexts", contexts)
+    _check_choice("fill", fill, FILLS)
+    device = next(model.parameters()).device
+    rows: list[dict[str, object]] = []
+    with _cuda_cap(device, memory_cap):
+        for i, context in enumerate(contexts):
+            row: dict[str, object] = {"context": context, "batch": batch, "chunk": chunk, "fill": fill,
+                                      "status": "oom"}
+            guard = _Guard(device, memory_cap, weights_nbytes(model))
+            _start_point(device)
+            dec = None
+            try:
+                dec = _allocate(model, batch, context, guard)
+                run = lambda: _timed(device, lambda: _fill(dec, context, chunk, fill, guard, seed))
+                if i == 0:
+                    run()  # warm-up: kernel compilation, allocator
+                times = [run()]
+                if times[0] * repeats < point_budget_s:
+                    times += [run() for _ in range(repeats - 1)]
+                median = statistics.median(times)
+                timed_tokens = context if fill == "prefill" else min(context, max(1, (chunk or context) // batch))
+                row |= {"status": "ok", "prefill_s": median, "prefill_s_all": times,
+                        "tokens_per_s": batch * timed_tokens / median, "peak_bytes": _peak(device),
+                        "cache_bytes": dec.cache_nbytes}
+            except torch.OutOfMemoryError:
+                row["oom_in"] = guard.phase
+            dec = None
+            rows.append(row)
+            if row["status"] == "oom":
+                break
+            if time_limit_s is not None and 4 * row["prefill_s"] > time_limit_s:
+                row["stopped"] = "time"
+                break
+    return rows
+
+
+def max_context(rows: Sequence[Mapping[str, object]]) -> dict[str, int | None]:
+    """From :func:`prefill_sweep` rows: the longest context that fit and the first out of memory (None: none)."""
+    fits = [int(r["context"]) for r in rows if r["status"] == "ok"]
+    oom = [int(r["context"]) for r in rows if r["status"] == "oom"]
+    return {"fits": max(fits, default=None), "oom_at": min(oom, default=None)}
+
+
+def _device_busy(loop: DecodeLoop, n: int) -> float | None:
+    """GPU kernel time / wall time over ``n`` more steps (torch.profiler's kernel records, as its "Self CUDA"
+    total); None on CPU or when the profiler recorded no kernel (e.g. no CUPTI graph tracing)."""
+    if loop.decoder.device.type != "cuda":
+        return None
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        wall = _timed(loop.decoder.device, lambda: loop.run(n))
+    kernels = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+    return sum(e.self_device_time_total for e in kernels) * 1e-6 / wall if kernels else None
+
+
+@torch.no_grad()
+def decode_sweep(model: PreTrainedModel, context: int, batches: Sequence[int], *, new_tokens: int = 64,
+                 repeats: int = 3, warmup: int = 4, mode: str | None = None, chunk: int | None = 4096,
+                 fill: str = "probe", memory_cap: int | None = None, busy: bool = True,
+                 seed: int = 0) -> list[dict[str, object]]:
+    """Per batch (increasing): greedy decoding after ``context`` tokens. ``mode``: :class:`DecodeLoop`'s
+    (default: ``graph`` on CUDA, ``eager`` on CPU). Rows: ``step_ms`` and ``tokens_per_s`` (median over
+    ``repeats`` runs of ``new_tokens`` steps, after ``warmup`` steps), ``step_ms_all``, ``host_ms`` (time the
+    host took to issue a step: close to ``step_ms`` when the host is the bottleneck), ``peak_bytes`` (CUDA),
+    ``cache_bytes_per_seq``, ``device_busy`` (CUDA, ``busy``); stops after the first out-of-memory point."""
+    batches = _check_sizes("batches", batches)
+    _check_choice("fill", fill, FILLS)
+    device = next(model.parameters()).device
+    mode = mode or ("graph" if device.type == "cuda" else "eager")
+    capacity = context + warmup + new_tokens * (repeats + int(busy and device.type == "cuda"))
+    rows: list[dict[str, object]] = []
+    with _cuda_cap(device, memory_cap):
+        for batch in batches:
+            row: dict[str, object] = {"context": context, "batch": batch, "new_tokens": new_tokens, "mode": mode,
+                                      "fill": fill, "status": "oom"}
+            guard = _Guard(device, memory_cap, weights_nbytes(model))
+            _start_point(device)
+            dec = loop = None
+            try:
+                dec = _allocate(model, batch, capacity, guard)
+                logits = _fill(dec, context, chunk, fill, guard, seed)
+                guard.need("decode", _decode_bytes(dec))
+                loop = DecodeLoop(dec, logits, mode=mode, warmup=warmup)
+                if mode == "eager":
+                    loop.run(warmup)
+                runs = [_timed_host(device, lambda: loop.run(new_tokens)) for _ in range(repeats)]
+                times = [t / new_tokens for t, _ in runs]
+                step = statistics.median(times)
+                row |= {"status": "ok", "step_ms": step * 1e3, "step_ms_all": [t * 1e3 for t in times],
+                        "host_ms": statistics.median(h for _, h in runs) / new_tokens * 1e3,
+                        "tokens_per_s": batch / step, "peak_bytes": _peak(device),
+                        "cache_bytes_per_seq": dec.cache_nbytes / batch, "capacity": capacity,
+                        "device_busy": _device_busy(loop, new_tokens) if busy else None}
+            except torch.OutOfMemoryError:
+                row["oom_in"] = guard.phase
+            dec = loop = None
+            rows.append(row)
+            if row["status"] == "oom":
+                break
+    return rows
+
+
+@torch.no_grad()
+def completion_grid(models: Mapping[str, PreTrainedModel], contexts: Sequence[int], batches: Sequence[int], *,
+                    new_tokens: int = 16, chunk: int | None = 4096, fill: str = "probe", mode: str | None = None,
+                    memory_cap: int | None = None, seed: int = 0) -> list[dict[str, object]]:
+    """Per model, context and batch: ``completed`` or ``oom`` (with ``oom_in``) for a prefill of ``context``
+    tokens and ``new_tokens`` greedy steps; ``measured`` is False for points implied out of memory by a point
+    with no larger context and batch that ran out. Rows also carry ``peak_bytes`` (CUDA)."""
+    contexts, batches = _check_sizes("contexts", contexts), _check_sizes("batches", batches)
+    _check_choice("fill", fill, FILLS)
+    rows: list[dict[str, object]] = []
+    for label, model in models.items():
+        device = next(model.parameters()).device
+        point_mode = mode or ("graph" if device.type == "cuda" else "eager")
+        failed: list[tuple[int, int, str]] = []
+        with _cuda_cap(device, memory_cap):
+            for context in contexts:
+                for batch in batches:
+                    row: dict[str, object] = {"model": label, "context": context, "batch": batch}
+                    implied = next((p for c, b, p in failed if c <= context and b <= batch), None)
+                    if implied is not None:
+                        rows.append(row | {"status": "oom", "oom_in": implied, "measured": False})
+                        continue
+                    guard = _Guard(device, memory_cap, weights_nbytes(model))
+                    _start_point(device)
+                    dec = loop = None
+                    try:
+                        dec = _allocate(model, batch, context + new_tokens + 1, guard)
+                        logits = _fill(dec, context, chunk, fill, guard, seed)
+                        guard.need("decode", _decode_bytes(dec))
+                        loop = DecodeLoop(dec, logits, mode=point_mode, warmup=1)
+                        loop.run(new_tokens)
+                        _sync(device)
+                        row |= {"status": "completed", "measured": True, "peak_bytes": _peak(device)}
+                    except torch.OutOfMemoryError:
+                        row |= {"status": "oom", "oom_in": guard.phase, "measured": True}
+                        failed.append((context, batch, guard.phase))
+                    dec = loop = None
+                    rows.append(row)
+    return rows
+
+
+def grid_summary(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
+    """Per model: completed points, points, and the share (beside the paper's 25/40 vs 1/40)."""
+    frame = pd.DataFrame(rows)
+    out = frame.groupby("model", sort=False)["status"].agg(completed=lambda s: int((s == "completed").sum()),
+                                                           points="size")
+    return out.assign(share=out["completed"] / out["points"])
+
+
+# --- the analytic model against the measurement -------------------------------------------------------------
+
+def model_shape(teacher: PreTrainedModel, name: str) -> ModelShape:
+    """The :mod:`kernels.shapes` entry of a real model, or a shape read off ``teacher``'s config (tiny models)."""
+    if name in SHAPES:
+        return SHAPES[name]
+    c = teacher.config.get_text_config()
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    return ModelShape(name, c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
+                      head_dim, float(sum(p.numel() for p in teacher.parameters())))
+
+
+def with_prediction(rows: Sequence[Mapping[str, object]], shape: ModelShape, stack: str | None,
+                    context_key: str = "context") -> list[dict[str, object]]:
+    """``rows`` with ``predicted_bytes`` (:func:`cost.memory_bytes`: bf16 weights and KV, float32 state, at the
+    row's context and batch) and ``prediction_error`` = predicted / measured peak - 1 where both exist."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        if stack is not None and r.get("status") in ("ok", "completed"):
+            tokens = int(r.get("capacity", r[context_key]))
+            r["predicted_bytes"] = float(cost.memory_bytes(shape, stack, tokens, int(r["batch"])))
+            if r.get("peak_bytes"):
+                r["prediction_error"] = r["predicted_bytes"] / float(r["peak_bytes"]) - 1
+        out.append(r)
+    return out
+
+
+def decode_ratios(teacher_rows: Sequence[Mapping[str, object]], rows: Sequence[Mapping[str, object]]
+                  ) -> list[dict[str, object]]:
+    """Per batch of either sweep: student / teacher tokens/s (NaN where one ran out of memory), and who did."""
+    ok = lambda rs: {r["batch"]: r for r in rs if r["status"] == "ok"}
+    t_ok, s_ok = ok(teacher_rows), ok(rows)
+    out = []
+    for b in sorted({r["batch"] for r in (*teacher_rows, *rows)}):
+        ratio = s_ok[b]["tokens_per_s"] / t_ok[b]["tokens_per_s"] if b in t_ok and b in s_ok else float("nan")
+        out.append({"batch": b, "ratio": ratio, "teacher": "ok" if b in t_ok else "oom",
+                    "student": "ok" if b in s_ok else "oom"})
+    return out
+
+
+# --- what the chapters' rules read from the JSON -------------------------------------------------------------
+
+def memory_128k_values(data: Mapping[str, object], name: str, context: int = 131072) -> dict[str, object]:
+    """Inputs of ``efficiency.report.MEMORY_128K`` from a CLI result: per grid batch at ``context``, the GDN
+    student's completion (1/0) minus the teacher's (``values``: their mean is the rule's share difference),
+    the completed counts at ``context`` and over the whole grid, and whether the run finished."""
+    models = data["models"]
+    rows = {kind: models[f"{name}:{kind}"]["grid"] for kind in ("teacher", "gdn")}
+    done = {kind: {r["batch"]: r["status"] == "completed" for r in rs if r["context"] == context}
+            for kind, rs in rows.items()}
+    batches = sorted(set(done["teacher"]) & set(done["gdn"]))
+    count = lambda kind: (sum(done[kind][b] for b in batches), len(batches))
+    whole = lambda kind: (sum(r["status"] == "completed" for r in rows[kind]), len(rows[kind]))
+    return {"values": [float(done["gdn"][b]) - float(done["teacher"][b]) for b in batches], "batches": batches,
+            "at_context": {k: count(k) for k in rows}, "grid": {k: whole(k) for k in rows},
+            "max_context": {k: models[f"{name}:{k}"]["max_context"] for k in rows},
+            "complete": bool(data.get("complete"))}
+
+
+def fig8_values(data: Mapping[str, object], name: str = "smollm2-135m", context: str = "4096") -> dict[str, object]:
+    """Inputs of ``lolcats.report.fig8_row`` from a CLI result: the largest batch both the teacher and its window
+    + linear model decoded at ``context``, one speedup per repeat there (teacher step time / linear step time, the
+    tokens/s ratio at equal batch), ``fused_decode`` (the window + linear steps ran the Triton kernel from a
+    CUDA graph), ``device_busy`` (the smaller of the two rows' GPU busy shares; None if either is missing) and
+    ``memory_win`` (a batch the teacher ran out of memory at and the linear model decoded)."""
+    models = data["models"]
+    linear_model = models[f"{name}:window-linear"]
+    soft, lin = (models[label]["decode"][context] for label in (f"{name}:teacher", f"{name}:window-linear"))
+    ok = lambda rows: {r["batch"]: r for r in rows if r["status"] == "ok"}
+    s_ok, l_ok = ok(soft), ok(lin)
+    both = sorted(set(s_ok) & set(l_ok))
+    out: dict[str, object] = {"batch": None, "speedups": [], "fused_decode": False, "device_busy": None,
+                              "memory_win": any(r["status"] == "oom" and r["batch"] in l_ok for r in soft)}
+    if both:
+        s, l = s_ok[both[-1]], l_ok[both[-1]]
+        busy = [r.get("device_busy") for r in (s, l)]
+        out |= {"batch": both[-1], "speedups": [a / b for a, b in zip(s["step_ms_all"], l["step_ms_all"])],
+                "fused_decode": linear_model["decode_path"].startswith("triton") and l["mode"] == "graph",
+                "device_busy": None if None in busy else min(busy)}
+    return out
+
+
+# --- models and CLI -------------------------------------------------------------------------------------------
+
+def tiny_random(seed: int = 0) -> LlamaForCausalLM:
+    """A random 4-layer Llama (GQA 4:2, head 16) for CPU smoke runs of the CLI."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1 << 20)
+    return LlamaForCausalLM(config).eval()
+
+
+def build(teacher: PreTrainedModel, kind: str, window: int) -> PreTrainedModel:
+    """``kind`` of ``teacher``: itself, its 3:1 GDN student (one FA layer closing each block of four, the
+    conversion of the layout chapter) or its LoLCATs window + linear model (Hedgehog, terraced ``window``)."""
+    _check_choice("kind", kind, KINDS)
+    if kind == "teacher":
+        return teacher
+    if kind == "gdn":
+        n = teacher.config.get_text_config().num_hidden_layers
+        return convert_to_hybrid(teacher, Layout.from_name("standard_periodic", n, n // 4)).eval()
+    return linearize(teacher, feature_map="hedgehog", window=window, terraced=True)
+
+
+PRESETS: Mapping[str, Mapping[str, object]] = {
+    "seminar": {"models": "tiny-random:teacher,tiny-random:gdn,tiny-random:window-linear", "device": "cpu",
+                "prefill_first": 256, "prefill_last": 2048, "probe_last": 8192, "chunk": 256, "decode_contexts": "256",
+                "decode_batches": "1,4,16", "eager_batches": "1,4", "grid_contexts": "256,512,1024,2048",
+                "grid_batches": "1,2,4,8",
+                "new_tokens": 8, "grid_new_tokens": 4, "repeats": 3, "time_limit_s": 30.0},
+    "gpu": {"models": "smollm2-135m:teacher,smollm2-135m:gdn,smollm2-135m:window-linear,gemma3-270m:teacher,"
+                      "gemma3-270m:gdn", "device": "cuda",
+            "prefill_first": 4096, "prefill_last": 1 << 21, "probe_last": 1 << 25, "chunk": 8192,
+            "decode_contexts": "4096,32768",
+            "decode_batches": "1,4,16,64,256,1024,2048", "eager_batches": "1,64",
+            "grid_contexts": "32768,65536,131072,262144,524288",
+            "grid_batches": "1,2,4,8,16,32,64,128", "new_tokens": 32, "grid_new_tokens": 8, "repeats": 3,
+            "time_limit_s": 30.0},
+}
+
+
+def _ints(name: str, text: str) -> list[int]:
+    try:
+        return _check_sizes(name, [int(v) for v in text.split(",") if v])
+    except ValueError as err:
+        raise ValueError(f"--{name.replace('_', '-')}: comma-separated increasing positive ints, got {text!r}"
+                         ) from err
+
+
+def parse_models(text: str) -> list[tuple[str, str]]:
+    """``name:kind,...`` -> [(name, kind)], validated against :data:`NAMES` and :data:`KINDS`."""
+    out = []
+    for item in (t for t in text.split(",") if t):
+        name, _, kind = item.partition(":")
+        if name not in NAMES:
+            raise ValueError(f"--models: model {name!r} is not allowed; allowed: {', '.join(NAMES)}")
+        if kind not in KINDS:
+            raise ValueError(f"--models: kind {kind!r} of {name!r} is not allowed; allowed: {', '.join(KINDS)}")
+        out.append((name, kind))
+    if not out:
+        raise ValueError("--models: give at least one name:kind")
+    return out
+
+
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m hybridlib.findings.efficiency.wholemodel", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="gpu", help=f"defaults for every option below; one of {', '.join(PRESETS)}")
+    p.add_argument("--out", required=True, help="JSON file to write (atomically)")
+    p.add_argument("--models", help=f"name:kind,... with name in {NAMES}, kind in {KINDS}")
+    p.add_argument("--device", help="cpu or cuda")
+    p.add_argument("--prefill-first", type=int, help="first prefill context (tokens); doubled to --prefill-last")
+    p.add_argument("--prefill-last", type=int, help="last prefill context (tokens)")
+    p.add_argument("--probe-last", type=int, help="last context of the maximum-context probe (doubling from "
+                   "--prefill-first; only the last chunk is run)")
+    p.add_argument("--chunk", type=int, help="prefill tokens per forward call, over the whole batch")
+    p.add_argument("--decode-contexts", help="contexts of the decode sweep, e.g. 4096,32768")
+    p.add_argument("--decode-batches", help="batches of the decode sweep, e.g. 1,4,16")
+    p.add_argument("--eager-batches", help="batches decoded without the CUDA graph too (CUDA only)")
+    p.add_argument("--grid-contexts", help="contexts of the completion grid")
+    p.add_argument("--grid-batches", help="batches of the completion grid")
+    p.add_argument("--new-tokens", type=int, help="decoded tokens per repeat")
+    p.add_argument("--grid-new-tokens", type=int, help="decoded tokens per completion-grid point")
+    p.add_argument("--repeats", type=int, help="timed repeats per point (after warm-up)")
+    p.add_argument("--time-limit-s", type=float, help="stop the prefill sweep after a point slower than this")
+    p.add_argument("--memory-cap-gib", type=float, default=None, help="memory cap (CUDA: share of the card; "
+                   "CPU: simulated)")
+    args = p.parse_args(argv)
+    _check_choice("--preset", args.preset, tuple(PRESETS))
+    for key, value in PRESETS[args.preset].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def _validate(args: argparse.Namespace) -> dict[str, object]:
+    """Every parameter checked (naming it and its allowed values) before a model is loaded."""
+    _check_choice("--device", args.device, ("cpu", "cuda"))
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is visible; allowed here: cpu")
+    if not args.out.endswith(".json"):
+        raise ValueError(f"--out must name a .json file, got {args.out!r}")
+    for name in ("prefill_first", "prefill_last", "probe_last", "chunk", "new_tokens", "grid_new_tokens", "repeats"):
+        value = getattr(args, name)
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive int, got {value!r}")
+    for last in ("prefill_last", "probe_last"):
+        if getattr(args, last) < args.prefill_first:
+            raise ValueError(f"--{last.replace('_', '-')} must be >= --prefill-first={args.prefill_first}")
+    if args.time_limit_s <= 0 or (args.memory_cap_gib is not None and args.memory_cap_gib <= 0):
+        raise ValueError("--time-limit-s and --memory-cap-gib must be > 0")
+    return {"models": parse_models(args.models), "device": args.device,
+            "prefill_contexts": doubling(args.prefill_first, args.prefill_last),
+            "probe_contexts": doubling(args.prefill_first, args.probe_last), "chunk": args.chunk,
+            "decode_contexts": _ints("decode_contexts", args.decode_contexts),
+            "decode_batches": _ints("decode_batches", args.decode_batches),
+            "eager_batches": _ints("eager_batches", args.eager_batches),
+            "grid_contexts": _ints("grid_contexts", args.grid_contexts),
+            "grid_batches": _ints("grid_batches", args.grid_batches), "new_tokens": args.new_tokens,
+            "grid_new_tokens": args.grid_new_tokens,
+            "repeats": args.repeats, "time_limit_s": args.time_limit_s,
+            "memory_cap": None if args.memory_cap_gib is None else int(args.memory_cap_gib * 2**30)}
+
+
+def decode_path(kind: str, device: str) -> str:
+    """How ``kind`` decodes on ``device``: the kernels its cache-holding layers use."""
+    _check_choice("kind", kind, KINDS)
+    if kind == "teacher":
+        return "static KV cache, PyTorch attention"
+    if kind == "gdn":
+        fla = device == "cuda" and fla_available()
+        return "fla fused_recurrent (GDN layers)" if fla else "PyTorch chunked recurrence (GDN layers)"
+    fused = device == "cuda" and triton_available()
+    return "triton kernel on a ring buffer" if fused else "PyTorch ring-buffer step"
+
+
+def load_teacher(name: str) -> PreTrainedModel:
+    """The teacher ``name`` on the CPU in float32 (:data:`NAMES`: the registry's converted GGUF models, or
+    :func:`tiny_random`)."""
+    _check_choice("model", name, NAMES)
+    return tiny_random() if name == "tiny-random" else load(name)[0]
+
+
+def measure_model(model: PreTrainedModel, shape: ModelShape, stack: str | None, params: Mapping[str, object]
+                  ) -> dict[str, object]:
+    """The prefill sweep, a decode sweep per context and the completion grid of one model (alone on its device)."""
+    kw = {"chunk": params["chunk"], "memory_cap": params["memory_cap"]}
+    prefill = prefill_sweep(model, params["prefill_contexts"], repeats=params["repeats"],
+                            time_limit_s=params["time_limit_s"], **kw)
+    probe = prefill_sweep(model, params["probe_contexts"], repeats=1, fill="probe", **kw)
+    for rows in (prefill, probe):
+        print(pd.DataFrame(rows).drop(columns=["prefill_s_all"], errors="ignore").to_string(), flush=True)
+    decode = {}
+    for context in params["decode_contexts"]:
+        rows = decode_sweep(model, context, params["decode_batches"], new_tokens=params["new_tokens"],
+                            repeats=params["repeats"], **kw)
+        decode[str(context)] = with_prediction(rows, shape, stack)
+        print(pd.DataFrame(rows).drop(columns=["step_ms_all"], errors="ignore").to_string(), flush=True)
+    eager = []
+    if next(model.parameters()).device.type == "cuda":  # the same step without the CUDA graph: host overhead
+        eager = decode_sweep(model, params["decode_contexts"][0], params["eager_batches"],
+                             new_tokens=params["new_tokens"], repeats=params["repeats"], mode="eager", **kw)
+    grid = completion_grid({"model": model}, params["grid_contexts"], params["grid_batches"],
+                           new_tokens=params["grid_new_tokens"], **kw)
+    return {"prefill": with_prediction(prefill, shape, stack), "probe": with_prediction(probe, shape, stack),
+            "max_context": max_context(probe), "decode": decode, "decode_eager": eager,
+            "grid": [{k: v for k, v in r.items() if k != "model"} for r in grid]}
+
+
+def summarise(result: dict[str, object]) -> None:
+    """Add ``decode_ratios`` (each student over its teacher, per decode context and batch) and ``grid_summary``
+    (completed points per model) to a result holding ``models``."""
+    models = result["models"]
+    result["decode_ratios"] = {
+        label: {c: decode_ratios(models[f"{e['name']}:teacher"]["decode"][c], rows) for c, rows in e["decode"].items()}
+        for label, e in models.items() if e["kind"] != "teacher" and f"{e['name']}:teacher" in models}
+    grid = [r | {"model": label} for label, e in models.items() for r in e["grid"]]
+    result["grid_summary"] = grid_summary(grid).reset_index().to_dict("records") if grid else []
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, object]:
+    """Measure every model (each alone on the device), print the figures and write the JSON after each model
+    (``complete`` false until the last: a run cut short keeps the models it finished); returns the result."""
+    args = _arguments(argv)
+    params = _validate(args)
+    device = params["device"]
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    window = WINDOW["gpu" if args.preset == "gpu" else "seminar"]
+    teachers: dict[str, PreTrainedModel] = {}
+    result: dict[str, object] = {"models": {}, "complete": False,
+                                 "paper_completed_128k": [list(p) for p in PAPER_COMPLETED_128K]}
+    for i, (name, kind) in enumerate(params["models"]):
+        if name not in teachers:
+            teachers[name] = load_teacher(name)
+        label, stack = f"{name}:{kind}", STACK[kind]
+        model = build(teachers[name], kind, window).to(device, dtype)
+        print(f"== {label}", flush=True)
+        result["models"][label] = {"name": name, "kind": kind, "stack": stack, "weights_bytes": weights_nbytes(model),
+                                   "window": window if kind == "window-linear" else None,
+                                   "decode_path": decode_path(kind, device),
+                                   **measure_model(model, model_shape(teachers[name], name), stack, params)}
+        model = None
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        summarise(result)
+        result["complete"] = i == len(params["models"]) - 1
+        result["provenance"] = collect(args.preset, {**params, "models": [":".join(m) for m in params["models"]]})
+        write_json(args.out, _plain(result))
+    print(pd.DataFrame(result["grid_summary"]).to_string(), "\npaper (128K evaluations):", PAPER_COMPLETED_128K,
+          flush=True)
+    return result
+
+
+def _plain(obj: object) -> object:
+    """JSON-ready copy (NaN -> None, numpy scalars -> Python)."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ValueError as err:
+        sys.exit(f"error: {err}")
