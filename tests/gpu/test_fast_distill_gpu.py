@@ -47,7 +47,11 @@ def test_custom_op_equals_fla_entry_point_forward_and_gradients():
 @pytest.mark.parametrize("l2norm", [True, False])
 def test_custom_op_passes_opcheck(l2norm):
     pytest.importorskip("fla.ops.gated_delta_rule")
-    xs = {n: x.requires_grad_() for n, x in gdr_inputs(T=128).items()}
+    xs = gdr_inputs(T=128)
+    if not l2norm:  # the op does not normalise: unit keys keep the delta rule's state bounded (with raw random keys
+        # of norm ~8 the H200 run of 2026-11-30 had NaN outputs from the second chunk on, failing the comparison)
+        xs["q"], xs["k"] = (F.normalize(xs[n].float(), dim=-1).to(xs[n].dtype) for n in ("q", "k"))
+    xs = {n: x.requires_grad_() for n, x in xs.items()}
     args = (*xs.values(), 64**-0.5, l2norm, 64)
     torch.library.opcheck(torch.ops.kernels.fla_chunk_gdr.default, args,
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
