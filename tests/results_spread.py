@@ -8,8 +8,9 @@ commit under different CPU settings; a fresh run passes when every compared numb
 ``FACTOR`` times that spread of the committed one.
 
 Compared: numbers (float, and int fields that moved in the measurement) with the field's tolerance, other
-ints, strings and ``None`` exactly, the set of paths exactly. Not compared: provenance, timings, verdict words
-and booleans (decisions drawn from the numbers; a flip of a near-tie is expected noise, not a regression).
+ints, strings and ``None`` exactly, the set of paths exactly. Not compared: provenance, timings, verdict words,
+booleans and text fields that moved in the measurement (decisions drawn from the numbers: a flip of a near-tie
+is expected noise, not a regression).
 
 ``python tests/results_spread.py DIR_A DIR_B ... --label A --label B ...`` derives the spread file from
 chapter result folders (each laid out like ``data/results``) and writes it with its method and inputs.
@@ -73,9 +74,24 @@ def spread(results: list[Mapping[str, Any]]) -> dict[str, float]:
         for path in a.keys() & b.keys():
             x, y = a[path], b[path]
             if compared(path, x) and _number(x) and _number(y):
-                diff = abs(x - y) if math.isfinite(x) and math.isfinite(y) else (0.0 if x == y else math.inf)
+                if math.isfinite(x) and math.isfinite(y):
+                    diff = abs(x - y)
+                else:  # NaN (a table cell the paper leaves empty) or inf: equal when both are the same
+                    diff = 0.0 if x == y or (math.isnan(x) and math.isnan(y)) else math.inf
                 out[field(path)] = max(out.get(field(path), 0.0), diff)
     return dict(sorted(out.items()))
+
+
+def moved(results: list[Mapping[str, Any]]) -> list[str]:
+    """Fields holding text or ``None`` whose value differed between two of ``results`` (e.g. an "improved"
+    count written as ``'21/22'``): derived from trained numbers, so not held exactly."""
+    flat = [dict(leaves(r)) for r in results]
+    out = set()
+    for a, b in itertools.combinations(flat, 2):
+        for path in a.keys() & b.keys():
+            if compared(path, a[path]) and not (_number(a[path]) and _number(b[path])) and a[path] != b[path]:
+                out.add(field(path))
+    return sorted(out)
 
 
 def tolerance(chapter_spread: Mapping[str, float], name: str) -> float:
@@ -85,8 +101,9 @@ def tolerance(chapter_spread: Mapping[str, float], name: str) -> float:
 
 
 def differences(reference: Mapping[str, Any], fresh: Mapping[str, Any], chapter_spread: Mapping[str, float],
-                ) -> list[str]:
-    """What ``fresh`` does beyond the measured spread of ``reference`` (empty: within it)."""
+                unstable: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """What ``fresh`` does beyond the measured spread of ``reference`` (empty: within it); text fields listed
+    in ``unstable`` (see :func:`moved`) are left out."""
     ref, new = dict(leaves(reference)), dict(leaves(fresh))
     problems = [f"{'/'.join(map(str, p))}: only in the committed result" for p in ref.keys() - new.keys()
                 if compared(p, ref[p])]
@@ -94,7 +111,7 @@ def differences(reference: Mapping[str, Any], fresh: Mapping[str, Any], chapter_
                  if compared(p, new[p])]
     for path in sorted(ref.keys() & new.keys(), key=str):
         x, y = ref[path], new[path]
-        if not compared(path, x):
+        if not compared(path, x) or field(path) in unstable:
             continue
         label = "/".join(map(str, path))
         if _number(x) and _number(y) and (isinstance(x, float) or isinstance(y, float)
@@ -119,7 +136,7 @@ def main() -> None:
     chapters, runs = {}, {}
     for name in CHAPTERS:
         results = [json.loads((d / name / "seminar.json").read_text()) for d in args.dirs]
-        chapters[name] = spread(results)
+        chapters[name] = {"numbers": spread(results), "unstable": moved(results)}
         for label, r in zip(args.label, results):
             runs.setdefault(label, {})[name] = {k: r.get("provenance", {}).get(k)
                                                 for k in ("device", "git_commit", "date_utc")}
