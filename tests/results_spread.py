@@ -30,7 +30,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPREAD_FILE = REPO_ROOT / "data" / "results" / "cpu_spread" / "seminar.json"
 CHAPTERS = ("layout_distillation", "softcka", "first_fa", "lolcats")
-FACTOR = 2.0  # tolerance = FACTOR x the largest measured difference of the field
+FACTOR = 5.0  # tolerance = FACTOR x the largest measured difference of the field (leave-one-out: 4.5 needed)
 FLOOR = 2e-6  # the JSON rounds many fields to 6 decimals: two units of the last place
 SKIP_SECTIONS = {"provenance", "verdicts", "verdict", "paper_vs_book", "wall_s"}
 SKIP_LEAF = re.compile(r"(^|_)(s|wall_s|train_s|cpu_s_per_1M_tok|tokens_per_s|mfu_pct|date_utc)$")
