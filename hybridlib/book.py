@@ -77,9 +77,9 @@ def stored_key(path: Path) -> str | None:
 
 
 def kernel_config(socket_dir: str):
-    """Kernel settings for Papermill: IPC transport (Unix sockets under ``socket_dir``, which should be private
-    to this user) instead of TCP on localhost, so no port is open to other users and ipykernel does not warn
-    "Kernel is running over TCP without encryption"."""
+    """Kernel settings for Papermill: IPC transport (Unix sockets under ``socket_dir``, which should be
+    private to this user) instead of TCP on localhost, so no port is open to other users and ipykernel
+    does not warn "Kernel is running over TCP without encryption"."""
     from traitlets.config import Config
 
     return Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(socket_dir, "kernel")}})

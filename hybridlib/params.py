@@ -57,7 +57,8 @@ class Param:
             try:
                 self.validate(self.defaults[preset])
             except ParameterError as err:
-                raise ValueError(f"the {preset} default of parameter {self.name!r} is invalid: {err}") from None
+                raise ValueError(f"the {preset} default of parameter {self.name!r} is invalid: {err}") \
+                    from None
 
     def validate(self, value: Any) -> Any:
         """Return ``value`` coerced to this parameter's type, or raise :class:`ParameterError`."""
@@ -76,7 +77,10 @@ class Param:
             )
         if self.choices is not None:
             check_choice(f"parameter {label!r}", value, self.choices)
-        low = self.minimum is not None and (value <= self.minimum if self.exclusive_minimum else value < self.minimum)
+        if self.minimum is None:
+            low = False
+        else:
+            low = value <= self.minimum if self.exclusive_minimum else value < self.minimum
         if low or (self.maximum is not None and value > self.maximum):
             raise ParameterError(f"parameter {label!r} must be {self.bounds()}, got {value!r}")
         return value

@@ -8,9 +8,9 @@ commit under different CPU settings; a fresh run passes when every compared numb
 ``FACTOR`` times that spread of the committed one.
 
 Compared: numbers (float, and int fields that moved in the measurement) with the field's tolerance, other
-ints, strings and ``None`` exactly, the set of paths exactly. Not compared: provenance, timings, verdict words,
-booleans and text fields that moved in the measurement (decisions drawn from the numbers: a flip of a near-tie
-is expected noise, not a regression).
+ints, strings and ``None`` exactly, the set of paths exactly. Not compared: provenance, timings, verdict
+words, booleans and text fields that moved in the measurement (decisions drawn from the numbers: a flip of
+a near-tie is expected noise, not a regression).
 
 ``python tests/results_spread.py DIR_A DIR_B ... --label A --label B ...`` derives the spread file from
 chapter result folders (each laid out like ``data/results``) and writes it with its method and inputs.
@@ -33,6 +33,7 @@ CHAPTERS = ("layout_distillation", "softcka", "first_fa", "lolcats")
 FACTOR = 5.0  # tolerance = FACTOR x the largest measured difference of the field (leave-one-out: 4.5 needed)
 FLOOR = 2e-6  # the JSON rounds many fields to 6 decimals: two units of the last place
 SKIP_SECTIONS = {"provenance", "verdicts", "verdict", "paper_vs_book", "wall_s"}
+VERDICT_KEY = re.compile(r"verdict|status", re.IGNORECASE)
 SKIP_LEAF = re.compile(r"(^|_)(s|wall_s|train_s|cpu_s_per_1M_tok|tokens_per_s|mfu_pct|date_utc)$")
 
 Path_ = tuple[str | int, ...]
@@ -57,9 +58,11 @@ def field(path: Path_) -> str:
 
 
 def compared(path: Path_, value: Any) -> bool:
-    """Whether a leaf is held by the check (see the module doc for what is left out and why)."""
+    """Whether a leaf is held by the check (see the module doc for what is left out and why); any key naming a
+    verdict or status is a verdict word, wherever a chapter puts it."""
     keys = [p for p in path if isinstance(p, str)]
-    return not (keys[0] in SKIP_SECTIONS or SKIP_LEAF.search(keys[-1]) or isinstance(value, bool))
+    return not (keys[0] in SKIP_SECTIONS or SKIP_LEAF.search(keys[-1]) or isinstance(value, bool)
+                or any(VERDICT_KEY.search(k) for k in keys))
 
 
 def _number(value: Any) -> bool:
@@ -95,7 +98,8 @@ def moved(results: list[Mapping[str, Any]]) -> list[str]:
 
 
 def tolerance(chapter_spread: Mapping[str, float], name: str) -> float:
-    """The allowed |difference| of ``name``; a field the measurement did not see gets the chapter's largest."""
+    """The allowed |difference| of ``name``; a field the measurement did not see gets the chapter's
+    largest."""
     measured = chapter_spread.get(name, max(chapter_spread.values(), default=0.0))
     return FACTOR * measured + FLOOR
 
@@ -127,7 +131,7 @@ def differences(reference: Mapping[str, Any], fresh: Mapping[str, Any], chapter_
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="folders laid out like data/results")
-    parser.add_argument("--label", action="append", required=True, help="what each folder is (one per folder)")
+    parser.add_argument("--label", action="append", required=True, help="what each folder is, one each")
     parser.add_argument("--method", required=True, help="how the runs were made")
     parser.add_argument("--out", type=Path, default=SPREAD_FILE)
     args = parser.parse_args()

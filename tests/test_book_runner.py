@@ -131,7 +131,7 @@ def test_dependencies_run_first_unless_switched_off(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_chapter_kernel_uses_ipc_not_unencrypted_tcp(monkeypatch, tmp_path, capfd):
-    """ipykernel warns "Kernel is running over TCP without encryption" on TCP; the runner's kernels use IPC."""
+    """ipykernel warns "Kernel is running over TCP without encryption"; the runner's kernels use IPC."""
     import nbformat
 
     from hybridlib.params import ChapterSpec

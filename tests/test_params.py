@@ -92,7 +92,8 @@ def test_bounds_name_the_parameter_and_the_range(chapter_name, overrides, messag
 def test_bounds_are_inclusive_unless_the_minimum_is_exclusive():
     spec = chapter("layout_distillation")
     assert spec.resolve("seminar", {"fa_fraction": 1.0})["fa_fraction"] == 1.0
-    assert chapter("efficiency").resolve("seminar", {"needle_depths": [0.0, 1.0]})["needle_depths"] == [0.0, 1.0]
+    depths = chapter("efficiency").resolve("seminar", {"needle_depths": [0.0, 1.0]})["needle_depths"]
+    assert depths == [0.0, 1.0]
     assert Param("x", int, "doc", defaults=dict.fromkeys(PRESETS, 3), maximum=3).bounds() == "<= 3"
     assert "in (0.0, 1.0]" in spec.param("fa_fraction").describe()
 

@@ -58,8 +58,8 @@ def main() -> None:
     for name in names:
         records[name] = run(name, out)
         r = records[name]
-        print(name, r["capability"], r["threads"], r["llama_full_sha"], r["llama_micro1_sha"], r["teacher_sha"],
-              flush=True)
+        print(name, r["capability"], r["threads"], r["llama_full_sha"], r["llama_micro1_sha"],
+              r["teacher_sha"], flush=True)
     pairs = []
     for a, b in itertools.combinations(names, 2):
         wa, wb = np.load(out / f"{a}.npz"), np.load(out / f"{b}.npz")

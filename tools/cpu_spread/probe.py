@@ -21,8 +21,9 @@ def tiny_llama(seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    return LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64))
+    config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    return LlamaForCausalLM(config)
 
 
 def main() -> None:
@@ -43,7 +44,8 @@ def main() -> None:
                                                                   "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS")}}
     # 1. tests/test_train.py's model, full batch vs micro-batches of 1
     rows = torch.randint(0, 32, (12, 8), generator=torch.Generator().manual_seed(123))
-    cfg = {"batch_size": 4, "seq_len": 8, "steps": 6, "lrs": {"rest": 1e-2}, "warmup_frac": 0.2, "progress": False}
+    cfg = {"batch_size": 4, "seq_len": 8, "steps": 6, "lrs": {"rest": 1e-2}, "warmup_frac": 0.2,
+           "progress": False}
     for tag, extra in (("llama_full", {}), ("llama_micro1", {"micro_batch_size": 1})):
         model = tiny_llama()
         hist = train(model, PackedBatches(rows, 4, seed=0), causal_lm_loss, TrainConfig(**cfg, **extra))
