@@ -21,7 +21,8 @@ test: env data browser
 # under it in their own artefact cache, its results held to the measured CPU spread (tests/results_spread.py).
 # Run after `make test` on a clean data/results (.ci/run restores it first).
 CAPABILITY ?= default
-CAP_CACHE := $(CURDIR)/.cache/cpu-$(CAPABILITY)  # absolute: the notebooks run in notebooks/
+# absolute: the notebooks run in notebooks/, where a relative HYBRIDLIB_CACHE would be another folder
+CAP_CACHE := $(CURDIR)/.cache/cpu-$(CAPABILITY)
 test-capability: env data
 	ATEN_CPU_CAPABILITY=$(CAPABILITY) $(PY) -m pytest -p no:cacheprovider tests
 	HYBRIDLIB_CACHE=$(CAP_CACHE) ATEN_CPU_CAPABILITY=$(CAPABILITY) $(PY) -m hybridlib.prepare --models tiny-teacher
