@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,6 +76,15 @@ def stored_key(path: Path) -> str | None:
     return json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("hybridlib", {}).get("cache_key")
 
 
+def kernel_config(socket_dir: str):
+    """Kernel settings for Papermill: IPC transport (Unix sockets under ``socket_dir``, which should be
+    private to this user) instead of TCP on localhost, so no port is open to other users and ipykernel
+    does not warn "Kernel is running over TCP without encryption"."""
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(socket_dir, "kernel")}})
+
+
 def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: Path, *, force: bool,
                 log_output: bool = False) -> str:
     """Execute one chapter unless its cache key matches; returns ``"skipped"`` or ``"executed"``.
@@ -89,10 +99,12 @@ def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: 
     injected = {"preset": preset, **overrides}
     start = time.monotonic()
     logged = {LOG_ENV: "1"} if log_output else {}  # text progress bars, which reach the log (widgets do not)
-    with atomic_path(out) as tmp, patch.dict(os.environ, logged):
+    with (atomic_path(out) as tmp, patch.dict(os.environ, logged),
+          tempfile.TemporaryDirectory(prefix="hybridlib-kernel-") as sockets):
         papermill.execute_notebook(
             str(NOTEBOOKS / spec.notebook), str(tmp), parameters=injected, cwd=str(NOTEBOOKS),
             kernel_name="python3", progress_bar=not log_output, request_save_on_cell_execute=False,
+            config=kernel_config(sockets),
             **({"stdout_file": sys.stderr, "stderr_file": sys.stderr} if log_output else {}),
         )
         nb = nbformat.read(tmp, as_version=4)
@@ -115,15 +127,17 @@ def run(names: Sequence[str], preset: str, overrides: dict[str, Any], *, out_dir
         if not any(name in {p.name for p in chapter(c).params} for c in order):
             raise ParameterError(f"no chosen chapter has a parameter {name!r} (chapters: {', '.join(order)}); "
                                  "see `python -m hybridlib.book params`")
+    own = {c: {k: v for k, v in overrides.items() if k in {p.name for p in chapter(c).params}} for c in order}
+    for name in order:  # every chapter's values are checked before the first one runs
+        chapter(name).resolve(preset, own[name])
     statuses = {}
     for i, name in enumerate(order, 1):
         spec = chapter(name)
-        own = {k: v for k, v in overrides.items() if k in {p.name for p in spec.params}}
         out = output_path(spec, preset, out_dir)
         print(f"[{i}/{len(order)}] {name} ({preset}) -> {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}",
               flush=True)
         start = time.monotonic()
-        statuses[name] = run_chapter(spec, preset, own, out, force=force, log_output=log_output)
+        statuses[name] = run_chapter(spec, preset, own[name], out, force=force, log_output=log_output)
         print(f"      {statuses[name]} in {time.monotonic() - start:.1f} s", flush=True)
     return statuses
 

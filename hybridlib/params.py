@@ -31,8 +31,9 @@ class Param:
     """One notebook parameter.
 
     ``kind`` is ``int``, ``float``, ``str``, ``bool`` or ``list`` (then ``item`` is the item type);
-    ``choices`` restricts the value (or each list item); ``minimum`` bounds numbers (and list items);
-    ``defaults`` maps every preset to its value.
+    ``choices`` restricts the value (or each list item); ``minimum`` and ``maximum`` bound numbers (and list
+    items) inclusively, ``exclusive_minimum`` makes the lower bound strict; ``defaults`` maps every preset to
+    its value (checked against the bounds and choices when the parameter is declared).
     """
 
     name: str
@@ -43,11 +44,21 @@ class Param:
     choices: tuple | None = None
     minimum: float | None = None
     item: type | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
 
     def __post_init__(self) -> None:
         missing = [p for p in PRESETS if p not in self.defaults]
         if missing:
             raise ValueError(f"parameter {self.name!r} has no default for preset(s) {missing}")
+        if self.minimum is not None and self.maximum is not None and self.maximum < self.minimum:
+            raise ValueError(f"parameter {self.name!r}: maximum {self.maximum} < minimum {self.minimum}")
+        for preset in PRESETS:
+            try:
+                self.validate(self.defaults[preset])
+            except ParameterError as err:
+                raise ValueError(f"the {preset} default of parameter {self.name!r} is invalid: {err}") \
+                    from None
 
     def validate(self, value: Any) -> Any:
         """Return ``value`` coerced to this parameter's type, or raise :class:`ParameterError`."""
@@ -66,9 +77,21 @@ class Param:
             )
         if self.choices is not None:
             check_choice(f"parameter {label!r}", value, self.choices)
-        if self.minimum is not None and value < self.minimum:
-            raise ParameterError(f"parameter {label!r} must be >= {self.minimum}, got {value!r}")
+        if self.minimum is None:
+            low = False
+        else:
+            low = value <= self.minimum if self.exclusive_minimum else value < self.minimum
+        if low or (self.maximum is not None and value > self.maximum):
+            raise ParameterError(f"parameter {label!r} must be {self.bounds()}, got {value!r}")
         return value
+
+    def bounds(self) -> str:
+        """The allowed range as text: ``>= 2``, ``in [0.0, 1.0]``, ``in (0.0, 1.0]``, ``<= 8`` or ``""``."""
+        if self.minimum is not None and self.maximum is not None:
+            return f"in {'(' if self.exclusive_minimum else '['}{self.minimum}, {self.maximum}]"
+        if self.minimum is not None:
+            return f"{'>' if self.exclusive_minimum else '>='} {self.minimum}"
+        return f"<= {self.maximum}" if self.maximum is not None else ""
 
     def describe(self) -> str:
         """One line: type, unit, allowed values."""
@@ -76,8 +99,8 @@ class Param:
         extra = [f"unit: {self.unit}"] if self.unit else []
         if self.choices is not None:
             extra.append("allowed: " + ", ".join(map(str, self.choices)))
-        if self.minimum is not None:
-            extra.append(f"min {self.minimum}")
+        if self.minimum is not None or self.maximum is not None:
+            extra.append(self.bounds())
         return f"{kind}" + (f" ({'; '.join(extra)})" if extra else "")
 
 

@@ -57,6 +57,19 @@ def test_unknown_parameter_for_the_chosen_chapters_is_refused(capsys):
     assert book.main(["run", "efficiency", "--preset", "laptop"]) == 2
 
 
+def test_every_chosen_chapter_is_validated_before_any_runs(monkeypatch, capsys, tmp_path):
+    """softcka depends on layout_distillation: a bad softcka value must stop the run before the dependency."""
+    ran = []
+    monkeypatch.setattr(book, "run_chapter", lambda spec, *a, **k: ran.append(spec.name) or "executed")
+    assert book.main(["run", "softcka", "-p", "articles=1", "--out", str(tmp_path)]) == 2
+    assert "parameter 'articles' must be >= 2, got 1" in capsys.readouterr().err
+    assert book.main(["run", "-p", "fa_fraction=1.5", "--out", str(tmp_path)]) == 2
+    assert "'fa_fraction' must be in (0.0, 1.0], got 1.5" in capsys.readouterr().err
+    assert ran == []
+    book.run(["softcka"], "seminar", {"articles": 3}, out_dir=tmp_path)
+    assert ran == ["layout_distillation", "softcka"]
+
+
 def test_atomic_write_leaves_old_content_on_failure(tmp_path):
     target = tmp_path / "result.json"
     write_json(target, {"v": 1})
@@ -114,3 +127,24 @@ def test_dependencies_run_first_unless_switched_off(monkeypatch, tmp_path):
     ran.clear()
     assert book.main(["run", "first_fa", "softcka", "--no-deps", "--out", str(tmp_path)]) == 0
     assert ran == ["softcka", "first_fa"]  # dependency order kept among the named ones
+
+
+@pytest.mark.slow
+def test_chapter_kernel_uses_ipc_not_unencrypted_tcp(monkeypatch, tmp_path, capfd):
+    """ipykernel warns "Kernel is running over TCP without encryption"; the runner's kernels use IPC."""
+    import nbformat
+
+    from hybridlib.params import ChapterSpec
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('preset = "seminar"', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("import os\nprint(6 * 7)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "t.ipynb")
+    monkeypatch.setattr(book, "NOTEBOOKS", tmp_path)
+    spec = ChapterSpec("t", "T", "t.ipynb", "claim", ())
+    assert book.run_chapter(spec, "seminar", {}, tmp_path / "out.ipynb", force=True) == "executed"
+    done = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert done.cells[-1].outputs[0]["text"] == "42\n"
+    assert "without encryption" not in capfd.readouterr().err
+    assert book.kernel_config(str(tmp_path))["KernelManager"]["transport"] == "ipc"

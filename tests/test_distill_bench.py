@@ -14,7 +14,9 @@ def test_profile_phases_add_up_to_the_step_and_give_the_speed():
     row = profile_step("tiny-teacher", batch_size=2, seq_len=32, steps=2, warmup=1, device="cpu")
     assert set(row["phase_ms"]) == set(PHASES) and all(v > 0 for v in row["phase_ms"].values())
     assert row["step_ms"] == pytest.approx(sum(row["phase_ms"].values()), abs=1e-2)
-    assert row["tokens_per_s"] == pytest.approx(2 * 32 / (row["step_ms"] / 1e3), rel=1e-3)
+    # the row keeps tokens/s to 0.1 (and step_ms to 0.001 ms): a slow machine (7.5 tok/s, 8.5 s a step) is off
+    # by up to 0.05 from rounding alone, more than rel=1e-3
+    assert row["tokens_per_s"] == pytest.approx(2 * 32 / (row["step_ms"] / 1e3), rel=1e-3, abs=0.05)
     assert row["mfu"] is None and row["precision"] == "fp32" and not row["teacher_compiled"]
     teacher, _ = load("tiny-teacher")
     embed = teacher.get_input_embeddings().weight.numel()

@@ -71,3 +71,35 @@ def test_dependency_cycle_is_reported(monkeypatch):
     monkeypatch.setattr(chapters, "CHAPTERS", {"a": a, "b": b})
     with pytest.raises(ParameterError, match="cycle"):
         chapters.execution_order(["a"])
+
+
+@pytest.mark.parametrize(
+    "chapter_name, overrides, message",
+    [
+        ("layout_distillation", {"fa_fraction": 1.5}, "'fa_fraction' must be in (0.0, 1.0], got 1.5"),
+        ("layout_distillation", {"fa_fraction": 0.0}, "'fa_fraction' must be in (0.0, 1.0], got 0.0"),
+        ("efficiency", {"needle_depths": [0.5, 1.01]}, "'needle_depths[1]' must be in [0.0, 1.0]"),
+        ("lolcats", {"passkey_depths": [-0.1]}, "'passkey_depths[0]' must be in [0.0, 1.0]"),
+        ("softcka", {"articles": 1}, "'articles' must be >= 2, got 1"),
+    ],
+)
+def test_bounds_name_the_parameter_and_the_range(chapter_name, overrides, message):
+    with pytest.raises(ParameterError) as err:
+        chapter(chapter_name).resolve("seminar", overrides)
+    assert message in str(err.value)
+
+
+def test_bounds_are_inclusive_unless_the_minimum_is_exclusive():
+    spec = chapter("layout_distillation")
+    assert spec.resolve("seminar", {"fa_fraction": 1.0})["fa_fraction"] == 1.0
+    depths = chapter("efficiency").resolve("seminar", {"needle_depths": [0.0, 1.0]})["needle_depths"]
+    assert depths == [0.0, 1.0]
+    assert Param("x", int, "doc", defaults=dict.fromkeys(PRESETS, 3), maximum=3).bounds() == "<= 3"
+    assert "in (0.0, 1.0]" in spec.param("fa_fraction").describe()
+
+
+def test_defaults_outside_the_bounds_are_refused_when_declared():
+    with pytest.raises(ValueError, match="seminar default of parameter 'x'"):
+        Param("x", float, "doc", defaults=dict.fromkeys(PRESETS, 2.0), minimum=0.0, maximum=1.0)
+    with pytest.raises(ValueError, match="maximum 0 < minimum 1"):
+        Param("x", int, "doc", defaults=dict.fromkeys(PRESETS, 1), minimum=1, maximum=0)

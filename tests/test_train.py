@@ -115,13 +115,24 @@ def test_packed_batches_cover_each_epoch_and_shard():
 
 
 def test_loss_decreases_and_accumulation_matches_full_batch():
-    full = tiny_model()
+    """Four micro-batches of 1 must give the full batch's update. Computed in float64, because in float32 the
+    two summation orders differ by ~1e-7 relative per gradient and AdamW divides by sqrt(v), which amplifies
+    that for near-zero gradients: measured up to 3.7e-6 absolute / 5e-4 relative after 6 steps, depending on
+    the CPU kernels (ATEN_CPU_CAPABILITY, MKL's code path) - the same size as the error of a real bug (a
+    micro-batch loss summed instead of averaged moves the float64 weights by 2e-5, AdamW being almost scale
+    invariant). In float64 the measured gap is <= 4e-15 absolute / 1.5e-12 relative under
+    default, avx2 and avx512 kernels, so rtol 1e-9 / atol 1e-12 leave 1000x headroom and still catch that bug.
+    The cross-entropy itself runs in float32 (row by row, the same in both runs), so the recorded losses are
+    float32 sums in two orders: equal to 2 float32 ulps at ~3.5 (measured: 1 ulp)."""
+    full = tiny_model().double()
     h_full = train(full, tiny_batches(), causal_lm_loss, config())
     assert h_full.train[-1]["loss"] < h_full.train[0]["loss"] < math.log(VOCAB) + 0.2
-    accum = tiny_model()
-    train(accum, tiny_batches(), causal_lm_loss, config(micro_batch_size=1))
+    accum = tiny_model().double()
+    h_accum = train(accum, tiny_batches(), causal_lm_loss, config(micro_batch_size=1))
     for a, b in zip(full.parameters(), accum.parameters()):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+    losses = [r["loss"] for r in h_full.train]
+    assert [r["loss"] for r in h_accum.train] == pytest.approx(losses, abs=2 * 2**-21)
 
 
 class Killed(RuntimeError):

@@ -37,6 +37,7 @@ SPEC = ChapterSpec(
         Param("needle_languages", list, "haystack languages of the needle test", item=str, choices=LANGUAGES,
               defaults={"seminar": ["eng", "yor", "mya"], "gpu": list(LANGUAGES), "paper": list(LANGUAGES)}),
         Param("needle_depths", list, "needle positions as a fraction of the haystack", item=float, minimum=0.0,
+              maximum=1.0,
               defaults={"seminar": [0.5], "gpu": [0.1, 0.3, 0.5, 0.7, 0.9], "paper": [0.1, 0.3, 0.5, 0.7, 0.9]}),
         Param("needle_samples", int, "needles per (language, length, depth) cell (the rule needs 3 cells at the "
               "longest length)", minimum=1, defaults={"seminar": 3, "gpu": 2, "paper": 4}),

@@ -75,6 +75,7 @@ SPEC = ChapterSpec(
         Param("layouts", list, "full-attention layouts raced", item=str, choices=LAYOUTS,
               defaults={p: list(LAYOUTS) for p in _ALL}),
         Param("fa_fraction", float, "share of layers kept full attention (rounded half up)", minimum=0.0,
+              exclusive_minimum=True, maximum=1.0,
               defaults=_recipe_defaults("fa_fraction")),
         Param("train_tokens", int, "distillation tokens per layout", minimum=1, unit="tokens",
               defaults=_recipe_defaults("train_tokens")),

@@ -61,6 +61,7 @@ SPEC = ChapterSpec(
         Param("passkey_lengths", list, "passkey prompt lengths", item=int, minimum=64, unit="tokens",
               defaults={"seminar": [128], "gpu": [256, 512], "paper": [1024, 8192]}),
         Param("passkey_depths", list, "passkey depths (0 is the start of the filler, 1 its end)", item=float, minimum=0.0,
+              maximum=1.0,
               defaults={p: [0.0, 0.25, 0.5, 0.75, 1.0] for p in _ALL}),
         Param("passkey_per_cell", int, "passkey prompts per (length, depth)", minimum=1,
               defaults={"seminar": 2, "gpu": 10, "paper": 20}),

@@ -1,0 +1,66 @@
+"""A fresh seminar run's numbers stay within the measured cross-CPU spread of the committed ones.
+
+``make test`` executes the notebooks under nbval, which rewrites ``data/results/<chapter>/seminar.json``;
+these tests run after the notebooks (tests/conftest.py) and compare that file with the committed one, read
+here while the session was collected, at the tolerances of ``data/results/cpu_spread/seminar.json``
+(tests/results_spread.py says how they were measured and what is compared)."""
+
+import json
+
+import pytest
+import results_spread as rs
+
+from hybridlib.paths import REPO_ROOT
+
+
+def _result(chapter):
+    return REPO_ROOT / "data" / "results" / chapter / "seminar.json"
+
+
+COMMITTED = {c: json.loads(_result(c).read_text()) for c in rs.CHAPTERS}  # read before any notebook runs
+SPREAD = json.loads(rs.SPREAD_FILE.read_text())
+
+
+@pytest.mark.after_notebooks
+@pytest.mark.parametrize("chapter", rs.CHAPTERS)
+def test_fresh_results_are_within_the_measured_cpu_spread(chapter):
+    fresh = json.loads(_result(chapter).read_text())
+    if fresh.get("provenance") == COMMITTED[chapter].get("provenance"):
+        pytest.skip(f"{chapter}'s notebook did not run in this session (nbval over notebooks/ runs it)")
+    measured = SPREAD["spread"][chapter]
+    problems = rs.differences(COMMITTED[chapter], fresh, measured["numbers"], measured["unstable"])
+    assert not problems, f"{len(problems)} beyond the measured CPU spread:\n" + "\n".join(problems[:40])
+
+
+def test_spread_file_states_its_method_and_covers_every_trained_chapter():
+    assert set(SPREAD["spread"]) == set(rs.CHAPTERS)
+    assert SPREAD["factor"] == rs.FACTOR and SPREAD["floor"] == rs.FLOOR
+    assert len(SPREAD["runs"]) >= 2 and "ATEN_CPU_CAPABILITY" in SPREAD["method"]
+    for chapter in rs.CHAPTERS:  # every float field of the committed result was measured
+        leaves = rs.leaves(COMMITTED[chapter])
+        floats = {rs.field(p) for p, v in leaves if isinstance(v, float) and rs.compared(p, v)}
+        assert floats <= set(SPREAD["spread"][chapter]["numbers"]), chapter
+
+
+def test_spread_and_differences_on_hand_made_results():
+    a = {"provenance": {"date_utc": "x"}, "table": [{"ppl": 100.0, "n": 4, "lang": "eng", "lower": True}],
+         "verdicts": {"chapter": "reproduced"}, "wall_s": 3.0}
+    b = {"provenance": {"date_utc": "y"}, "table": [{"ppl": 101.5, "n": 4, "lang": "eng", "lower": False}],
+         "verdicts": {"chapter": "contradicted"}, "wall_s": 9.0}
+    measured = rs.spread([a, b])
+    assert measured == {"table/ppl": 1.5, "table/n": 0}  # timings, verdicts, booleans and strings left out
+    assert rs.tolerance(measured, "table/ppl") == rs.FACTOR * 1.5 + rs.FLOOR
+    assert rs.differences(a, b, measured) == []
+    c = json.loads(json.dumps(b))
+    c["table"][0].update(ppl=100.0 + rs.FACTOR * 1.5 + 0.01, n=5, lang="fra")
+    c["extra"] = 1.0
+    problems = rs.differences(a, c, measured)
+    assert len(problems) == 4
+    assert problems[0] == "extra: not in the committed result"
+    moved_ppl = 100.0 + rs.FACTOR * 1.5 + 0.01
+    assert any(p.startswith(f"table/0/ppl: {moved_ppl!r} vs committed 100.0") for p in problems)
+    assert "table/0/n: 5 vs committed 4" in problems and "table/0/lang: 'fra' vs committed 'eng'" in problems
+    assert rs.tolerance({"x/y": 0.5}, "x/unmeasured") == rs.FACTOR * 0.5 + rs.FLOOR  # the chapter's largest
+    assert not rs.compared(("rows", 0, "verdict"), "reproduced") and not rs.compared(("x", "status"), "ok")
+    assert rs.moved([a, b, c]) == ["table/lang"]  # text that differed between runs is not held exactly
+    assert len(rs.differences(a, c, measured, unstable=rs.moved([a, c]))) == 3
