@@ -27,7 +27,7 @@ from hybridlib.atomic import atomic_path, write_text
 from hybridlib.findings import CHAPTERS, chapter, execution_order
 from hybridlib.params import PRESETS, ChapterSpec, ParameterError, check_choice
 from hybridlib.paths import REPO_ROOT
-from hybridlib.progress import LOG_ENV
+from hybridlib.progress import LOG_ENV, OFF_ENV
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
@@ -98,7 +98,8 @@ def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: 
         return "skipped"
     injected = {"preset": preset, **overrides}
     start = time.monotonic()
-    logged = {LOG_ENV: "1"} if log_output else {}  # text progress bars, which reach the log (widgets do not)
+    # text progress bars reach a log (widgets do not); in a stored page a bar is only residue
+    logged = {LOG_ENV: "1"} if log_output else {OFF_ENV: "1"}
     with (atomic_path(out) as tmp, patch.dict(os.environ, logged),
           tempfile.TemporaryDirectory(prefix="hybridlib-kernel-") as sockets):
         papermill.execute_notebook(
