@@ -65,7 +65,11 @@ def source_digest(notebook: Path) -> str:
 
 def cache_key(spec: ChapterSpec, params: dict[str, Any]) -> str:
     """Content address of one chapter execution."""
-    parts = [source_digest(NOTEBOOKS / spec.notebook), json.dumps(params, sort_keys=True), provenance.code_digest()]
+    parts = [
+        source_digest(NOTEBOOKS / spec.notebook),
+        json.dumps(params, sort_keys=True),
+        provenance.code_digest(),
+    ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -73,7 +77,9 @@ def stored_key(path: Path) -> str | None:
     """The cache key recorded in an executed notebook, if any."""
     if not path.exists():
         return None
-    return json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("hybridlib", {}).get("cache_key")
+    return (
+        json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("hybridlib", {}).get("cache_key")
+    )
 
 
 def kernel_config(socket_dir: str):
@@ -85,8 +91,15 @@ def kernel_config(socket_dir: str):
     return Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(socket_dir, "kernel")}})
 
 
-def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: Path, *, force: bool,
-                log_output: bool = False) -> str:
+def run_chapter(
+    spec: ChapterSpec,
+    preset: str,
+    overrides: dict[str, Any],
+    out: Path,
+    *,
+    force: bool,
+    log_output: bool = False,
+) -> str:
     """Execute one chapter unless its cache key matches; returns ``"skipped"`` or ``"executed"``.
     ``log_output`` streams the cells' output (text progress bars, prints) to this process's stderr as it comes."""
     import nbformat
@@ -100,11 +113,19 @@ def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: 
     start = time.monotonic()
     # text progress bars reach a log (widgets do not); in a stored page a bar is only residue
     logged = {LOG_ENV: "1"} if log_output else {OFF_ENV: "1"}
-    with (atomic_path(out) as tmp, patch.dict(os.environ, logged),
-          tempfile.TemporaryDirectory(prefix="hybridlib-kernel-") as sockets):
+    with (
+        atomic_path(out) as tmp,
+        patch.dict(os.environ, logged),
+        tempfile.TemporaryDirectory(prefix="hybridlib-kernel-") as sockets,
+    ):
         papermill.execute_notebook(
-            str(NOTEBOOKS / spec.notebook), str(tmp), parameters=injected, cwd=str(NOTEBOOKS),
-            kernel_name="python3", progress_bar=not log_output, request_save_on_cell_execute=False,
+            str(NOTEBOOKS / spec.notebook),
+            str(tmp),
+            parameters=injected,
+            cwd=str(NOTEBOOKS),
+            kernel_name="python3",
+            progress_bar=not log_output,
+            request_save_on_cell_execute=False,
             config=kernel_config(sockets),
             **({"stdout_file": sys.stderr, "stderr_file": sys.stderr} if log_output else {}),
         )
@@ -116,8 +137,16 @@ def run_chapter(spec: ChapterSpec, preset: str, overrides: dict[str, Any], out: 
     return "executed"
 
 
-def run(names: Sequence[str], preset: str, overrides: dict[str, Any], *, out_dir: Path | None = None,
-        force: bool = False, dependencies: bool = True, log_output: bool = False) -> dict[str, str]:
+def run(
+    names: Sequence[str],
+    preset: str,
+    overrides: dict[str, Any],
+    *,
+    out_dir: Path | None = None,
+    force: bool = False,
+    dependencies: bool = True,
+    log_output: bool = False,
+) -> dict[str, str]:
     """Run ``names`` (default: every chapter) and, unless ``dependencies`` is off, the chapters they depend on;
     returns chapter -> status. Without dependencies a chapter still trains the students it needs itself."""
     check_choice("preset", preset, PRESETS)
@@ -126,8 +155,10 @@ def run(names: Sequence[str], preset: str, overrides: dict[str, Any], *, out_dir
         order = [name for name in order if name in names]
     for name in overrides:
         if not any(name in {p.name for p in chapter(c).params} for c in order):
-            raise ParameterError(f"no chosen chapter has a parameter {name!r} (chapters: {', '.join(order)}); "
-                                 "see `python -m hybridlib.book params`")
+            raise ParameterError(
+                f"no chosen chapter has a parameter {name!r} (chapters: {', '.join(order)}); "
+                "see `python -m hybridlib.book params`"
+            )
     own = {c: {k: v for k, v in overrides.items() if k in {p.name for p in chapter(c).params}} for c in order}
     for name in order:  # every chapter's values are checked before the first one runs
         chapter(name).resolve(preset, own[name])
@@ -135,8 +166,11 @@ def run(names: Sequence[str], preset: str, overrides: dict[str, Any], *, out_dir
     for i, name in enumerate(order, 1):
         spec = chapter(name)
         out = output_path(spec, preset, out_dir)
-        print(f"[{i}/{len(order)}] {name} ({preset}) -> {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}",
-              flush=True)
+        print(
+            f"[{i}/{len(order)}] {name} ({preset}) -> "
+            f"{out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}",
+            flush=True,
+        )
         start = time.monotonic()
         statuses[name] = run_chapter(spec, preset, own[name], out, force=force, log_output=log_output)
         print(f"      {statuses[name]} in {time.monotonic() - start:.1f} s", flush=True)
@@ -145,13 +179,23 @@ def run(names: Sequence[str], preset: str, overrides: dict[str, Any], *, out_dir
 
 def parameter_docs() -> str:
     """Markdown tables of every chapter's parameters and preset values (book/parameters.md)."""
-    lines = ["# Parameters of every chapter", "",
-             "Generated by `python -m hybridlib.book docs` from `hybridlib/findings/*/spec.py`; do not edit by hand.", ""]
+    lines = [
+        "# Parameters of every chapter",
+        "",
+        "Generated by `python -m hybridlib.book docs` from `hybridlib/findings/*/spec.py`; do not edit by hand.",
+        "",
+    ]
     for spec in CHAPTERS.values():
-        lines += [f"## {spec.title}", "", f"Notebook `notebooks/{spec.notebook}`"
-                  + (f"; needs {', '.join(spec.depends_on)} first" if spec.depends_on else "") + ".", "",
-                  "| parameter | type | meaning | " + " | ".join(PRESETS) + " |",
-                  "|---|---|---|" + "---|" * len(PRESETS)]
+        lines += [
+            f"## {spec.title}",
+            "",
+            f"Notebook `notebooks/{spec.notebook}`"
+            + (f"; needs {', '.join(spec.depends_on)} first" if spec.depends_on else "")
+            + ".",
+            "",
+            "| parameter | type | meaning | " + " | ".join(PRESETS) + " |",
+            "|---|---|---|" + "---|" * len(PRESETS),
+        ]
         for p in spec.params:
             cells = [f"`{p.defaults[pr]}`" for pr in PRESETS]
             lines.append(f"| `{p.name}` | {p.describe()} | {p.doc} | " + " | ".join(cells) + " |")
@@ -160,20 +204,35 @@ def parameter_docs() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hybridlib.book", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m hybridlib.book",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run_p = sub.add_parser("run", help="execute chapters with Papermill")
     run_p.add_argument("chapters", nargs="*", help=f"chapters (default: all): {', '.join(CHAPTERS)}")
     run_p.add_argument("--preset", default="seminar", help=f"one of {', '.join(PRESETS)}")
-    run_p.add_argument("-p", dest="params", action="append", default=[], metavar="NAME=VALUE",
-                       help="override a parameter (YAML value), e.g. -p train_tokens=100000")
-    run_p.add_argument("--out", type=Path, help="write executed notebooks here instead of where the book reads them")
+    run_p.add_argument(
+        "-p",
+        dest="params",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a parameter (YAML value), e.g. -p train_tokens=100000",
+    )
+    run_p.add_argument(
+        "--out", type=Path, help="write executed notebooks here instead of where the book reads them"
+    )
     run_p.add_argument("--force", action="store_true", help="execute even when nothing changed")
-    run_p.add_argument("--no-deps", action="store_true",
-                       help="run only the named chapters, not the chapters they depend on")
-    run_p.add_argument("--log-output", action="store_true",
-                       help="stream the cells' output to stderr while they run (long runs on remote machines)")
+    run_p.add_argument(
+        "--no-deps", action="store_true", help="run only the named chapters, not the chapters they depend on"
+    )
+    run_p.add_argument(
+        "--log-output",
+        action="store_true",
+        help="stream the cells' output to stderr while they run (long runs on remote machines)",
+    )
     params_p = sub.add_parser("params", help="print the parameters of chapters")
     params_p.add_argument("chapters", nargs="*")
     sub.add_parser("docs", help="regenerate book/parameters.md")
@@ -182,8 +241,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             overrides = parse_overrides(args.params)
             out_dir = args.out if args.out or not overrides else REPO_ROOT / "_build" / "runs" / args.preset
-            run(args.chapters, args.preset, overrides, out_dir=out_dir, force=args.force,
-                dependencies=not args.no_deps, log_output=args.log_output)
+            run(
+                args.chapters,
+                args.preset,
+                overrides,
+                out_dir=out_dir,
+                force=args.force,
+                dependencies=not args.no_deps,
+                log_output=args.log_output,
+            )
         elif args.command == "params":
             for name in args.chapters or CHAPTERS:
                 spec = chapter(name)
@@ -197,8 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except Exception as err:  # papermill execution errors: name the chapter's failing cell, keep old outputs
         if type(err).__name__ == "PapermillExecutionError":
-            print(f"error: a chapter failed ({err.ename}: {err.evalue}); its previous notebook is unchanged",
-                  file=sys.stderr)
+            print(
+                f"error: a chapter failed ({err.ename}: {err.evalue}); its previous notebook is unchanged",
+                file=sys.stderr,
+            )
             return 1
         raise
     return 0

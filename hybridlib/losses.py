@@ -54,7 +54,8 @@ def forward_kl(
     Computed ``chunk_size`` tokens at a time in float32, so only one chunk of each distribution exists in
     float32 at once (the inputs may be bf16); with autograd on, each chunk is recomputed in backward
     (activation checkpointing) instead of keeping its float32 log-probabilities alive.
-    ``mask`` ``[B, T]`` (bool) selects the counted tokens (default: all). Returns the mean, and with ``per_token=True`` also the ``[B, T]`` float32 values
+    ``mask`` ``[B, T]`` (bool) selects the counted tokens (default: all). Returns the mean, and with
+    ``per_token=True`` also the ``[B, T]`` float32 values
     (``tau^2 * KL``, zero where masked out). Gradients flow to ``student_logits`` only.
     """
     if student_logits.shape != teacher_logits.shape:
@@ -161,10 +162,14 @@ def linear_forward_kl(
             "differ in [B, T]"
         )
     if student_head.shape[0] != teacher_head.shape[0]:
-        raise ValueError(f"vocabularies differ: student {student_head.shape[0]}, teacher {teacher_head.shape[0]}")
+        raise ValueError(
+            f"vocabularies differ: student {student_head.shape[0]}, teacher {teacher_head.shape[0]}"
+        )
     if tau <= 0:
         raise ValueError(f"tau must be > 0, got {tau}")
     rows = KL_CHUNK_ROWS if chunk_rows is None else chunk_rows
     if rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
-    return _LinearForwardKL.apply(student_hidden, student_head, teacher_hidden.detach(), teacher_head.detach(), tau, rows)
+    return _LinearForwardKL.apply(
+        student_hidden, student_head, teacher_hidden.detach(), teacher_head.detach(), tau, rows
+    )

@@ -172,7 +172,9 @@ def percentile_interval(replicates: np.ndarray | Sequence[float], level: float =
     """``(low, high)``: the central ``level`` percentile interval of bootstrap ``replicates`` along axis 0."""
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
-    low, high = np.quantile(np.asarray(replicates, dtype=np.float64), [(1 - level) / 2, (1 + level) / 2], axis=0)
+    low, high = np.quantile(
+        np.asarray(replicates, dtype=np.float64), [(1 - level) / 2, (1 + level) / 2], axis=0
+    )
     return low, high
 
 

@@ -50,8 +50,12 @@ def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     _quiet_library_progress()
     spec = chapter(name)
     rows = [(p.name, params[p.name], p.doc) for p in spec.params]
-    _display(pd.DataFrame([("preset", params["preset"], "preset the defaults come from"), *rows],
-                          columns=["parameter", "value", "meaning"]).set_index("parameter"))
+    _display(
+        pd.DataFrame(
+            [("preset", params["preset"], "preset the defaults come from"), *rows],
+            columns=["parameter", "value", "meaning"],
+        ).set_index("parameter")
+    )
     return params
 
 
@@ -93,9 +97,17 @@ def paper_vs_book(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             row["verdict"] = v.outcome.value
         check_choice("verdict", row["verdict"], VERDICTS)
         table.append(row)
-        _PAGE["rows"].append({**{k: row.get(k) for k in ("metric", "paper", "book", "verdict", "note")},
-                              "rule": v.to_dict() if isinstance(v, Verdict) else None})
-    return pd.DataFrame(table, columns=["metric", "paper", "book", "verdict", "note"]).fillna("").set_index("metric")
+        _PAGE["rows"].append(
+            {
+                **{k: row.get(k) for k in ("metric", "paper", "book", "verdict", "note")},
+                "rule": v.to_dict() if isinstance(v, Verdict) else None,
+            }
+        )
+    return (
+        pd.DataFrame(table, columns=["metric", "paper", "book", "verdict", "note"])
+        .fillna("")
+        .set_index("metric")
+    )
 
 
 def verdict_summary(verdicts: Sequence[Verdict]) -> tuple[str, str]:
@@ -117,9 +129,15 @@ def provenance_table(params: dict[str, Any]) -> pd.DataFrame:
     """
     record = provenance.collect(params.get("preset"), params)
     if _PAGE["chapter"] is not None:
-        write_json(results_dir(_PAGE["chapter"]) / f"paper_vs_book_{params.get('preset')}.json",
-                   {"chapter": _PAGE["chapter"], "status": _PAGE["status"], "rows": _PAGE["rows"],
-                    "provenance": record})
+        write_json(
+            results_dir(_PAGE["chapter"]) / f"paper_vs_book_{params.get('preset')}.json",
+            {
+                "chapter": _PAGE["chapter"],
+                "status": _PAGE["status"],
+                "rows": _PAGE["rows"],
+                "provenance": record,
+            },
+        )
     flat = {k: v for k, v in record.items() if k not in ("params", "versions")}
     flat.update({f"version: {k}": v for k, v in record["versions"].items()})
     return pd.DataFrame({"value": {k: str(v) for k, v in flat.items()}})
@@ -129,10 +147,16 @@ def verdict(status: str, reason: str) -> None:
     """Show the chapter's verdict as a coloured admonition; ``status`` must be one of :data:`VERDICTS`."""
     check_choice("verdict", status, VERDICTS)
     _PAGE["status"] = {"status": status, "reason": reason}
-    kind = {"reproduced": "success", "direction only": "warning", "inconclusive": "warning",
-            "not tested": "note"}.get(status, "danger")
-    html = (f'<div class="admonition {kind}"><p class="admonition-title">Verdict: {status}</p>'
-            f"<p>{reason}</p></div>")
+    kind = {
+        "reproduced": "success",
+        "direction only": "warning",
+        "inconclusive": "warning",
+        "not tested": "note",
+    }.get(status, "danger")
+    html = (
+        f'<div class="admonition {kind}"><p class="admonition-title">Verdict: {status}</p>'
+        f"<p>{reason}</p></div>"
+    )
     try:
         from IPython.display import HTML
 

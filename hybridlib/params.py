@@ -22,7 +22,9 @@ class ParameterError(ValueError):
 def check_choice(what: str, value: Any, allowed: tuple | list) -> Any:
     """Return ``value`` if it is one of ``allowed``, else raise a :class:`ParameterError` naming ``what``."""
     if value not in allowed:
-        raise ParameterError(f"{what}={value!r} is not allowed; choose one of: {', '.join(map(str, allowed))}")
+        raise ParameterError(
+            f"{what}={value!r} is not allowed; choose one of: {', '.join(map(str, allowed))}"
+        )
     return value
 
 
@@ -57,8 +59,9 @@ class Param:
             try:
                 self.validate(self.defaults[preset])
             except ParameterError as err:
-                raise ValueError(f"the {preset} default of parameter {self.name!r} is invalid: {err}") \
-                    from None
+                raise ValueError(
+                    f"the {preset} default of parameter {self.name!r} is invalid: {err}"
+                ) from None
 
     def validate(self, value: Any) -> Any:
         """Return ``value`` coerced to this parameter's type, or raise :class:`ParameterError`."""

@@ -28,20 +28,44 @@ def _require(frame: pd.DataFrame, columns: Sequence[str]) -> None:
         raise ValueError(f"frame lacks column(s) {missing}; it has {list(frame.columns)}")
 
 
-def heatmap(table: pd.DataFrame, title: str, fmt: str = ".1f", cmap: str = "rocket_r", center: float | None = None,
-            size: tuple[float, float] = (COLUMN_WIDTH_IN, 4.2)) -> Figure:
+def heatmap(
+    table: pd.DataFrame,
+    title: str,
+    fmt: str = ".1f",
+    cmap: str = "rocket_r",
+    center: float | None = None,
+    size: tuple[float, float] = (COLUMN_WIDTH_IN, 4.2),
+) -> Figure:
     """Annotated heat map of a wide ``table`` (rows x columns as laid out)."""
     fig, ax = plt.subplots(figsize=size)
-    sns.heatmap(table, annot=True, fmt=fmt, cmap=cmap, center=center, ax=ax, cbar_kws={"shrink": 0.8},
-                annot_kws={"fontsize": MIN_FONT_PT})
+    sns.heatmap(
+        table,
+        annot=True,
+        fmt=fmt,
+        cmap=cmap,
+        center=center,
+        ax=ax,
+        cbar_kws={"shrink": 0.8},
+        annot_kws={"fontsize": MIN_FONT_PT},
+    )
     ax.set_title(title)
     fig.tight_layout()
     return fig
 
 
-def lines_vs_context(frame: pd.DataFrame, x: str, y: str, hue: str, title: str, col: str | None = None,
-                     style: str | None = None, logx: bool = True, logy: bool = False, ylabel: str | None = None,
-                     hlines: dict[str, float] | None = None) -> Figure:
+def lines_vs_context(
+    frame: pd.DataFrame,
+    x: str,
+    y: str,
+    hue: str,
+    title: str,
+    col: str | None = None,
+    style: str | None = None,
+    logx: bool = True,
+    logy: bool = False,
+    ylabel: str | None = None,
+    hlines: dict[str, float] | None = None,
+) -> Figure:
     """Line plot of ``y`` against context ``x`` per ``hue`` (optionally faceted by ``col``, two facets per row),
     log-x by default, legend below the panels; a marker on each point only where lines have at most
     :data:`MAX_MARKED` points (more would hide the curve).
@@ -52,9 +76,20 @@ def lines_vs_context(frame: pd.DataFrame, x: str, y: str, hue: str, title: str, 
     ncols = min(2, frame[col].nunique()) if col else 1
     height = 3.0 if ncols == 2 else 3.4
     marker = "o" if frame[x].nunique() <= MAX_MARKED else None
-    grid = sns.relplot(data=frame, x=x, y=y, hue=hue, col=col, style=style, kind="line", marker=marker,
-                       col_wrap=ncols if col else None, height=height, aspect=COLUMN_WIDTH_IN / ncols / height,
-                       facet_kws={"sharey": False, "legend_out": False})
+    grid = sns.relplot(
+        data=frame,
+        x=x,
+        y=y,
+        hue=hue,
+        col=col,
+        style=style,
+        kind="line",
+        marker=marker,
+        col_wrap=ncols if col else None,
+        height=height,
+        aspect=COLUMN_WIDTH_IN / ncols / height,
+        facet_kws={"sharey": False, "legend_out": False},
+    )
     for ax in grid.axes.flat:
         if logx:
             ax.set_xscale("log", base=2)
@@ -66,7 +101,9 @@ def lines_vs_context(frame: pd.DataFrame, x: str, y: str, hue: str, title: str, 
         ax.set_ylabel(ylabel or y)
     if grid.legend is not None:
         n_entries = len(grid.legend.texts)
-        sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(n_entries, 5), frameon=False)
+        sns.move_legend(
+            grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(n_entries, 5), frameon=False
+        )
     grid.figure.suptitle(title, y=1.03)
     return grid.figure
 
@@ -74,11 +111,20 @@ def lines_vs_context(frame: pd.DataFrame, x: str, y: str, hue: str, title: str, 
 def _shade_layers(ax, layers: Sequence[int], label: str = "full attention") -> None:
     """Shade each layer in ``layers`` (a band one layer wide) on ``ax``; one legend entry."""
     for i, layer in enumerate(layers):
-        ax.axvspan(layer - 0.5, layer + 0.5, color="tab:orange", alpha=0.15, lw=0, label=label if i == 0 else None)
+        ax.axvspan(
+            layer - 0.5, layer + 0.5, color="tab:orange", alpha=0.15, lw=0, label=label if i == 0 else None
+        )
 
 
-def alignment_curve(frame: pd.DataFrame, fa_layers: Sequence[int], title: str, ax=None, y: str = "softcka",
-                    hue: str = "pairing", legend: bool = True) -> Figure:
+def alignment_curve(
+    frame: pd.DataFrame,
+    fa_layers: Sequence[int],
+    title: str,
+    ax=None,
+    y: str = "softcka",
+    hue: str = "pairing",
+    legend: bool = True,
+) -> Figure:
     """``y`` per layer (mean over the rows of each layer, band = interquartile range over languages) per ``hue``,
     ``fa_layers`` shaded, a label on every 5th layer. ``frame``: a tidy frame with columns layer, ``y``, ``hue``."""
     _require(frame, ["layer", y, hue])
@@ -87,8 +133,9 @@ def alignment_curve(frame: pd.DataFrame, fa_layers: Sequence[int], title: str, a
     n_layers = int(frame["layer"].max()) + 1
     if len(fa_layers) < n_layers:
         _shade_layers(ax, fa_layers)
-    sns.lineplot(data=frame, x="layer", y=y, hue=hue, style=hue, marker="o", errorbar=("pi", 50), ax=ax,
-                 legend=legend)
+    sns.lineplot(
+        data=frame, x="layer", y=y, hue=hue, style=hue, marker="o", errorbar=("pi", 50), ax=ax, legend=legend
+    )
     ax.set(title=title, xlabel="layer", ylabel=y)
     layer_ticks(ax, n_layers)
     if legend:
@@ -97,24 +144,38 @@ def alignment_curve(frame: pd.DataFrame, fa_layers: Sequence[int], title: str, a
     return ax.figure
 
 
-def alignment_grid(frame: pd.DataFrame, fa_layers: dict[str, Sequence[int]], title: str, y: str = "softcka",
-                   hue: str = "pairing", ncols: int = 2) -> Figure:
+def alignment_grid(
+    frame: pd.DataFrame,
+    fa_layers: dict[str, Sequence[int]],
+    title: str,
+    y: str = "softcka",
+    hue: str = "pairing",
+    ncols: int = 2,
+) -> Figure:
     """One :func:`alignment_curve` panel per model of ``frame`` (column ``model``), in ``frame``'s order, two
     per row across the text column; one legend, below the panels."""
     _require(frame, ["model"])
     models = list(dict.fromkeys(frame["model"]))
     nrows = -(-len(models) // ncols)
-    fig, axes = plt.subplots(nrows, min(ncols, len(models)), figsize=figsize(nrows, panel_height=2.8),
-                             squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        nrows, min(ncols, len(models)), figsize=figsize(nrows, panel_height=2.8), squeeze=False, sharey=True
+    )
     for i, (ax, model) in enumerate(zip(axes.flat, models)):
-        alignment_curve(frame[frame["model"] == model], fa_layers[model], model, ax=ax, y=y, hue=hue,
-                        legend=i == 0)
-    for ax in list(axes.flat)[len(models):]:
+        alignment_curve(
+            frame[frame["model"] == model], fa_layers[model], model, ax=ax, y=y, hue=hue, legend=i == 0
+        )
+    for ax in list(axes.flat)[len(models) :]:
         ax.set_visible(False)
     first = axes.flat[0].get_legend()
     labels = [t.get_text() for t in first.texts]
-    fig.legend(first.legend_handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(labels),
-               frameon=False)
+    fig.legend(
+        first.legend_handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=len(labels),
+        frameon=False,
+    )
     first.remove()
     fig.suptitle(title)
     fig.tight_layout()
@@ -126,17 +187,31 @@ def throughput_figure(frame: pd.DataFrame, title: str) -> Figure:
     ``model``, from ``generation_throughput`` rows with a ``model`` column; out-of-memory points are dotted
     lines labelled with the phase that ran out."""
     _require(frame, ["model", "batch", "status", "oom_in", "tokens_per_s", "decode_peak_gib", "cache_gib"])
-    panels = {"tokens_per_s": "decoded tokens / s", "decode_peak_gib": "peak memory decoding (GiB)",
-              "cache_gib": "cache after decoding (GiB)"}
+    panels = {
+        "tokens_per_s": "decoded tokens / s",
+        "decode_peak_gib": "peak memory decoding (GiB)",
+        "cache_gib": "cache after decoding (GiB)",
+    }
     fig, axes = plt.subplots(2, 2, figsize=figsize(2, panel_height=2.9))
     ok = frame[frame.status == "ok"]
     for i, (ax, (column, label)) in enumerate(zip(axes.flat, panels.items())):
         sns.lineplot(data=ok, x="batch", y=column, hue="model", marker="o", ax=ax, legend=i == 0)
         for batch, rows in frame[frame.status == "oom"].groupby("batch"):
             ax.axvline(batch, ls=":", c="grey")
-            text = "OOM: " + ", ".join(f"{m.split()[0]} in {phase}" for m, phase in zip(rows.model, rows.oom_in))
-            ax.annotate(text, (batch, 0), xycoords=("data", "axes fraction"), textcoords="offset points",
-                        xytext=(-2, 4), fontsize=MIN_FONT_PT, rotation=90, ha="right", va="bottom")
+            text = "OOM: " + ", ".join(
+                f"{m.split()[0]} in {phase}" for m, phase in zip(rows.model, rows.oom_in)
+            )
+            ax.annotate(
+                text,
+                (batch, 0),
+                xycoords=("data", "axes fraction"),
+                textcoords="offset points",
+                xytext=(-2, 4),
+                fontsize=MIN_FONT_PT,
+                rotation=90,
+                ha="right",
+                va="bottom",
+            )
         ax.set_xscale("log", base=2)
         ax.set_ylabel(label)
     legend_ax = axes.flat[len(panels)]  # the fourth slot holds the legend, off the data
@@ -226,10 +301,17 @@ _SELECTOR_JS = """
 """
 
 
-def curve_selector(frame: pd.DataFrame, controls: Sequence[str] = ("model", "lang", "signal"), x: str = "layer",
-                   y: str = "softcka", series: str = "pairing", mean_over: Sequence[str] = ("lang",),
-                   shade: Mapping[str, Sequence[int]] | None = None, shade_by: str = "model",
-                   title: str = "") -> StaticHTML:
+def curve_selector(
+    frame: pd.DataFrame,
+    controls: Sequence[str] = ("model", "lang", "signal"),
+    x: str = "layer",
+    y: str = "softcka",
+    series: str = "pairing",
+    mean_over: Sequence[str] = ("lang",),
+    shade: Mapping[str, Sequence[int]] | None = None,
+    shade_by: str = "model",
+    title: str = "",
+) -> StaticHTML:
     """An interactive chart in plain HTML: one drop-down per column of ``controls``, one line of ``y`` against
     ``x`` per value of ``series`` for the chosen values, drawn as SVG by a few lines of inline JavaScript.
 
@@ -242,7 +324,9 @@ def curve_selector(frame: pd.DataFrame, controls: Sequence[str] = ("model", "lan
     _require(frame, [*controls, x, y, series])
     if shade is not None and shade_by not in controls:
         raise ValueError(f"shade_by {shade_by!r} must be one of controls {list(controls)}")
-    options = {c: [*(["mean"] if c in mean_over else []), *map(str, dict.fromkeys(frame[c]))] for c in controls}
+    options = {
+        c: [*(["mean"] if c in mean_over else []), *map(str, dict.fromkeys(frame[c]))] for c in controls
+    }
     curves: dict[str, dict[str, list[list[float]]]] = {}
     for choice in _choices(options):
         rows = frame
@@ -252,17 +336,28 @@ def curve_selector(frame: pd.DataFrame, controls: Sequence[str] = ("model", "lan
         if rows.empty:
             continue
         means = rows.groupby([series, x], sort=True)[y].mean()
-        curves["|".join(choice)] = {str(name): [[float(k), round(float(v), 4)] for k, v in line.droplevel(0).items()]
-                                    for name, line in means.groupby(level=0, sort=False)}
-    data = {"curves": curves, "x": x, "y": y, "every": 5, "series": list(map(str, dict.fromkeys(frame[series]))),
-            "colors": list(PALETTE), "shade": {str(k): [int(v) for v in vs] for k, vs in (shade or {}).items()},
-            "shade_index": list(controls).index(shade_by) if shade is not None else -1}
+        curves["|".join(choice)] = {
+            str(name): [[float(k), round(float(v), 4)] for k, v in line.droplevel(0).items()]
+            for name, line in means.groupby(level=0, sort=False)
+        }
+    data = {
+        "curves": curves,
+        "x": x,
+        "y": y,
+        "every": 5,
+        "series": list(map(str, dict.fromkeys(frame[series]))),
+        "colors": list(PALETTE),
+        "shade": {str(k): [int(v) for v in vs] for k, vs in (shade or {}).items()},
+        "shade_index": list(controls).index(shade_by) if shade is not None else -1,
+    }
     payload = json.dumps(data, separators=(",", ":"), sort_keys=True).replace("</", "<\\/")
     uid = "selector-" + hashlib.sha256(payload.encode()).hexdigest()[:10]
     selects = "".join(
         f'<label>{escape(c)} <select aria-label="{escape(c)}">'
-        + "".join(f'<option value="{escape(o)}">{escape(o)}</option>' for o in opts) + "</select></label> "
-        for c, opts in options.items())
+        + "".join(f'<option value="{escape(o)}">{escape(o)}</option>' for o in opts)
+        + "</select></label> "
+        for c, opts in options.items()
+    )
     return StaticHTML(
         f'<div class="hybrid-selector" id="{uid}" style="max-width:100%;font:12px sans-serif">'
         + (f"<p><strong>{escape(title)}</strong></p>" if title else "")
@@ -270,7 +365,8 @@ def curve_selector(frame: pd.DataFrame, controls: Sequence[str] = ("model", "lan
         + '<svg role="img" style="display:block;font:12px sans-serif"></svg>'
         + "<noscript>This chart needs JavaScript.</noscript>"
         + f'<script type="application/json">{payload}</script>'
-        + f"<script>{_SELECTOR_JS % {'id': uid}}</script></div>")
+        + f"<script>{_SELECTOR_JS % {'id': uid}}</script></div>"
+    )
 
 
 def _choices(options: Mapping[str, Sequence[str]]) -> list[tuple[str, ...]]:

@@ -49,7 +49,9 @@ def _train_into(folder: Path, spec: TinySpec) -> None:
         seed=spec.seed,
     )
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    history = train(model, PackedBatches.from_dataset(corpus, spec.batch_size, spec.seed), causal_lm_loss, config)
+    history = train(
+        model, PackedBatches.from_dataset(corpus, spec.batch_size, spec.seed), causal_lm_loss, config
+    )
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     tokens = config.total_steps * config.tokens_per_step
     model.save_pretrained(folder)
@@ -95,8 +97,10 @@ def main(argv: list[str] | None = None) -> None:
             train_tiny_teacher()
         load(name)
         card = describe(name)
-        print(f"{name}: ready ({card.n_params / 1e6:.1f}M parameters) in {time.monotonic() - start:.1f} s",
-              flush=True)
+        print(
+            f"{name}: ready ({card.n_params / 1e6:.1f}M parameters) in {time.monotonic() - start:.1f} s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -41,11 +41,15 @@ def decoder(model: nn.Module) -> tuple[nn.Module, nn.ModuleList]:
         if isinstance(layers, nn.ModuleList) and len(layers) > 0:
             for i, layer in enumerate(layers):
                 if not (hasattr(layer, "self_attn") and hasattr(layer, "mlp")):
-                    raise TypeError(f"{type(model).__name__}: decoder layer {i} ({type(layer).__name__}) has no "
-                                    "self_attn/mlp; probe supports Llama/Qwen3/Gemma3-style layers")
+                    raise TypeError(
+                        f"{type(model).__name__}: decoder layer {i} ({type(layer).__name__}) has no "
+                        "self_attn/mlp; probe supports Llama/Qwen3/Gemma3-style layers"
+                    )
             return base, layers
-    raise TypeError(f"{type(model).__name__} is not supported: expected decoder layers at model.model.layers "
-                    "(Llama, SmolLM2, Qwen3, Gemma3 causal LMs and hybridlib students)")
+    raise TypeError(
+        f"{type(model).__name__} is not supported: expected decoder layers at model.model.layers "
+        "(Llama, SmolLM2, Qwen3, Gemma3 causal LMs and hybridlib students)"
+    )
 
 
 def block_outputs(layer: nn.Module) -> dict[str, nn.Module]:
@@ -64,7 +68,10 @@ class Encoded:
 
 
 def encode(
-    tokenizer, texts: Sequence[str | Sequence[int]], *, bos_id: int | None = None,
+    tokenizer,
+    texts: Sequence[str | Sequence[int]],
+    *,
+    bos_id: int | None = None,
     special_ids: Collection[int] | None = None,
 ) -> list[Encoded]:
     """Tokenise ``texts`` (strings, or token-id sequences passed through as they are).
@@ -81,12 +88,16 @@ def encode(
     for i, text in enumerate(texts):
         if isinstance(text, str):
             if tokenizer is None:
-                raise ValueError(f"texts[{i}] is a string but tokenizer is None; pass a tokenizer or token ids")
+                raise ValueError(
+                    f"texts[{i}] is a string but tokenizer is None; pass a tokenizer or token ids"
+                )
             ids = torch.tensor(tokenizer(text)["input_ids"], dtype=torch.long)
         else:
             ids = torch.as_tensor(text, dtype=torch.long)
         if ids.ndim != 1:
-            raise ValueError(f"texts[{i}] must be a string or a 1-D sequence of token ids, got shape {tuple(ids.shape)}")
+            raise ValueError(
+                f"texts[{i}] must be a string or a 1-D sequence of token ids, got shape {tuple(ids.shape)}"
+            )
         keep = ~torch.isin(ids, special)
         if bos_id is not None and (len(ids) == 0 or ids[0] != bos_id):
             ids = torch.cat([torch.tensor([bos_id]), ids])
@@ -100,7 +111,7 @@ def encode(
 def _batches(items: list[Encoded], batch_size: int, pad_id: int) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
     """Right-padded ``(ids [B, T], attention_mask [B, T], keep [B, T])`` batches."""
     for start in range(0, len(items), batch_size):
-        chunk = items[start:start + batch_size]
+        chunk = items[start : start + batch_size]
         width = max(len(e.ids) for e in chunk)
         ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
@@ -183,15 +194,26 @@ def capture(
     for l in chosen:
         layer = stack[l]
         if "attn_in" in signals:
-            handles.append(layer.register_forward_pre_hook(
-                lambda mod, args, kwargs, l=l: store("attn_in", l, args[0] if args else kwargs["hidden_states"]),
-                with_kwargs=True))
+            handles.append(
+                layer.register_forward_pre_hook(
+                    lambda mod, args, kwargs, l=l: store(
+                        "attn_in", l, args[0] if args else kwargs["hidden_states"]
+                    ),
+                    with_kwargs=True,
+                )
+            )
         for signal, module in block_outputs(layer).items():
             if signal in signals:
-                handles.append(module.register_forward_hook(
-                    lambda mod, args, output, l=l, s=signal: store(s, l, _first_tensor(output))))
+                handles.append(
+                    module.register_forward_hook(
+                        lambda mod, args, output, l=l, s=signal: store(s, l, _first_tensor(output))
+                    )
+                )
 
-    with _probing(model, handles), progress_bar(total=len(items), desc="capture", unit="text", disable=not progress) as bar:
+    with (
+        _probing(model, handles),
+        progress_bar(total=len(items), desc="capture", unit="text", disable=not progress) as bar,
+    ):
         for ids, mask, keep in _batches(items, batch_size, pad_id):
             in_flight["keep"] = keep
             base(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
@@ -226,7 +248,11 @@ def _eager_attention(model: nn.Module) -> Iterator[None]:
 
 @torch.inference_mode()
 def attention_locality(
-    model: nn.Module, ids: Sequence[Sequence[int] | Tensor], layers: Iterable[int], *, window: int = 64,
+    model: nn.Module,
+    ids: Sequence[Sequence[int] | Tensor],
+    layers: Iterable[int],
+    *,
+    window: int = 64,
     progress: bool = False,
 ) -> Locality:
     """Mean attention distance and local mass share of softmax-attention ``layers``.
@@ -252,8 +278,10 @@ def attention_locality(
     def record(layer: int, output) -> None:
         probs = output[1] if isinstance(output, (tuple, list)) and len(output) > 1 else None
         if probs is None:
-            raise ValueError(f"layer {layer} ({type(stack[layer].self_attn).__name__}) returns no attention "
-                             "probabilities: choose softmax-attention layers")
+            raise ValueError(
+                f"layer {layer} ({type(stack[layer].self_attn).__name__}) returns no attention "
+                "probabilities: choose softmax-attention layers"
+            )
         p = probs.detach().to(torch.float64).cpu()  # [B, H, Tq, Tk]
         tq, tk = p.shape[-2:]
         offset = (torch.arange(tq)[:, None] + (tk - tq)) - torch.arange(tk)[None, :]  # i - j

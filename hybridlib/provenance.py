@@ -18,7 +18,11 @@ from typing import Any
 from hybridlib.paths import REPO_ROOT
 
 _PACKAGES = ("torch", "transformers", "flash-linear-attention", "datasets", "peft", "numpy", "jupyter-book")
-_CODE_PATHS = ("hybridlib", "kernels", "pyproject.toml")  # executed notebooks and results do not make code dirty
+_CODE_PATHS = (
+    "hybridlib",
+    "kernels",
+    "pyproject.toml",
+)  # executed notebooks and results do not make code dirty
 _START = time.monotonic()
 
 
@@ -28,10 +32,20 @@ def git_commit() -> str:
     if os.environ.get("HYBRIDLIB_GIT_COMMIT"):
         return os.environ["HYBRIDLIB_GIT_COMMIT"]
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *_CODE_PATHS],
-                               cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *_CODE_PATHS],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

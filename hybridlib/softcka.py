@@ -60,7 +60,12 @@ def _check_pair(x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
 
 def _sq_dist(a: Tensor, b: Tensor) -> Tensor:
     """Squared Euclidean distances between rows, clamped at 0: ``[..., Ta, d], [..., Tb, d] -> [..., Ta, Tb]``."""
-    d = (a @ b.transpose(-1, -2)).mul_(-2.0).add_((b * b).sum(-1)[..., None, :]).add_((a * a).sum(-1)[..., :, None])
+    d = (
+        (a @ b.transpose(-1, -2))
+        .mul_(-2.0)
+        .add_((b * b).sum(-1)[..., None, :])
+        .add_((a * a).sum(-1)[..., :, None])
+    )
     return d.clamp_min_(0.0)
 
 
@@ -103,17 +108,22 @@ def _mask(len_a: Tensor, m: int, len_b: Tensor, n: int) -> Tensor:
 def _pair_medians(d11: Tensor, d22: Tensor, d12: Tensor, v11: Tensor, v22: Tensor, v12: Tensor) -> Tensor:
     """Per pair, the usual median of the squared distances between distinct points of ``X1 u X2`` (upper
     triangles of ``d11``, ``d22`` and all of ``d12``, padding excluded by the masks ``v``) -> ``[P]``."""
+
     def upper(v: Tensor) -> Tensor:
         return v & torch.ones(v.shape[-2:], dtype=torch.bool, device=v.device).triu(1)
 
     parts = [(d11, upper(v11)), (d22, upper(v22)), (d12, v12)]
-    values = torch.cat([d.masked_fill(~v, float("inf")).flatten(1) for d, v in parts], 1)  # padding sorts last
+    values = torch.cat(
+        [d.masked_fill(~v, float("inf")).flatten(1) for d, v in parts], 1
+    )  # padding sorts last
     count = sum(v.flatten(1).sum(1) for _, v in parts)
     middle = torch.stack([(count - 1) // 2, count // 2], 1)  # [P, 2] ranks of the two middle values
     if values.is_cuda:  # one sort on the GPU; on the CPU a partition per pair is several times faster
         values = values.sort(1).values
     else:
-        values = torch.from_numpy(np.stack([np.partition(v, i) for v, i in zip(values.numpy(), middle.tolist())]))
+        values = torch.from_numpy(
+            np.stack([np.partition(v, i) for v, i in zip(values.numpy(), middle.tolist())])
+        )
     med = values.gather(1, middle).mean(1)
     if bool((med <= 0.0).any()):
         raise ValueError("median squared distance is 0 (all states identical); pass a fixed bandwidth")
@@ -124,7 +134,12 @@ def _centred_sq_norms(k: Tensor, valid: Tensor, len_a: Tensor, len_b: Tensor) ->
     """``||H_m K H_n||_F^2`` per pair of the padded kernels ``k [P, m, n]`` (valid block ``len_a x len_b``)."""
     k = k.masked_fill_(~valid, 0.0)
     rows, cols = len_a[:, None, None].to(k.dtype), len_b[:, None, None].to(k.dtype)
-    centred = k - k.sum(2, keepdim=True) / cols - k.sum(1, keepdim=True) / rows + k.sum((1, 2), keepdim=True) / (rows * cols)
+    centred = (
+        k
+        - k.sum(2, keepdim=True) / cols
+        - k.sum(1, keepdim=True) / rows
+        + k.sum((1, 2), keepdim=True) / (rows * cols)
+    )
     return centred.masked_fill_(~valid, 0.0).pow_(2).sum((1, 2))
 
 
@@ -135,17 +150,28 @@ def _terms(x1: Sequence[Tensor], x2: Sequence[Tensor], sigma2: float | None, dev
     m, n = a.shape[1], b.shape[1]
     v11, v22, v12 = _mask(len_a, m, len_a, m), _mask(len_b, n, len_b, n), _mask(len_a, m, len_b, n)
     d11, d22, d12 = _sq_dist(a, a), _sq_dist(b, b), _sq_dist(a, b)
-    s2 = _pair_medians(d11, d22, d12, v11, v22, v12) if sigma2 is None else torch.full_like(len_a, sigma2, dtype=a.dtype)
+    s2 = (
+        _pair_medians(d11, d22, d12, v11, v22, v12)
+        if sigma2 is None
+        else torch.full_like(len_a, sigma2, dtype=a.dtype)
+    )
     g = (-0.5 / s2)[:, None, None]
-    return torch.stack([_centred_sq_norms(d.mul_(g).exp_(), v, la, lb) for d, v, la, lb in
-                        ((d11, v11, len_a, len_a), (d22, v22, len_b, len_b), (d12, v12, len_a, len_b))], 1)
+    return torch.stack(
+        [
+            _centred_sq_norms(d.mul_(g).exp_(), v, la, lb)
+            for d, v, la, lb in ((d11, v11, len_a, len_a), (d22, v22, len_b, len_b), (d12, v12, len_a, len_b))
+        ],
+        1,
+    )
 
 
 def _fixed_sigma2(bandwidth: Bandwidth) -> float | None:
     """``sigma^2`` for a fixed float bandwidth; ``None`` for a rule; error for anything else."""
     if isinstance(bandwidth, str):
         if bandwidth not in BANDWIDTH_RULES:
-            raise ValueError(f"bandwidth must be one of {BANDWIDTH_RULES} or a positive float, got {bandwidth!r}")
+            raise ValueError(
+                f"bandwidth must be one of {BANDWIDTH_RULES} or a positive float, got {bandwidth!r}"
+            )
         return None
     if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or not bandwidth > 0:
         raise ValueError(f"bandwidth must be one of {BANDWIDTH_RULES} or a positive float, got {bandwidth!r}")
@@ -160,8 +186,11 @@ def soft_cka_terms(x1: Tensor, x2: Tensor, bandwidth: Bandwidth = "median") -> t
     return tuple(soft_cka_terms_batch([(x1, x2)], bandwidth)[0])  # type: ignore[return-value]
 
 
-def soft_cka_terms_batch(pairs: Sequence[tuple[Tensor, Tensor]], bandwidth: Bandwidth = "median",
-                         device: str | torch.device = "cpu") -> np.ndarray:
+def soft_cka_terms_batch(
+    pairs: Sequence[tuple[Tensor, Tensor]],
+    bandwidth: Bandwidth = "median",
+    device: str | torch.device = "cpu",
+) -> np.ndarray:
     """Terms of every pair: ``[n_pairs, 3]`` with columns ``(h11, h22, h12)``.
 
     Pairs are zero-padded and computed together in float64 on ``device`` (a GPU's float64 units do a model's
@@ -174,8 +203,15 @@ def soft_cka_terms_batch(pairs: Sequence[tuple[Tensor, Tensor]], bandwidth: Band
         sigma2 = _corpus_sigma2(checked)
     longest = max(max(x1.shape[0], x2.shape[0]) for x1, x2 in checked)
     step = max(1, BATCH_ELEMENTS // longest**2)
-    chunks = [_terms([p[0] for p in checked[i:i + step]], [p[1] for p in checked[i:i + step]], sigma2,
-                     torch.device(device)) for i in range(0, len(checked), step)]
+    chunks = [
+        _terms(
+            [p[0] for p in checked[i : i + step]],
+            [p[1] for p in checked[i : i + step]],
+            sigma2,
+            torch.device(device),
+        )
+        for i in range(0, len(checked), step)
+    ]
     return torch.cat(chunks).cpu().numpy().reshape(-1, 3)
 
 
@@ -197,7 +233,9 @@ def _layer_pairs(states_a: LayerStates, states_b: LayerStates) -> list[list[tupl
     """Pairs per layer from ``states[layer][pair]`` (a sequence, or a mapping ordered by layer key)."""
     a, b = ([s[k] for k in sorted(s)] if isinstance(s, Mapping) else list(s) for s in (states_a, states_b))
     if len(a) == 0 or len(a) != len(b):
-        raise ValueError(f"states_a and states_b must have the same number (>0) of layers, got {len(a)}, {len(b)}")
+        raise ValueError(
+            f"states_a and states_b must have the same number (>0) of layers, got {len(a)}, {len(b)}"
+        )
     for layer, (pa, pb) in enumerate(zip(a, b)):
         if len(pa) != len(pb):
             raise ValueError(f"layer {layer}: states_a has {len(pa)} pairs, states_b has {len(pb)}")
@@ -205,8 +243,12 @@ def _layer_pairs(states_a: LayerStates, states_b: LayerStates) -> list[list[tupl
 
 
 def layerwise_soft_cka_terms(
-    states_a: LayerStates, states_b: LayerStates, *, bandwidth: Bandwidth = "median",
-    device: str | torch.device = "cpu", pool: Executor | None = None,
+    states_a: LayerStates,
+    states_b: LayerStates,
+    *,
+    bandwidth: Bandwidth = "median",
+    device: str | torch.device = "cpu",
+    pool: Executor | None = None,
 ) -> np.ndarray:
     """Terms per layer and pair: ``[n_layers, n_pairs, 3]``.
 
@@ -247,7 +289,9 @@ def bootstrap_pairs(
     if terms.ndim == 2:
         terms = terms[None]
     if terms.ndim != 3 or terms.shape[-1] != 3 or terms.shape[1] == 0:
-        raise ValueError(f"terms must have shape [n_layers, n_pairs>0, 3] or [n_pairs>0, 3], got {terms.shape}")
+        raise ValueError(
+            f"terms must have shape [n_layers, n_pairs>0, 3] or [n_pairs>0, 3], got {terms.shape}"
+        )
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     stat = statistic if statistic is not None else (lambda s: s)
@@ -296,7 +340,9 @@ def pool(states: Sequence[Tensor], how: str = "mean") -> Tensor:
     return torch.stack([r.mean(0) if how == "mean" else r[-1] for r in rows])
 
 
-def layerwise_linear_cka(states_a: LayerStates, states_b: LayerStates, *, pooling: str = "mean") -> np.ndarray:
+def layerwise_linear_cka(
+    states_a: LayerStates, states_b: LayerStates, *, pooling: str = "mean"
+) -> np.ndarray:
     """Linear CKA per layer ``[n_layers]`` across the corpus, one pooled row per pair."""
     layers = _layer_pairs(states_a, states_b)
     return np.array([linear_cka(*(pool([p[i] for p in pairs], pooling) for i in (0, 1))) for pairs in layers])

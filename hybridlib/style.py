@@ -25,8 +25,21 @@ BASE_FONT_PT = 10
 
 #: 13 categorical colours, one per language of the UDHR comparison set (tab10, then black, a dark gold and a
 #: light violet): neighbours differ by at least 25 units of CIE L*a*b* distance (tests/test_style.py).
-PALETTE: tuple[str, ...] = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                            "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#b8860b", "#c5b0d5")
+PALETTE: tuple[str, ...] = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#000000",
+    "#b8860b",
+    "#c5b0d5",
+)
 
 RC: dict[str, object] = {
     "figure.dpi": DPI,

@@ -95,7 +95,9 @@ def distinct(name: str, arms: Mapping[str, Hashable], minimum: int) -> Precondit
         groups.setdefault(key, []).append(label)
     same = [" = ".join(g) for g in groups.values() if len(g) > 1]
     why = f"{len(groups)} distinct of {len(arms)} arms, needs >= {minimum}"
-    return Precondition(name, len(groups) >= minimum, why + (f"; coinciding: {', '.join(same)}" if same else ""))
+    return Precondition(
+        name, len(groups) >= minimum, why + (f"; coinciding: {', '.join(same)}" if same else "")
+    )
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,9 @@ def _as_runs(runs: Sequence[Sequence[float]] | np.ndarray, param: str) -> list[n
         raise ValueError(f"{param} must hold at least one run, got none")
     for i, r in enumerate(out):
         if r.ndim != 1 or r.size == 0:
-            raise ValueError(f"{param}[{i}] must be a non-empty 1-D array of per-document values, got shape {r.shape}")
+            raise ValueError(
+                f"{param}[{i}] must be a non-empty 1-D array of per-document values, got shape {r.shape}"
+            )
         if not np.isfinite(r).all():
             raise ValueError(f"{param}[{i}] must be finite (no NaN or inf)")
     return out
@@ -190,7 +194,9 @@ def _as_weights(weights: Sequence[Sequence[float]] | None, runs: list[np.ndarray
         raise ValueError(f"weights must have one array per run ({len(runs)}), got {len(out)}")
     for i, (w, r) in enumerate(zip(out, runs)):
         if w.shape != r.shape or not (np.isfinite(w).all() and (w > 0).all()):
-            raise ValueError(f"weights[{i}] must be finite and > 0 with the shape of its run {r.shape}, got {w.shape}")
+            raise ValueError(
+                f"weights[{i}] must be finite and > 0 with the shape of its run {r.shape}, got {w.shape}"
+            )
     return out
 
 
@@ -206,12 +212,17 @@ def _resampled_means(x: np.ndarray, w: np.ndarray | None, m: int, rng: np.random
     out = np.empty(m)
     for start in range(0, m, block):
         idx = rng.integers(0, n, size=(min(block, m - start), n))
-        out[start:start + len(idx)] = x[idx].mean(1) if w is None else wx[idx].sum(1) / w[idx].sum(1)
+        out[start : start + len(idx)] = x[idx].mean(1) if w is None else wx[idx].sum(1) / w[idx].sum(1)
     return out
 
 
-def hierarchical_samples(runs: Sequence[Sequence[float]], weights: Sequence[Sequence[float]] | None = None, *,
-                         n_boot: int = 2000, seed: int = 0) -> np.ndarray:
+def hierarchical_samples(
+    runs: Sequence[Sequence[float]],
+    weights: Sequence[Sequence[float]] | None = None,
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> np.ndarray:
     """``[n_boot]`` two-level bootstrap replicates of the mean of run means (see the module docstring)."""
     _check_n_boot(n_boot)
     xs = _as_runs(runs, "runs")
@@ -251,8 +262,9 @@ def t_quantile(level: float, df: int) -> float:
     return math.sqrt(df) * math.tan((lo + hi) / 2)
 
 
-def _interval(samples: np.ndarray, estimate: float, level: float, values: Sequence[float], n_docs: int,
-              t_floor: bool) -> Interval:
+def _interval(
+    samples: np.ndarray, estimate: float, level: float, values: Sequence[float], n_docs: int, t_floor: bool
+) -> Interval:
     """Percentile interval of ``samples``, widened to the t interval on ``values`` when ``t_floor`` and
     there are >= 2 of them."""
     low, high = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2])
@@ -262,8 +274,15 @@ def _interval(samples: np.ndarray, estimate: float, level: float, values: Sequen
     return Interval(float(estimate), float(low), float(high), level, tuple(float(v) for v in values), n_docs)
 
 
-def hierarchical_bootstrap(runs: Sequence[Sequence[float]], weights: Sequence[Sequence[float]] | None = None, *,
-                           n_boot: int = 2000, level: float = 0.95, seed: int = 0, t_floor: bool = True) -> Interval:
+def hierarchical_bootstrap(
+    runs: Sequence[Sequence[float]],
+    weights: Sequence[Sequence[float]] | None = None,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    t_floor: bool = True,
+) -> Interval:
     """Mean of run means over ``runs`` (per run: ``[n_r]`` per-document values; ``weights`` likewise, e.g.
     tokens) with its two-level percentile interval: runs resampled first, then documents within runs;
     ``t_floor``: widen it to at least the t interval on the run means."""
@@ -276,9 +295,16 @@ def hierarchical_bootstrap(runs: Sequence[Sequence[float]], weights: Sequence[Se
     return _interval(samples, float(np.mean(means)), level, means, sum(x.size for x in xs), t_floor)
 
 
-def statistic_bootstrap(values: Sequence[float], resample: Callable[[int, int, np.random.Generator], np.ndarray],
-                        *, n_documents: int, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
-                        t_floor: bool = True) -> Interval:
+def statistic_bootstrap(
+    values: Sequence[float],
+    resample: Callable[[int, int, np.random.Generator], np.ndarray],
+    *,
+    n_documents: int,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    t_floor: bool = True,
+) -> Interval:
     """Mean over runs of a per-run statistic that is no mean of documents (a ratio of means, a maximum over
     layers): ``values [k]`` each run's statistic on its own documents; ``resample(r, m, rng) -> [m]`` run
     ``r``'s statistic on ``m`` fresh document resamples. Runs are drawn as in :func:`hierarchical_samples`
@@ -297,21 +323,32 @@ def statistic_bootstrap(values: Sequence[float], resample: Callable[[int, int, n
     return _interval(slot_values.mean(1), float(v.mean()), level, v.tolist(), n_documents, t_floor)
 
 
-def paired_bootstrap(a_runs: Sequence[Sequence[float]], b_runs: Sequence[Sequence[float]],
-                     weights: Sequence[Sequence[float]] | None = None, *, n_boot: int = 2000,
-                     level: float = 0.95, seed: int = 0, t_floor: bool = True) -> Interval:
+def paired_bootstrap(
+    a_runs: Sequence[Sequence[float]],
+    b_runs: Sequence[Sequence[float]],
+    weights: Sequence[Sequence[float]] | None = None,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    t_floor: bool = True,
+) -> Interval:
     """Effect ``A - B``: run ``r`` of each arm shares a seed and scores the same ``[n_r]`` documents in the
     same order (``weights``: one per document, shared). Seeds are resampled, then documents jointly."""
     a, b = _as_runs(a_runs, "a_runs"), _as_runs(b_runs, "b_runs")
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
-        raise ValueError(f"a_runs and b_runs must pair run by run with equal document counts, got "
-                         f"{[x.size for x in a]} and {[y.size for y in b]}")
-    return hierarchical_bootstrap([x - y for x, y in zip(a, b)], weights, n_boot=n_boot, level=level, seed=seed,
-                                  t_floor=t_floor)
+        raise ValueError(
+            f"a_runs and b_runs must pair run by run with equal document counts, got "
+            f"{[x.size for x in a]} and {[y.size for y in b]}"
+        )
+    return hierarchical_bootstrap(
+        [x - y for x, y in zip(a, b)], weights, n_boot=n_boot, level=level, seed=seed, t_floor=t_floor
+    )
 
 
-def repeat_bootstrap(values: Sequence[float], *, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
-                     t_floor: bool = True) -> Interval:
+def repeat_bootstrap(
+    values: Sequence[float], *, n_boot: int = 2000, level: float = 0.95, seed: int = 0, t_floor: bool = True
+) -> Interval:
     """Mean of ``values [n_repeats]`` (one number per repeat, no documents) with its percentile interval,
     widened to at least the t interval when ``t_floor``."""
     _check_n_boot(n_boot)
@@ -354,8 +391,11 @@ class Verdict:
         out["outcome"] = self.outcome.value
         out["replicate_values"] = list(self.replicate_values)
         out["preconditions"] = [asdict(p) for p in self.preconditions]
-        out["tolerance"] = {"low": _finite(self.tolerance.low), "high": _finite(self.tolerance.high),
-                            "reason": self.tolerance.reason}
+        out["tolerance"] = {
+            "low": _finite(self.tolerance.low),
+            "high": _finite(self.tolerance.high),
+            "reason": self.tolerance.reason,
+        }
         for key in ("estimate", "low", "high", "paper_value"):
             out[key] = _finite(out[key])
         return out
@@ -366,11 +406,19 @@ class Verdict:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
         tol = data["tolerance"]
-        return cls(**{**data, "outcome": Outcome(data["outcome"]),
-                      "replicate_values": tuple(data["replicate_values"]),
-                      "preconditions": tuple(Precondition(**p) for p in data["preconditions"]),
-                      "tolerance": Tolerance(-math.inf if tol["low"] is None else tol["low"],
-                                             math.inf if tol["high"] is None else tol["high"], tol["reason"])})
+        return cls(
+            **{
+                **data,
+                "outcome": Outcome(data["outcome"]),
+                "replicate_values": tuple(data["replicate_values"]),
+                "preconditions": tuple(Precondition(**p) for p in data["preconditions"]),
+                "tolerance": Tolerance(
+                    -math.inf if tol["low"] is None else tol["low"],
+                    math.inf if tol["high"] is None else tol["high"],
+                    tol["reason"],
+                ),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -393,15 +441,22 @@ class Rule:
 
     def __post_init__(self) -> None:
         if isinstance(self.direction, bool) or self.direction not in (1, -1):
-            raise ValueError(f"direction must be +1 (paper's effect above null) or -1 (below), got {self.direction!r}")
-        if isinstance(self.min_replicates, bool) or not isinstance(self.min_replicates, int) \
-                or self.min_replicates < 1:
+            raise ValueError(
+                f"direction must be +1 (paper's effect above null) or -1 (below), got {self.direction!r}"
+            )
+        if (
+            isinstance(self.min_replicates, bool)
+            or not isinstance(self.min_replicates, int)
+            or self.min_replicates < 1
+        ):
             raise ValueError(f"min_replicates must be a positive integer, got {self.min_replicates!r}")
         if not math.isfinite(self.null):
             raise ValueError(f"null must be finite, got {self.null!r}")
         if self.paper_value is not None and not self.direction * (self.paper_value - self.null) > 0:
-            raise ValueError(f"paper_value={self.paper_value!r} must lie on the paper's side of null={self.null} "
-                             f"(direction={self.direction:+d}); check the sign convention")
+            raise ValueError(
+                f"paper_value={self.paper_value!r} must lie on the paper's side of null={self.null} "
+                f"(direction={self.direction:+d}); check the sign convention"
+            )
 
     def decide(self, interval: Interval | None, preconditions: Iterable[Precondition] = ()) -> Verdict:
         """The verdict on an interval computed elsewhere (e.g. a statistic other than a mean of run means);
@@ -409,19 +464,41 @@ class Rule:
         checks = list(preconditions)
         if interval is not None:
             n = interval.n_replicates
-            checks.append(Precondition("replicates", n >= self.min_replicates,
-                                       f"{n} replicates ({self.unit}), the rule needs >= {self.min_replicates}"))
+            checks.append(
+                Precondition(
+                    "replicates",
+                    n >= self.min_replicates,
+                    f"{n} replicates ({self.unit}), the rule needs >= {self.min_replicates}",
+                )
+            )
         failed = [p for p in checks if not p.holds]
         if interval is None:
             if not failed:
                 raise ValueError("interval is None but every precondition holds: nothing to judge")
             interval = Interval(math.nan, math.nan, math.nan, math.nan, (), 0)
-        outcome, reason = (Outcome.NOT_TESTED, "; ".join(f"{p.name} failed: {p.why}" for p in failed)) if failed \
+        outcome, reason = (
+            (Outcome.NOT_TESTED, "; ".join(f"{p.name} failed: {p.why}" for p in failed))
+            if failed
             else self._outcome(interval)
-        return Verdict(self.claim, self.metric, self.unit, outcome, reason, _finite(interval.estimate),
-                       _finite(interval.low), _finite(interval.high), _finite(interval.level),
-                       interval.n_replicates, interval.n_documents, interval.replicate_values,
-                       self.paper_value, self.null, self.tolerance, tuple(checks))
+        )
+        return Verdict(
+            self.claim,
+            self.metric,
+            self.unit,
+            outcome,
+            reason,
+            _finite(interval.estimate),
+            _finite(interval.low),
+            _finite(interval.high),
+            _finite(interval.level),
+            interval.n_replicates,
+            interval.n_documents,
+            interval.replicate_values,
+            self.paper_value,
+            self.null,
+            self.tolerance,
+            tuple(checks),
+        )
 
     def _outcome(self, iv: Interval) -> tuple[Outcome, str]:
         side = [self.direction * (v - self.null) for v in iv.replicate_values]  # > 0: the paper's side
@@ -430,33 +507,65 @@ class Rule:
         ci = f"{iv.level:.0%} run-level interval [{iv.low:.4g}, {iv.high:.4g}]"
         if lo > 0 and k_with == n:
             if self.tolerance.contains(iv.estimate):
-                return Outcome.REPRODUCED, (f"paper's direction in {n}/{n} replicates, {ci} excludes {self.null:g}, "
-                                            f"estimate {iv.estimate:.4g} within {self.tolerance.describe()}")
-            return Outcome.DIRECTION_ONLY, (f"paper's direction in {n}/{n} replicates, {ci} excludes {self.null:g}, "
-                                            f"but estimate {iv.estimate:.4g} outside {self.tolerance.describe()}")
+                return Outcome.REPRODUCED, (
+                    f"paper's direction in {n}/{n} replicates, {ci} excludes {self.null:g}, "
+                    f"estimate {iv.estimate:.4g} within {self.tolerance.describe()}"
+                )
+            return Outcome.DIRECTION_ONLY, (
+                f"paper's direction in {n}/{n} replicates, {ci} excludes {self.null:g}, "
+                f"but estimate {iv.estimate:.4g} outside {self.tolerance.describe()}"
+            )
         if hi < 0 and k_against == n:
             return Outcome.CONTRADICTED, f"{ci} and all {n} replicates lie on the other side of {self.null:g}"
         if lo > 0 or hi < 0:
-            return Outcome.INCONCLUSIVE, (f"{ci} excludes {self.null:g}, but only {k_with}/{n} replicates go the "
-                                          f"paper's way and {k_against}/{n} the other")
-        return Outcome.INCONCLUSIVE, f"{ci} includes {self.null:g} ({k_with}/{n} replicates in the paper's direction)"
+            return Outcome.INCONCLUSIVE, (
+                f"{ci} excludes {self.null:g}, but only {k_with}/{n} replicates go the "
+                f"paper's way and {k_against}/{n} the other"
+            )
+        return (
+            Outcome.INCONCLUSIVE,
+            f"{ci} includes {self.null:g} ({k_with}/{n} replicates in the paper's direction)",
+        )
 
-    def judge(self, runs: Sequence[Sequence[float]], weights: Sequence[Sequence[float]] | None = None, *,
-              preconditions: Iterable[Precondition] = (), n_boot: int = 2000, level: float = 0.95,
-              seed: int = 0) -> Verdict:
+    def judge(
+        self,
+        runs: Sequence[Sequence[float]],
+        weights: Sequence[Sequence[float]] | None = None,
+        *,
+        preconditions: Iterable[Precondition] = (),
+        n_boot: int = 2000,
+        level: float = 0.95,
+        seed: int = 0,
+    ) -> Verdict:
         """Verdict on per-run document values (:func:`hierarchical_bootstrap`)."""
-        return self.decide(hierarchical_bootstrap(runs, weights, n_boot=n_boot, level=level, seed=seed),
-                           preconditions)
+        return self.decide(
+            hierarchical_bootstrap(runs, weights, n_boot=n_boot, level=level, seed=seed), preconditions
+        )
 
-    def judge_paired(self, a_runs: Sequence[Sequence[float]], b_runs: Sequence[Sequence[float]],
-                     weights: Sequence[Sequence[float]] | None = None, *,
-                     preconditions: Iterable[Precondition] = (), n_boot: int = 2000, level: float = 0.95,
-                     seed: int = 0) -> Verdict:
+    def judge_paired(
+        self,
+        a_runs: Sequence[Sequence[float]],
+        b_runs: Sequence[Sequence[float]],
+        weights: Sequence[Sequence[float]] | None = None,
+        *,
+        preconditions: Iterable[Precondition] = (),
+        n_boot: int = 2000,
+        level: float = 0.95,
+        seed: int = 0,
+    ) -> Verdict:
         """Verdict on the paired effect ``A - B`` (:func:`paired_bootstrap`)."""
-        return self.decide(paired_bootstrap(a_runs, b_runs, weights, n_boot=n_boot, level=level, seed=seed),
-                           preconditions)
+        return self.decide(
+            paired_bootstrap(a_runs, b_runs, weights, n_boot=n_boot, level=level, seed=seed), preconditions
+        )
 
-    def judge_repeats(self, values: Sequence[float], *, preconditions: Iterable[Precondition] = (),
-                      n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> Verdict:
+    def judge_repeats(
+        self,
+        values: Sequence[float],
+        *,
+        preconditions: Iterable[Precondition] = (),
+        n_boot: int = 2000,
+        level: float = 0.95,
+        seed: int = 0,
+    ) -> Verdict:
         """Verdict on one number per repeat of an untrained measurement (:func:`repeat_bootstrap`)."""
         return self.decide(repeat_bootstrap(values, n_boot=n_boot, level=level, seed=seed), preconditions)

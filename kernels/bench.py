@@ -88,9 +88,11 @@ def _randn(*shape, device, dtype, grad=False):
 def _run(fwd: Callable[[], torch.Tensor], inputs: list[torch.Tensor], mode: str) -> Callable[[], object]:
     """Wrap a forward closure for ``fwd`` (no autograd) or ``fwd_bwd`` mode."""
     if mode == "fwd":
+
         def call():
             with torch.no_grad():
                 return fwd()
+
         return call
 
     def call_bwd():
@@ -98,17 +100,22 @@ def _run(fwd: Callable[[], torch.Tensor], inputs: list[torch.Tensor], mode: str)
             x.grad = None
         out = fwd()
         out.backward(torch.ones_like(out))
+
     return call_bwd
 
 
-def sequence_workload(mixer: str, impl: str, s: ModelShape, T: int, mode: str, device: str, dtype) -> Callable:
+def sequence_workload(
+    mixer: str, impl: str, s: ModelShape, T: int, mode: str, device: str, dtype
+) -> Callable:
     """Closure running one mixer over a sequence of T tokens (batch 1)."""
     grad = mode == "fwd_bwd"
     H, D = s.n_heads, s.head_dim
     r = lambda *shape, d=dtype: _randn(*shape, device=device, dtype=d, grad=grad)
     if mixer == "sdpa":
         q, k, v = r(1, H, T, D), r(1, s.n_kv_heads, T, D), r(1, s.n_kv_heads, T, D)
-        return _run(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), [q, k, v], mode)
+        return _run(
+            lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), [q, k, v], mode
+        )
     if mixer == "swa":
         q, k, v = r(1, T, H, D), r(1, T, s.n_kv_heads, D), r(1, T, s.n_kv_heads, D)
         return _run(lambda: sliding_window_attention(q, k, v, window=SWA_WINDOW), [q, k, v], mode)
@@ -118,7 +125,8 @@ def sequence_workload(mixer: str, impl: str, s: ModelShape, T: int, mode: str, d
         gamma = torch.full((H,), 0.5, device=device, dtype=dtype)
         return _run(
             lambda: window_linear_attention(q, k, v, qf, kf, window=WL_WINDOW, softmax_weight=gamma)[0],
-            [q, k, v, qf, kf], mode,
+            [q, k, v, qf, kf],
+            mode,
         )
     q, k, v = r(1, T, H, D), r(1, T, H, D), r(1, T, H, D)
     g = F.logsigmoid(_randn(1, T, H, device=device, dtype=torch.float32) + 4).requires_grad_(grad)
@@ -127,7 +135,9 @@ def sequence_workload(mixer: str, impl: str, s: ModelShape, T: int, mode: str, d
     if impl == "fla_raw":  # fla called directly: the reference for our wrapper's overhead
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule
 
-        return _run(lambda: chunk_gated_delta_rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)[0], inputs, mode)
+        return _run(
+            lambda: chunk_gated_delta_rule(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)[0], inputs, mode
+        )
     return _run(lambda: gated_delta_rule(q, k, v, g, beta, use_qk_l2norm=True, impl=impl)[0], inputs, mode)
 
 
@@ -145,7 +155,9 @@ def decode_workload(mixer: str, impl: str, s: ModelShape, T: int, device: str, d
         ctx[3], ctx[4] = ctx[3].softmax(-1), ctx[4].softmax(-1)
         gamma = torch.full((H,), 0.5, device=device, dtype=dtype)
         with torch.no_grad():
-            _, state = window_linear_attention(*ctx, window=WL_WINDOW, softmax_weight=gamma, output_state=True)
+            _, state = window_linear_attention(
+                *ctx, window=WL_WINDOW, softmax_weight=gamma, output_state=True
+            )
         step = [x[:, -1:].clone() for x in ctx]
         fn = lambda: window_linear_attention(*step, window=WL_WINDOW, softmax_weight=gamma, state=state)
         return _nograd(fn), state.nbytes
@@ -153,8 +165,9 @@ def decode_workload(mixer: str, impl: str, s: ModelShape, T: int, device: str, d
     g = F.logsigmoid(_randn(1, 1, H, device=device, dtype=torch.float32) + 4)
     beta = torch.sigmoid(r(1, 1, H))
     state = torch.randn(1, H, D, D, device=device, dtype=torch.float32)
-    fn = lambda: gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True,
-                                  use_qk_l2norm=True, impl=impl)
+    fn = lambda: gated_delta_rule(
+        q, k, v, g, beta, initial_state=state, output_final_state=True, use_qk_l2norm=True, impl=impl
+    )
     return _nograd(fn), state.numel() * state.element_size()
 
 
@@ -162,6 +175,7 @@ def _nograd(fn: Callable) -> Callable:
     def call():
         with torch.no_grad():
             return fn()
+
     return call
 
 
@@ -193,7 +207,9 @@ def crossovers(rows: list[dict]) -> dict:
     out = {}
     for shape in sorted({r["shape"] for r in rows}):
         for mode in sorted({r["mode"] for r in rows}):
-            pick = [r for r in rows if r["shape"] == shape and r["mode"] == mode and isinstance(r["ms"], float)]
+            pick = [
+                r for r in rows if r["shape"] == shape and r["mode"] == mode and isinstance(r["ms"], float)
+            ]
             sdpa = {r["T"]: r["ms"] for r in pick if r["mixer"] == "sdpa"}
             gdn: dict[int, float] = {}
             for r in pick:
@@ -208,24 +224,39 @@ def crossovers(rows: list[dict]) -> dict:
 def naive_vs_chunk(device: str, dtype, T: int = 2048) -> dict:
     """GDN fwd+bwd at T=2048, smollm2-135m head shape: per-token recurrence vs chunked form."""
     s = SHAPES["smollm2-135m"]
-    res = {impl: measure(sequence_workload("gdn", impl, s, T, "fwd_bwd", device, dtype), device, 1, 0.0)["ms"]
-           for impl in ("chunk", "naive")}
-    return {"shape": "smollm2-135m", "T": T, "mode": "fwd_bwd", "chunk_ms": res["chunk"],
-            "naive_ms": res["naive"], "speedup": res["naive"] / res["chunk"]}
+    res = {
+        impl: measure(sequence_workload("gdn", impl, s, T, "fwd_bwd", device, dtype), device, 1, 0.0)["ms"]
+        for impl in ("chunk", "naive")
+    }
+    return {
+        "shape": "smollm2-135m",
+        "T": T,
+        "mode": "fwd_bwd",
+        "chunk_ms": res["chunk"],
+        "naive_ms": res["naive"],
+        "speedup": res["naive"] / res["chunk"],
+    }
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
     """Write ``data`` as JSON through a temporary file and a rename, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8") as f:
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
+    ) as f:
         f.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
     os.replace(f.name, path)
 
 
 def provenance(device: str) -> dict:
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
-                                check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
@@ -274,7 +305,9 @@ def main(argv: list[str] | None = None) -> dict:
     mixers += [("gdn", impl) for impl in gdn_impls(a.device)]
     mixers += [("window_linear", "chunk"), ("swa", "sdpa_band")]
     rows = []
-    print(f"{'shape':>13} {'mode':>8} {'mixer':>13} {'impl':>8} {'T':>7} {'ms':>10} {'peak MiB':>9} {'state MiB':>9}")
+    print(
+        f"{'shape':>13} {'mode':>8} {'mixer':>13} {'impl':>8} {'T':>7} {'ms':>10} {'peak MiB':>9} {'state MiB':>9}"
+    )
     for sname in shapes:
         s = SHAPES[sname]
         for mode in modes:
@@ -284,8 +317,15 @@ def main(argv: list[str] | None = None) -> dict:
                 for mixer, impl in mixers:
                     if mixer == "gdn" and not runs_at(impl, mode, T, a.device):
                         continue
-                    row = {"shape": sname, "mode": mode, "mixer": mixer, "impl": impl, "T": T,
-                           "dtype": str(dtype).removeprefix("torch."), "state_bytes": None}
+                    row = {
+                        "shape": sname,
+                        "mode": mode,
+                        "mixer": mixer,
+                        "impl": impl,
+                        "T": T,
+                        "dtype": str(dtype).removeprefix("torch."),
+                        "state_bytes": None,
+                    }
                     if time.perf_counter() - t_start > a.time_budget:
                         row.update(ms="not run (time budget)", repeats=0, peak_bytes=None)
                     else:
@@ -298,22 +338,35 @@ def main(argv: list[str] | None = None) -> dict:
                         except torch.OutOfMemoryError:
                             row.update(ms="oom", repeats=0, peak_bytes=None)
                         except Exception as err:  # noqa: BLE001 - recorded, so that one broken point does not lose the run
-                            row.update(ms=f"error: {type(err).__name__}: {err}"[:300], repeats=0, peak_bytes=None)
+                            row.update(
+                                ms=f"error: {type(err).__name__}: {err}"[:300], repeats=0, peak_bytes=None
+                            )
                         fn = None
                         if a.device == "cuda":
                             torch.cuda.empty_cache()
                     rows.append(row)
                     ms = f"{row['ms']:.3f}" if isinstance(row["ms"], float) else row["ms"]
                     mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
-                    print(f"{sname:>13} {mode:>8} {mixer:>13} {impl:>8} {T:>7} {ms:>10} "
-                          f"{mib(row['peak_bytes']):>9} {mib(row['state_bytes']):>9}", flush=True)
+                    print(
+                        f"{sname:>13} {mode:>8} {mixer:>13} {impl:>8} {T:>7} {ms:>10} "
+                        f"{mib(row['peak_bytes']):>9} {mib(row['state_bytes']):>9}",
+                        flush=True,
+                    )
 
     result = {
         "provenance": provenance(a.device),
-        "config": {"shapes": {n: asdict(SHAPES[n]) for n in shapes}, "batch": 1, "dtype": str(dtype),
-                   "wl_window": WL_WINDOW, "wl_feature_dim": "head_dim (softmax features)",
-                   "swa_window": SWA_WINDOW, "gdn_heads": "one per query head, K = V = head_dim",
-                   "gdn_use_qk_l2norm": True, "repeats": repeats, "point_budget_s": budget},
+        "config": {
+            "shapes": {n: asdict(SHAPES[n]) for n in shapes},
+            "batch": 1,
+            "dtype": str(dtype),
+            "wl_window": WL_WINDOW,
+            "wl_feature_dim": "head_dim (softmax features)",
+            "swa_window": SWA_WINDOW,
+            "gdn_heads": "one per query head, K = V = head_dim",
+            "gdn_use_qk_l2norm": True,
+            "repeats": repeats,
+            "point_budget_s": budget,
+        },
         "results": rows,
         "crossover_T_gdn_beats_sdpa": crossovers(rows),
     }

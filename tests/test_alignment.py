@@ -86,11 +86,34 @@ def _tiny_probed(label: str = "toy", seed: int = 0) -> al.Probed:
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", unk_token="<unk>")
     torch.manual_seed(seed)
-    config = Qwen3Config(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=3,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=8, max_position_embeddings=64)
+    config = Qwen3Config(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        max_position_embeddings=64,
+    )
     model = AutoModelForCausalLM.from_config(config).eval()
-    card = ModelCard("toy", "test", "-", "Qwen3ForCausalLM", 3, 16, 2, 1, 8, len(vocab), 0,
-                     ["full_attention"] * 3, "prepend", 0, False)
+    card = ModelCard(
+        "toy",
+        "test",
+        "-",
+        "Qwen3ForCausalLM",
+        3,
+        16,
+        2,
+        1,
+        8,
+        len(vocab),
+        0,
+        ["full_attention"] * 3,
+        "prepend",
+        0,
+        False,
+    )
     return al.Probed(label, "full attention", model, tokenizer, card, (0, 1, 2), f"toy-{seed}")
 
 

@@ -19,12 +19,35 @@ FIRST_PARTY = ("hybridlib", "kernels")
 #: (rank, module prefixes). Longest prefix wins, so ``hybridlib.findings.x`` is ranked by ``hybridlib.findings``.
 LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (0, ("kernels",)),
-    (1, ("hybridlib", "hybridlib.atomic", "hybridlib.paths", "hybridlib.progress", "hybridlib.params",
-         "hybridlib.provenance", "hybridlib.results", "hybridlib.memo")),
+    (
+        1,
+        (
+            "hybridlib",
+            "hybridlib.atomic",
+            "hybridlib.paths",
+            "hybridlib.progress",
+            "hybridlib.params",
+            "hybridlib.provenance",
+            "hybridlib.results",
+            "hybridlib.memo",
+        ),
+    ),
     (2, ("hybridlib.data",)),
     (3, ("hybridlib.models", "hybridlib.losses")),
-    (4, ("hybridlib.train", "hybridlib.convert", "hybridlib.layouts", "hybridlib.softcka", "hybridlib.probe",
-         "hybridlib.metrics", "hybridlib.verdicts", "hybridlib.plots", "hybridlib.style")),
+    (
+        4,
+        (
+            "hybridlib.train",
+            "hybridlib.convert",
+            "hybridlib.layouts",
+            "hybridlib.softcka",
+            "hybridlib.probe",
+            "hybridlib.metrics",
+            "hybridlib.verdicts",
+            "hybridlib.plots",
+            "hybridlib.style",
+        ),
+    ),
     (5, ("hybridlib.findings",)),
     (6, ("hybridlib.book", "hybridlib.notebook", "hybridlib.prepare", "hybridlib.scoreboard")),
 )
@@ -72,7 +95,9 @@ def imports(name: str, path: Path) -> list[tuple[str, int, bool]]:
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1] + [base]).strip(".")
+                    base = ".".join(
+                        package.split(".")[: len(package.split(".")) - child.level + 1] + [base]
+                    ).strip(".")
                 targets = [base] if base not in FIRST_PARTY else [f"{base}.{a.name}" for a in child.names]
             for t in targets:
                 if t.split(".")[0] in FIRST_PARTY:
@@ -83,8 +108,11 @@ def imports(name: str, path: Path) -> list[tuple[str, int, bool]]:
     return found
 
 
-EDGES = [(name, target, line, deferred) for name, path in modules().items()
-         for target, line, deferred in imports(name, path)]
+EDGES = [
+    (name, target, line, deferred)
+    for name, path in modules().items()
+    for target, line, deferred in imports(name, path)
+]
 
 
 def test_every_module_has_a_layer():
@@ -93,19 +121,27 @@ def test_every_module_has_a_layer():
 
 
 def test_no_module_imports_a_higher_layer():
-    bad = [f"{name}:{line} imports {target} (layer {rank(target)} > {rank(name)})"
-           for name, target, line, _ in EDGES if rank(target) > rank(name)]
+    bad = [
+        f"{name}:{line} imports {target} (layer {rank(target)} > {rank(name)})"
+        for name, target, line, _ in EDGES
+        if rank(target) > rank(name)
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_first_party_imports_are_at_module_level():
-    bad = [f"{name}:{line} imports {target} inside a function"
-           for name, target, line, deferred in EDGES
-           if deferred and not any(name == a and (target == b or target.startswith(b + ".")) for a, b in DEFERRED)]
+    bad = [
+        f"{name}:{line} imports {target} inside a function"
+        for name, target, line, deferred in EDGES
+        if deferred
+        and not any(name == a and (target == b or target.startswith(b + ".")) for a, b in DEFERRED)
+    ]
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("name", ["kernels.ops", "hybridlib.data.corpus", "hybridlib.findings.layout.distill"])
+@pytest.mark.parametrize(
+    "name", ["kernels.ops", "hybridlib.data.corpus", "hybridlib.findings.layout.distill"]
+)
 def test_the_checker_sees_imports(name):
     """An independent check that the parser finds imports at all (a contract over no edges passes vacuously)."""
     assert any(edge[0] == name for edge in EDGES)

@@ -53,8 +53,12 @@ def stored_figures(doc: str) -> int:
     if not path.exists():
         return 0
     cells = json.loads(path.read_text())["cells"]
-    return sum("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})
-               for c in cells if c["cell_type"] == "code" for o in c.get("outputs", []))
+    return sum(
+        "image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})
+        for c in cells
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +67,16 @@ def html_root(tmp_path_factory) -> Path:
         return Path(os.environ["HYBRIDLIB_BOOK_HTML"])
     out = tmp_path_factory.mktemp("book")
     jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", "-W", "-n", "--keep-going", "--path-output", str(out), str(REPO_ROOT)],
-                          check=False, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"jupyter-book build -W failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
+    proc = subprocess.run(
+        [str(jb), "build", "-W", "-n", "--keep-going", "--path-output", str(out), str(REPO_ROOT)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (
+        f"jupyter-book build -W failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
+    )
     return out / "_build" / "html"
 
 
@@ -92,9 +103,18 @@ def browser():
     assert chromium and driver_path, "Debian chromium and chromium-driver are needed: run `make browser`"
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--hide-scrollbars"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
@@ -124,7 +144,9 @@ def test_page_loads_with_title_figures_and_assets(doc, server, browser, html_roo
         parsed = urlparse(url)
         if parsed.netloc != urlparse(server).netloc:
             continue
-        assert (html_root / parsed.path.lstrip("/")).exists(), f"{doc} references a missing asset {parsed.path}"
+        assert (html_root / parsed.path.lstrip("/")).exists(), (
+            f"{doc} references a missing asset {parsed.path}"
+        )
 
 
 # --- What a reader sees -------------------------------------------------------------------------------------
@@ -178,7 +200,7 @@ def png_dpi(path: Path) -> float:
     at = data.find(b"pHYs")
     if at < 0:
         return 72.0
-    per_unit, _, unit = struct.unpack(">IIB", data[at + 4:at + 13])
+    per_unit, _, unit = struct.unpack(">IIB", data[at + 4 : at + 13])
     return per_unit * 0.0254 if unit == 1 else 72.0
 
 
@@ -209,30 +231,46 @@ def page_report(doc: str, server: str, browser, html_root: Path) -> dict:
 
 #: (page, check) -> why it is expected to fail until the page's notebook is re-executed (strict=False: a pass
 #: after re-execution is fine).
-_SEMINAR_STYLE = ("drawn before hybridlib.style: passes once the notebook is re-executed with notebook.start's "
-                  "style and its figures use style.figsize / the plots helpers")
+_SEMINAR_STYLE = (
+    "drawn before hybridlib.style: passes once the notebook is re-executed with notebook.start's "
+    "style and its figures use style.figsize / the plots helpers"
+)
 _GPU_STYLE = "drawn by the H200 run before hybridlib.style: the gpu re-run draws them at the column's width"
 KNOWN: dict[tuple[str, str], str] = {
-    **{(f"notebooks/{n}", "figure fonts"): _SEMINAR_STYLE for n in
-       ("01_efficiency", "02_softcka", "03_first_fa", "04_lolcats", "05_layout_distillation")},
-    **{(f"book/gpu/{n}", "figure fonts"): _GPU_STYLE for n in
-       ("01_efficiency", "02_softcka", "03_first_fa", "04_lolcats", "05_layout_distillation")},
-    ("book/gpu/02_softcka", "cut cells"): "2 computed cells the H200 run cut at 50 characters, in no committed "
-                                          "file; the gpu re-run prints them whole",
-    ("book/gpu/03_first_fa", "cut cells"): "5 computed cells the H200 run cut at 50 characters, in no committed "
-                                           "file; the gpu re-run prints them whole",
+    **{
+        (f"notebooks/{n}", "figure fonts"): _SEMINAR_STYLE
+        for n in ("01_efficiency", "02_softcka", "03_first_fa", "04_lolcats", "05_layout_distillation")
+    },
+    **{
+        (f"book/gpu/{n}", "figure fonts"): _GPU_STYLE
+        for n in ("01_efficiency", "02_softcka", "03_first_fa", "04_lolcats", "05_layout_distillation")
+    },
+    (
+        "book/gpu/02_softcka",
+        "cut cells",
+    ): "2 computed cells the H200 run cut at 50 characters, in no committed "
+    "file; the gpu re-run prints them whole",
+    (
+        "book/gpu/03_first_fa",
+        "cut cells",
+    ): "5 computed cells the H200 run cut at 50 characters, in no committed "
+    "file; the gpu re-run prints them whole",
     ("notebooks/02_softcka", "widgets"): "the ipywidgets explorer needs a kernel: notebook 02 should show "
-                                         "plots.curve_selector(frame, shade=fa_layers) instead",
+    "plots.curve_selector(frame, shade=fa_layers) instead",
     ("notebooks/01_efficiency", "widgets"): "a tqdm progress-bar widget stored by the seminar run (no widget "
-                                            "manager offline): the runner should store text bars or none",
+    "manager offline): the runner should store text bars or none",
     ("notebooks/04_lolcats", "widgets"): "4 tqdm progress-bar widgets stored by the seminar run (no widget "
-                                         "manager offline): the runner should store text bars or none",
+    "manager offline): the runner should store text bars or none",
 }
 
 
 def _pages(check: str) -> list:
-    return [pytest.param(doc, marks=pytest.mark.xfail(strict=False, reason=KNOWN[doc, check]))
-            if (doc, check) in KNOWN else doc for doc in toc_files()]
+    return [
+        pytest.param(doc, marks=pytest.mark.xfail(strict=False, reason=KNOWN[doc, check]))
+        if (doc, check) in KNOWN
+        else doc
+        for doc in toc_files()
+    ]
 
 
 @pytest.mark.parametrize("doc", _pages("cut cells"))
@@ -243,8 +281,11 @@ def test_no_cut_table_cells(doc, server, browser, html_root):
 
 @pytest.mark.parametrize("doc", _pages("figure fonts"))
 def test_figure_fonts_readable(doc, server, browser, html_root):
-    small = [(name, round(px, 1)) for name, px in page_report(doc, server, browser, html_root)["fonts"]
-             if px < MIN_FONT_PX]
+    small = [
+        (name, round(px, 1))
+        for name, px in page_report(doc, server, browser, html_root)["fonts"]
+        if px < MIN_FONT_PX
+    ]
     assert not small, f"{doc}: figures whose {MIN_FONT_PT} pt text shows below {MIN_FONT_PX} px: {small}"
 
 
@@ -257,7 +298,11 @@ def test_no_empty_widget(doc, server, browser, html_root):
 
 @pytest.mark.parametrize("doc", _pages("console"))
 def test_no_console_errors(doc, server, browser, html_root):
-    errors = [m for m in page_report(doc, server, browser, html_root)["log"] if not any(h in m for h in OFFLINE_CDNS)]
+    errors = [
+        m
+        for m in page_report(doc, server, browser, html_root)["log"]
+        if not any(h in m for h in OFFLINE_CDNS)
+    ]
     assert not errors, f"{doc}: console errors {errors}"
 
 

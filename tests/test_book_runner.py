@@ -13,8 +13,9 @@ from hybridlib.paths import REPO_ROOT
 
 
 def test_parse_overrides_reads_yaml_values():
-    assert book.parse_overrides(["train_tokens=1000", "layouts=[sandwich, reverse_periodic]", "fa_fraction=0.5"]) == {
-        "train_tokens": 1000, "layouts": ["sandwich", "reverse_periodic"], "fa_fraction": 0.5}
+    assert book.parse_overrides(
+        ["train_tokens=1000", "layouts=[sandwich, reverse_periodic]", "fa_fraction=0.5"]
+    ) == {"train_tokens": 1000, "layouts": ["sandwich", "reverse_periodic"], "fa_fraction": 0.5}
     with pytest.raises(ParameterError, match="name=value"):
         book.parse_overrides(["train_tokens"])
 
@@ -34,8 +35,16 @@ def test_source_digest_ignores_outputs_and_injected_cell(tmp_path):
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "changed"}]
-    nb["cells"].insert(1, {"cell_type": "code", "source": "x = 1", "metadata": {"tags": ["injected-parameters"]},
-                           "outputs": [], "execution_count": None})
+    nb["cells"].insert(
+        1,
+        {
+            "cell_type": "code",
+            "source": "x = 1",
+            "metadata": {"tags": ["injected-parameters"]},
+            "outputs": [],
+            "execution_count": None,
+        },
+    )
     path.write_text(json.dumps(nb))
     assert book.source_digest(path) == before
     nb["cells"][0]["source"] = "# another claim"
@@ -81,8 +90,9 @@ def test_atomic_write_leaves_old_content_on_failure(tmp_path):
 
 
 def test_parameter_page_is_up_to_date():
-    assert (REPO_ROOT / "book" / "parameters.md").read_text() == book.parameter_docs(), \
+    assert (REPO_ROOT / "book" / "parameters.md").read_text() == book.parameter_docs(), (
         "run `python -m hybridlib.book docs`"
+    )
 
 
 def test_committed_notebooks_carry_provenance():
@@ -137,8 +147,10 @@ def test_chapter_kernel_uses_ipc_not_unencrypted_tcp(monkeypatch, tmp_path, capf
     from hybridlib.params import ChapterSpec
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell('preset = "seminar"', metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell("import os\nprint(6 * 7)")]
+    nb.cells = [
+        nbformat.v4.new_code_cell('preset = "seminar"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("import os\nprint(6 * 7)"),
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "t.ipynb")
     monkeypatch.setattr(book, "NOTEBOOKS", tmp_path)

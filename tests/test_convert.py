@@ -1,6 +1,5 @@
 """GatedDeltaNet mixer and teacher -> hybrid conversion on tiny random Llama / Qwen3 / Gemma 3 models."""
 
-
 import pytest
 import torch
 from tiny_models import tiny_causal_lm

@@ -32,20 +32,49 @@ def test_ring_decode_equals_the_full_sequence_op(window, terraced, prefill):
     sums in another order)."""
     q, k, v, q_phi, k_phi, gamma = _inputs()
     B, T, H, D = q.shape
-    want, _ = window_linear_attention(q, k, v, q_phi, k_phi, window=window, terraced=terraced,
-                                      softmax_weight=gamma, scale=0.7)
-    ring = WindowLinearRing.empty(B, H, D, v.shape[-1], q_phi.shape[-1], window=window, terraced=terraced,
-                                  dtype=F64, state_dtype=F64, device="cpu")
+    want, _ = window_linear_attention(
+        q, k, v, q_phi, k_phi, window=window, terraced=terraced, softmax_weight=gamma, scale=0.7
+    )
+    ring = WindowLinearRing.empty(
+        B,
+        H,
+        D,
+        v.shape[-1],
+        q_phi.shape[-1],
+        window=window,
+        terraced=terraced,
+        dtype=F64,
+        state_dtype=F64,
+        device="cpu",
+    )
     got = []
     if prefill:
-        y, state = window_linear_attention(q[:, :prefill], k[:, :prefill], v[:, :prefill], q_phi[:, :prefill],
-                                           k_phi[:, :prefill], window=window, terraced=terraced,
-                                           softmax_weight=gamma, scale=0.7, output_state=True)
+        y, state = window_linear_attention(
+            q[:, :prefill],
+            k[:, :prefill],
+            v[:, :prefill],
+            q_phi[:, :prefill],
+            k_phi[:, :prefill],
+            window=window,
+            terraced=terraced,
+            softmax_weight=gamma,
+            scale=0.7,
+            output_state=True,
+        )
         ring.load_(state)
         got.append(y)
     for t in range(prefill, T):
-        y = window_linear_decode_step(q[:, t], k[:, t], v[:, t], q_phi[:, t], k_phi[:, t], ring, torch.tensor(t),
-                                      softmax_weight=gamma, scale=0.7)
+        y = window_linear_decode_step(
+            q[:, t],
+            k[:, t],
+            v[:, t],
+            q_phi[:, t],
+            k_phi[:, t],
+            ring,
+            torch.tensor(t),
+            softmax_weight=gamma,
+            scale=0.7,
+        )
         got.append(y[:, None])
     torch.testing.assert_close(torch.cat(got, 1), want, rtol=1e-12, atol=1e-12)
 
@@ -58,13 +87,25 @@ def test_ring_to_state_continues_the_op(window, terraced):
     B, T, H, D = q.shape
     kw = dict(window=window, terraced=terraced, softmax_weight=gamma, scale=0.5)
     want, _ = window_linear_attention(q, k, v, q_phi, k_phi, **kw)
-    ring = WindowLinearRing.empty(B, H, D, 4, 6, window=window, terraced=terraced, dtype=F64, state_dtype=F64,
-                                  device="cpu")
+    ring = WindowLinearRing.empty(
+        B, H, D, 4, 6, window=window, terraced=terraced, dtype=F64, state_dtype=F64, device="cpu"
+    )
     for t in range(13):
-        window_linear_decode_step(q[:, t], k[:, t], v[:, t], q_phi[:, t], k_phi[:, t], ring, torch.tensor(t),
-                                  softmax_weight=gamma, scale=0.5)
+        window_linear_decode_step(
+            q[:, t],
+            k[:, t],
+            v[:, t],
+            q_phi[:, t],
+            k_phi[:, t],
+            ring,
+            torch.tensor(t),
+            softmax_weight=gamma,
+            scale=0.5,
+        )
     state = ring.to_state(13)
-    y, _ = window_linear_attention(q[:, 13:], k[:, 13:], v[:, 13:], q_phi[:, 13:], k_phi[:, 13:], state=state, **kw)
+    y, _ = window_linear_attention(
+        q[:, 13:], k[:, 13:], v[:, 13:], q_phi[:, 13:], k_phi[:, 13:], state=state, **kw
+    )
     torch.testing.assert_close(y, want[:, 13:], rtol=1e-12, atol=1e-12)
 
 
@@ -72,18 +113,30 @@ def test_ring_storage_dtypes_and_size():
     """bf16 slots with a float32 state (the GPU layout): output in q's dtype, within bf16 rounding of float64."""
     q, k, v, q_phi, k_phi, gamma = _inputs(T=12, seed=2)
     want, _ = window_linear_attention(q, k, v, q_phi, k_phi, window=4, terraced=True, softmax_weight=gamma)
-    ring = WindowLinearRing.empty(2, 3, 5, 4, 6, window=4, terraced=True, dtype=torch.bfloat16,
-                                  state_dtype=torch.float32, device="cpu")
+    ring = WindowLinearRing.empty(
+        2, 3, 5, 4, 6, window=4, terraced=True, dtype=torch.bfloat16, state_dtype=torch.float32, device="cpu"
+    )
     assert ring.size == 8 and ring.kv.dtype == torch.float32
     assert ring.nbytes == 2 * 3 * 8 * (5 + 4 + 6) * 2 + 2 * 3 * (6 * 4 + 6) * 4
     bf = lambda x: x.to(torch.bfloat16)
     for t in range(12):
-        y = window_linear_decode_step(bf(q[:, t]), bf(k[:, t]), bf(v[:, t]), bf(q_phi[:, t]), bf(k_phi[:, t]),
-                                      ring, torch.tensor(t), softmax_weight=gamma.float(), scale=5**-0.5)
+        y = window_linear_decode_step(
+            bf(q[:, t]),
+            bf(k[:, t]),
+            bf(v[:, t]),
+            bf(q_phi[:, t]),
+            bf(k_phi[:, t]),
+            ring,
+            torch.tensor(t),
+            softmax_weight=gamma.float(),
+            scale=5**-0.5,
+        )
         assert y.dtype == torch.bfloat16
         torch.testing.assert_close(y.double(), want[:, t], rtol=0.05, atol=0.05)  # bf16 inputs: ~3 digits
     with pytest.raises(ValueError, match="terraced=True needs a window"):
-        WindowLinearRing.empty(1, 1, 1, 1, 1, window=0, terraced=True, dtype=F64, state_dtype=F64, device="cpu")
+        WindowLinearRing.empty(
+            1, 1, 1, 1, 1, window=0, terraced=True, dtype=F64, state_dtype=F64, device="cpu"
+        )
 
 
 _TRITON_CHECK = """
@@ -118,22 +171,30 @@ print("triton kernel ok")
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs Triton (its interpreter runs on CPU)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None, reason="needs Triton (its interpreter runs on CPU)"
+)
 def test_triton_kernel_equals_the_torch_step_in_the_interpreter():
     """The one-kernel step (Triton's interpreter, TRITON_INTERPRET=1, set before Triton is imported: hence a child
     process) against the PyTorch step, outputs and every ring tensor, past the wrap-around: float32 within 1e-5
     (float32 sums in another order; and the float64 op within 1e-4), bf16 within 2e-2 (one bf16 ulp near 1-2)."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _TRITON_CHECK], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _TRITON_CHECK], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and "triton kernel ok" in done.stdout, done.stderr[-3000:]
 
 
 def test_triton_impl_is_refused_where_it_cannot_run():
-    ring = WindowLinearRing.empty(1, 1, 2, 2, 2, window=0, terraced=False, dtype=F64, state_dtype=F64, device="cpu")
+    ring = WindowLinearRing.empty(
+        1, 1, 2, 2, 2, window=0, terraced=False, dtype=F64, state_dtype=F64, device="cpu"
+    )
     x = torch.ones(1, 1, 2, dtype=F64)
     with pytest.raises(ValueError, match="impl='triton' needs Triton installed and a ring with slots"):
-        window_linear_decode_step(x, x, x, x, x, ring, torch.tensor(0), softmax_weight=torch.ones(1), scale=1.0,
-                                  impl="triton")
+        window_linear_decode_step(
+            x, x, x, x, x, ring, torch.tensor(0), softmax_weight=torch.ones(1), scale=1.0, impl="triton"
+        )
     with pytest.raises(ValueError, match="impl='cuda' is not supported"):
-        window_linear_decode_step(x, x, x, x, x, ring, torch.tensor(0), softmax_weight=torch.ones(1), scale=1.0,
-                                  impl="cuda")
+        window_linear_decode_step(
+            x, x, x, x, x, ring, torch.tensor(0), softmax_weight=torch.ones(1), scale=1.0, impl="cuda"
+        )

@@ -14,11 +14,22 @@ from hybridlib.findings.lolcats.linearize import linearize
 from hybridlib.layouts import Layout
 from kernels.shapes import ModelShape
 
-SMALL = {"vocab_size": 97, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 4,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 64,
-         "attn_implementation": "sdpa"}  # eager attention takes its softmax in float32
+SMALL = {
+    "vocab_size": 97,
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "max_position_embeddings": 64,
+    "attn_implementation": "sdpa",
+}  # eager attention takes its softmax in float32
 T, PROMPT = 21, 7  # decoded past Gemma's 4-token sliding ring and the 8-slot terraced window + linear ring
-TOL = {"rtol": 1e-9, "atol": 1e-9}  # float64: the same sums in another order (cache slots, chunks, recurrence)
+TOL = {
+    "rtol": 1e-9,
+    "atol": 1e-9,
+}  # float64: the same sums in another order (cache slots, chunks, recurrence)
 
 
 @pytest.fixture(autouse=True)
@@ -30,8 +41,15 @@ def one_thread():
 
 
 def teacher(family: str):
-    gemma = {"sliding_window": 4, "query_pre_attn_scalar": 8,  # three sliding layers (rings of 4), one full
-             "layer_types": ["sliding_attention"] * 3 + ["full_attention"]} if family == "gemma3" else {}
+    gemma = (
+        {
+            "sliding_window": 4,
+            "query_pre_attn_scalar": 8,  # three sliding layers (rings of 4), one full
+            "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+        }
+        if family == "gemma3"
+        else {}
+    )
     model = tiny_causal_lm(family, initializer_range=0.2, **SMALL, **gemma).double()
     with torch.no_grad():  # non-trivial norm gains (q/k norms of Qwen3 and Gemma 3 included)
         for p in model.parameters():
@@ -58,9 +76,19 @@ def ids(batch: int = 2) -> torch.Tensor:
     return torch.randint(0, 97, (batch, T), generator=torch.Generator().manual_seed(3))
 
 
-@pytest.mark.parametrize("kind,family", [("teacher", "llama"), ("teacher", "qwen3"), ("teacher", "gemma3"),
-                                         ("gdn", "llama"), ("gdn", "qwen3"), ("gdn", "gemma3"),
-                                         ("terraced", "llama"), ("sliding", "gemma3")])
+@pytest.mark.parametrize(
+    "kind,family",
+    [
+        ("teacher", "llama"),
+        ("teacher", "qwen3"),
+        ("teacher", "gemma3"),
+        ("gdn", "llama"),
+        ("gdn", "qwen3"),
+        ("gdn", "gemma3"),
+        ("terraced", "llama"),
+        ("sliding", "gemma3"),
+    ],
+)
 def test_static_decoding_reproduces_the_full_forward(kind, family):
     """Chunked prefill (3 tokens a chunk) of 7 tokens, then one step a token to 21: every logit row equals the
     model's own full-sequence forward at that position."""
@@ -71,8 +99,8 @@ def test_static_decoding_reproduces_the_full_forward(kind, family):
     got = [dec.prefill(x[:, :PROMPT], chunk=3)]
     torch.testing.assert_close(got[0], want[:, PROMPT - 1], **TOL)
     for t in range(PROMPT, T - 1):
-        got.append(dec.step(x[:, t:t + 1]))
-    torch.testing.assert_close(torch.stack(got, 1), want[:, PROMPT - 1:T - 1], **TOL)
+        got.append(dec.step(x[:, t : t + 1]))
+    torch.testing.assert_close(torch.stack(got, 1), want[:, PROMPT - 1 : T - 1], **TOL)
     assert int(dec.clock.position) == T - 1
 
 
@@ -106,7 +134,9 @@ def test_cache_bytes_match_the_analytic_model():
         want = cost.cache_bytes(shape, stack, 50, batch=3, cache_dtype_bytes=8, state_dtype_bytes=8)
         assert dec.cache_nbytes == want
         assert StaticDecoder(model, batch=3, capacity=50, device="meta").cache_nbytes == want
-    linear = student("terraced", "llama")  # 3 rings of 8 slots (k, v: 8 wide, Hedgehog features: 8) + one KV layer
+    linear = student(
+        "terraced", "llama"
+    )  # 3 rings of 8 slots (k, v: 8 wide, Hedgehog features: 8) + one KV layer
     rings = 3 * 3 * 4 * (8 * (8 + 8 + 8) + 8 * 8 + 8) * 8
     kv = cost.cache_bytes(shape, "full-attention", 50, batch=3, cache_dtype_bytes=8) // 4
     assert StaticDecoder(linear, batch=3, capacity=50, device="meta").cache_nbytes == rings + kv

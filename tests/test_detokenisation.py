@@ -12,8 +12,12 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Con
 from hybridlib.findings.first_fa import detokenisation as dt
 from hybridlib.models import ModelCard
 
-CORPUS = ["the freedom of thought and the freedom of opinion", "everyone has the right to education",
-          "nobody shall be held in slavery or servitude", "all human beings are born free and equal"] * 3
+CORPUS = [
+    "the freedom of thought and the freedom of opinion",
+    "everyone has the right to education",
+    "nobody shall be held in slavery or servitude",
+    "all human beings are born free and equal",
+] * 3
 
 
 def _bpe() -> PreTrainedTokenizerFast:
@@ -21,15 +25,36 @@ def _bpe() -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>"],
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                        show_progress=False))
+    tok.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["<s>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>")
 
 
 def _card(n_layers: int = 2) -> ModelCard:
-    return ModelCard("toy", "test", "-", "Qwen3ForCausalLM", n_layers, 16, 2, 1, 8, 300, 0,
-                     ["full_attention"] * n_layers, "prepend", 0, False)
+    return ModelCard(
+        "toy",
+        "test",
+        "-",
+        "Qwen3ForCausalLM",
+        n_layers,
+        16,
+        2,
+        1,
+        8,
+        300,
+        0,
+        ["full_attention"] * n_layers,
+        "prepend",
+        0,
+        False,
+    )
 
 
 def test_word_ids_assigns_tokens_by_first_non_space_character():
@@ -105,8 +130,16 @@ def test_ridge_probe_known_answers():
 def test_word_identity_probe_end_to_end_reads_the_embeddings_at_layer_zero(monkeypatch):
     tok, card = _bpe(), _card()
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=8, max_position_embeddings=128)
+    config = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        max_position_embeddings=128,
+    )
     model = AutoModelForCausalLM.from_config(config).eval()
     frame = dt.word_identity_probe(model, tok, card, CORPUS, max_tokens=64, min_count=2, label="toy")
     assert sorted(frame["task"].unique()) == ["across", "within"] and len(frame) == 4
@@ -118,12 +151,17 @@ def test_word_identity_probe_end_to_end_reads_the_embeddings_at_layer_zero(monke
     labels = [str(x) for x in sub["label"]]
     train, test = dt.occurrence_split(labels, 2)
     kept = [[i for i in it.ids if i not in it.special] for it in items]
-    feats = model.get_input_embeddings().weight.detach()[[kept[t][p] for t, p in zip(sub["text"], sub["position"])]]
-    expected = dt.ridge_accuracy(feats[train], [labels[i] for i in train], feats[test], [labels[i] for i in test])
+    feats = model.get_input_embeddings().weight.detach()[
+        [kept[t][p] for t, p in zip(sub["text"], sub["position"])]
+    ]
+    expected = dt.ridge_accuracy(
+        feats[train], [labels[i] for i in train], feats[test], [labels[i] for i in test]
+    )
     row = frame[(frame["task"] == "within") & (frame["layer"] == 0)].iloc[0]
     assert row["acc_in"] == pytest.approx(expected, abs=1e-9)
     assert (frame["layer_gain"] == frame["acc_out"] - frame["acc_in"]).all()
     monkeypatch.setattr(dt, "CAPTURE_BUDGET_BYTES", 1)  # one layer per capture pass: same numbers
     assert dt._layer_groups(items, card) == [[0], [1]]
-    pd.testing.assert_frame_equal(dt.word_identity_probe(model, tok, card, CORPUS, max_tokens=64, min_count=2,
-                                                         label="toy"), frame)
+    pd.testing.assert_frame_equal(
+        dt.word_identity_probe(model, tok, card, CORPUS, max_tokens=64, min_count=2, label="toy"), frame
+    )

@@ -14,9 +14,19 @@ from hybridlib.findings.layout import distill, report
 from hybridlib.models.tiny import TinySpec, train_tokenizer
 
 LANGS = ("eng", "fra")
-ARGS = {"fa_fraction": 0.25, "train_tokens": 4 * 32 * 12, "seq_len": 32, "batch_size": 4, "lr_recurrent": 1e-2,
-            "lr_rest": 3e-3, "eval_every_tokens": 4 * 32 * 4, "val_docs_per_language": 1, "languages": LANGS,
-            "device": "cpu", "progress": False}
+ARGS = {
+    "fa_fraction": 0.25,
+    "train_tokens": 4 * 32 * 12,
+    "seq_len": 32,
+    "batch_size": 4,
+    "lr_recurrent": 1e-2,
+    "lr_rest": 3e-3,
+    "eval_every_tokens": 4 * 32 * 4,
+    "val_docs_per_language": 1,
+    "languages": LANGS,
+    "device": "cpu",
+    "progress": False,
+}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -34,9 +44,18 @@ def teacher_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("teacher")
     tokenizer = train_tokenizer(TinySpec(vocab_size=300, tokenizer_chars_per_language=4000, languages=LANGS))
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                                         max_position_embeddings=64, tie_word_embeddings=True))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            tie_word_embeddings=True,
+        )
+    )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -61,7 +80,9 @@ def forbid_training(monkeypatch):
 
 def test_distillation_lowers_validation_kl_and_caches(teacher_dir, cache, monkeypatch):
     runs = {name: run(teacher_dir, name) for name in ("standard_periodic", "reverse_periodic")}
-    assert runs["standard_periodic"].settings["fa_layers"] == [3] and runs["reverse_periodic"].pattern == "A..."
+    assert (
+        runs["standard_periodic"].settings["fa_layers"] == [3] and runs["reverse_periodic"].pattern == "A..."
+    )
     for r in runs.values():
         assert [e["tokens"] for e in r.evals] == [0, 512, 1024, 1536]
         assert r.final("kl") < 0.8 * r.evals[0]["kl"]
@@ -74,7 +95,9 @@ def test_distillation_lowers_validation_kl_and_caches(teacher_dir, cache, monkey
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     with pytest.raises(AssertionError, match="trained although"):
         run(teacher_dir, "reverse_periodic", data_seed=1)
-    with pytest.raises(AssertionError, match="trained although"):  # a replicate's init seed is another student
+    with pytest.raises(
+        AssertionError, match="trained although"
+    ):  # a replicate's init seed is another student
         run(teacher_dir, "reverse_periodic", init_seed=1)
 
 
@@ -102,8 +125,13 @@ def test_killed_run_resumes_to_identical_weights(teacher_dir, cache, tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         run(teacher_dir)
     steps = []
-    monkeypatch.setattr(distill, "train", lambda *a, callbacks=(), **k: real_train(
-        *a, callbacks=[*callbacks, lambda s, h: steps.append(s)], **k))
+    monkeypatch.setattr(
+        distill,
+        "train",
+        lambda *a, callbacks=(), **k: real_train(
+            *a, callbacks=[*callbacks, lambda s, h: steps.append(s)], **k
+        ),
+    )
     resumed = run(teacher_dir)
     assert steps == list(range(5, 13))  # continued from the checkpoint at step 4, not from scratch
     for x, y in zip(straight.state_dict().values(), resumed.load_model().state_dict().values()):
@@ -127,8 +155,12 @@ def test_bad_arguments_name_the_parameter(teacher_dir, cache):
 
 def test_fa_count_and_recurrent_group():
     assert [distill.fa_count(n, 0.25) for n in (6, 18, 30, 36, 40)] == [2, 5, 8, 9, 10]
-    names = ("model.layers.3.self_attn.gdn.q_proj.weight", "model.layers.3.self_attn.q_proj.weight",
-             "lm_head.weight", "model.layers.1.self_attn.gdn.A_log")
+    names = (
+        "model.layers.3.self_attn.gdn.q_proj.weight",
+        "model.layers.3.self_attn.q_proj.weight",
+        "lm_head.weight",
+        "model.layers.1.self_attn.gdn.A_log",
+    )
     assert [is_recurrent_parameter(name) for name in names] == [True, False, False, True]
 
 
@@ -138,16 +170,32 @@ def test_fa_count_and_recurrent_group():
 def fake_run(label, ce, kl, mixer="gdn"):
     tokens = [0, 100, 200, 400, 800]
     evals = [{"tokens": t, "ce": c, "kl": k, "delta": c - 1.0} for t, c, k in zip(tokens, ce, kl)]
-    return distill.DistillRun(key=label, path="", layout_name=label, pattern="", settings={"mixer": mixer},
-                              evals=evals, train_loss=[], grad_norm_max=1.0, tokens_trained=800,
-                              tokens_per_s=1.0, flops_per_token=1.0, mfu=None, cpu_s_per_1m_tokens=1.0,
-                              wall_s=1.0, device="cpu", teacher_compiled=False)
+    return distill.DistillRun(
+        key=label,
+        path="",
+        layout_name=label,
+        pattern="",
+        settings={"mixer": mixer},
+        evals=evals,
+        train_loss=[],
+        grad_norm_max=1.0,
+        tokens_trained=800,
+        tokens_per_s=1.0,
+        flops_per_token=1.0,
+        mfu=None,
+        cpu_s_per_1m_tokens=1.0,
+        wall_s=1.0,
+        device="cpu",
+        teacher_compiled=False,
+    )
 
 
 def test_speedup_table():
-    runs = {"standard_periodic": fake_run("standard_periodic", [9, 4, 3, 2.5, 2.0], [5, 3, 2, 1.5, 1.0]),
-            "reverse_periodic": fake_run("reverse_periodic", [9, 3, 2.0, 1.8, 1.6], [5, 2, 1, 0.8, 0.6]),
-            "sandwich": fake_run("sandwich", [9, 5, 4, 3, 2.5], [5, 4, 3, 2, 1.5])}
+    runs = {
+        "standard_periodic": fake_run("standard_periodic", [9, 4, 3, 2.5, 2.0], [5, 3, 2, 1.5, 1.0]),
+        "reverse_periodic": fake_run("reverse_periodic", [9, 3, 2.0, 1.8, 1.6], [5, 2, 1, 0.8, 0.6]),
+        "sandwich": fake_run("sandwich", [9, 5, 4, 3, 2.5], [5, 4, 3, 2, 1.5]),
+    }
     table = report.speedup_table(runs)
     assert table.loc["standard_periodic", "speedup"] == pytest.approx(1.0)
     assert table.loc["reverse_periodic", "tokens_to_baseline"] == pytest.approx(200.0)
@@ -170,13 +218,25 @@ def doc_frame(kl_scale, ce_shift, seed=0):
     for lang in ("eng", "rus", "hin"):
         for d in range(6):
             ce_t = 2 + rng.random()
-            rows.append((lang, f"d{d}", 50, ce_t + ce_shift + 0.3 * kl_scale, ce_t, kl_scale * (1 + 0.1 * rng.random())))
+            rows.append(
+                (
+                    lang,
+                    f"d{d}",
+                    50,
+                    ce_t + ce_shift + 0.3 * kl_scale,
+                    ce_t,
+                    kl_scale * (1 + 0.1 * rng.random()),
+                )
+            )
     return pd.DataFrame(rows, columns=["lang", "doc_id", "tokens", "ce_student", "ce_teacher", "kl"])
 
 
 def test_one_replicates_layout_table():
-    scores = {"standard_periodic": doc_frame(1.0, 0.1), "reverse_periodic": doc_frame(0.7, 0.05),
-              "sandwich": doc_frame(1.0, 0.1)}
+    scores = {
+        "standard_periodic": doc_frame(1.0, 0.1),
+        "reverse_periodic": doc_frame(0.7, 0.05),
+        "sandwich": doc_frame(1.0, 0.1),
+    }
     table = report.layout_table(scores)
     assert table.loc["standard_periodic", "R"] == pytest.approx(1.0)
     assert table.loc["reverse_periodic", "R"] == pytest.approx(0.7, rel=1e-6)
@@ -188,7 +248,9 @@ def test_perplexity_by_script_counts_improved_languages():
     base = doc_frame(1.0, 0.1)
     better = base.assign(ce_student=base["ce_student"] - np.where(base["lang"] == "hin", 0.1, -0.01))
     per_lang, summary = report.perplexity_by_script({"standard_periodic": base, "reverse_periodic": better})
-    assert per_lang.loc[("reverse_periodic", "hin"), "ppl_change_pct"] == pytest.approx(100 * (math.exp(-0.1) - 1))
+    assert per_lang.loc[("reverse_periodic", "hin"), "ppl_change_pct"] == pytest.approx(
+        100 * (math.exp(-0.1) - 1)
+    )
     assert per_lang.loc[("reverse_periodic", "hin"), "script"] == "Deva"
     assert summary.loc["reverse_periodic", "improved"] == "1/3"
 
@@ -197,25 +259,52 @@ def test_chapter_defaults_are_the_recipes_of_each_presets_teacher():
     """One definition: each preset's defaults are read from its teacher's recipe (here against hand-typed values)."""
     values = chapter("layout_distillation").resolve("gpu")
     assert (values["teacher"], values["train_tokens"], values["lr_recurrent"], values["swa_window"]) == (
-        "smollm2-135m", 1_048_576, 7e-4, 32)
-    assert distill.recipe("tiny-teacher").batch_size == chapter("layout_distillation").resolve("seminar")["batch_size"]
+        "smollm2-135m",
+        1_048_576,
+        7e-4,
+        32,
+    )
+    assert (
+        distill.recipe("tiny-teacher").batch_size
+        == chapter("layout_distillation").resolve("seminar")["batch_size"]
+    )
 
 
 def _committed(base_ce: float, base_delta: tuple[float, float, float], verdict: str) -> dict:
     lo, mid, hi = base_delta
-    return {"speedup": {"standard_periodic": {"final_ce": base_ce, "speedup": 1.0},
-                        "sandwich": {"final_ce": 3.5, "speedup": 5.0}},
-            "test": {"standard_periodic": {"delta": mid, "delta_low": lo, "delta_high": hi, "R": 1.0, "R_low": 1.0,
-                                           "R_high": 1.0},
-                     "sandwich": {"delta": 0.23, "delta_low": 0.21, "delta_high": 0.25, "R": 0.5, "R_low": 0.48,
-                                  "R_high": 0.52}},
-            "curves": {"sandwich": [{"tokens": 0, "ce": 9.0}, {"tokens": 65536, "ce": 4.0}]},
-            "verdict": {"status": verdict}}
+    return {
+        "speedup": {
+            "standard_periodic": {"final_ce": base_ce, "speedup": 1.0},
+            "sandwich": {"final_ce": 3.5, "speedup": 5.0},
+        },
+        "test": {
+            "standard_periodic": {
+                "delta": mid,
+                "delta_low": lo,
+                "delta_high": hi,
+                "R": 1.0,
+                "R_low": 1.0,
+                "R_high": 1.0,
+            },
+            "sandwich": {
+                "delta": 0.23,
+                "delta_low": 0.21,
+                "delta_high": 0.25,
+                "R": 0.5,
+                "R_low": 0.48,
+                "R_high": 0.52,
+            },
+        },
+        "curves": {"sandwich": [{"tokens": 0, "ce": 9.0}, {"tokens": 65536, "ce": 4.0}]},
+        "verdict": {"status": verdict},
+    }
 
 
 def test_run_to_run_spread_of_committed_runs():
-    history = [("run-a", _committed(3.89, (0.59, 0.61, 0.64), "partly reproduced")),
-               ("run-b", _committed(4.16, (0.86, 0.88, 0.91), "reproduced"))]
+    history = [
+        ("run-a", _committed(3.89, (0.59, 0.61, 0.64), "partly reproduced")),
+        ("run-b", _committed(4.16, (0.86, 0.88, 0.91), "reproduced")),
+    ]
     between = report.run_to_run(history)
     assert len(between) == 4 and set(between["verdict"]) == {"partly reproduced", "reproduced"}
     spread = report.run_spread(between)

@@ -20,7 +20,11 @@ def test_profile_phases_add_up_to_the_step_and_give_the_speed():
     assert row["mfu"] is None and row["precision"] == "fp32" and not row["teacher_compiled"]
     teacher, _ = load("tiny-teacher")
     embed = teacher.get_input_embeddings().weight.numel()
-    n_teacher = sum(p.numel() for p in teacher.parameters()) - embed + (embed if teacher.config.tie_word_embeddings else 0)
+    n_teacher = (
+        sum(p.numel() for p in teacher.parameters())
+        - embed
+        + (embed if teacher.config.tie_word_embeddings else 0)
+    )
     # the student keeps every teacher matmul (GDN layers inherit W_Q, W_O and add their own): at least 8 N_teacher
     assert row["flops_per_token"] >= 8 * n_teacher
 
@@ -31,18 +35,31 @@ def test_bad_step_counts_are_refused():
     assert distill.PEAK_BF16_FLOPS == 694e12
 
 
-@pytest.mark.parametrize("name,family", [
-    ("triton_poi_fused__to_copy_add_mul_select_silu_slice_7", "inductor_fused"),  # inductor, whatever it fuses
-    ("nvjet_sm90_tst_192x192_64x4_1x2_h_bz_coopB_TNN", "gemm"),
-    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64", "attention"),
-    ("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", "fla_gdn"),
-    ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)",
-     "dtype_copy"),
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "elementwise"),
-    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedOptimizerTensorListMetadata>",
-     "optimizer"),
-    ("Memset (Device)", "memcpy_memset"),
-    ("some_new_kernel", "other"),
-])
+@pytest.mark.parametrize(
+    "name,family",
+    [
+        (
+            "triton_poi_fused__to_copy_add_mul_select_silu_slice_7",
+            "inductor_fused",
+        ),  # inductor, whatever it fuses
+        ("nvjet_sm90_tst_192x192_64x4_1x2_h_bz_coopB_TNN", "gemm"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64", "attention"),
+        ("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", "fla_gdn"),
+        (
+            "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)",
+            "dtype_copy",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+            "elementwise",
+        ),
+        (
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedOptimizerTensorListMetadata>",
+            "optimizer",
+        ),
+        ("Memset (Device)", "memcpy_memset"),
+        ("some_new_kernel", "other"),
+    ],
+)
 def test_kernel_families_of_names_seen_on_the_h200(name, family):
     assert kernel_family(name) == family

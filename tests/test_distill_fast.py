@@ -15,8 +15,15 @@ from hybridlib.train.objectives import DistillationModel
 from kernels.layers.gated_deltanet import ShortConvolution
 
 F64 = torch.float64
-SMALL = {"vocab_size": 97, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": True}
+SMALL = {
+    "vocab_size": 97,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "tie_word_embeddings": True,
+}
 
 
 def rel(x: torch.Tensor, ref: torch.Tensor) -> float:
@@ -28,7 +35,10 @@ def test_linear_kl_matches_kl_of_full_logits_in_float64(tau, chunk_rows):
     """Loss and both gradients against the KL written out on float64 logits (autograd differentiates it); float64
     throughout leaves only summation order (~1e-16), so 1e-12 fails any real difference."""
     gen = torch.Generator().manual_seed(0)
-    h_s, h_t = torch.randn(3, 7, 16, generator=gen, dtype=F64), torch.randn(3, 7, 24, generator=gen, dtype=F64)
+    h_s, h_t = (
+        torch.randn(3, 7, 16, generator=gen, dtype=F64),
+        torch.randn(3, 7, 24, generator=gen, dtype=F64),
+    )
     w_s, w_t = torch.randn(50, 16, generator=gen, dtype=F64), torch.randn(50, 24, generator=gen, dtype=F64)
     h_s.requires_grad_(True)
     w_s.requires_grad_(True)

@@ -95,8 +95,10 @@ def test_bad_input_names_the_parameter():
 def test_prefill_ratio_by_hand():
     s = eff.shape("smollm2-135m")
     assert eff.layer_counts(s, "hybrid-9:1") == (3, 27) and eff.layer_counts(s, "full-attention") == (30, 0)
-    fits = {("sdpa", "smollm2-135m", "fwd"): eff.LatencyFit((0, 1, 2), (0.0, 0.0, 1e-6), 0.0),
-            ("gdn", "smollm2-135m", "fwd"): eff.LatencyFit((0, 1), (0.0, 1e-3), 0.0)}
+    fits = {
+        ("sdpa", "smollm2-135m", "fwd"): eff.LatencyFit((0, 1, 2), (0.0, 0.0, 1e-6), 0.0),
+        ("gdn", "smollm2-135m", "fwd"): eff.LatencyFit((0, 1), (0.0, 1e-3), 0.0),
+    }
     att, gdn = 1e-6 * 65536**2, 1e-3 * 65536  # 4294.97 ms and 65.54 ms per layer
     expected = 30 * att / (3 * att + 27 * gdn)  # 128849 / (12885 + 1769.5) = 8.79
     assert eff.prefill_ratio(fits, ["smollm2-135m"], "hybrid-9:1", 65536) == pytest.approx(expected)
@@ -104,9 +106,21 @@ def test_prefill_ratio_by_hand():
 
 
 def test_committed_benchmark_used_only_for_shapes_it_timed(tmp_path, monkeypatch):
-    rows = [{"shape": s, "mode": mode, "mixer": m, "impl": m, "T": 512, "ms": ms, "peak_bytes": 0, "state_bytes": None}
-            for s, ms in (("qwen3-4b", 1.0), ("smollm2-135m", "not run (time budget)"))
-            for mode in ("fwd", "decode") for m in ("sdpa", "gdn")]
+    rows = [
+        {
+            "shape": s,
+            "mode": mode,
+            "mixer": m,
+            "impl": m,
+            "T": 512,
+            "ms": ms,
+            "peak_bytes": 0,
+            "state_bytes": None,
+        }
+        for s, ms in (("qwen3-4b", 1.0), ("smollm2-135m", "not run (time budget)"))
+        for mode in ("fwd", "decode")
+        for m in ("sdpa", "gdn")
+    ]
     committed = tmp_path / "bench_cuda.json"
     committed.write_text(json.dumps({"results": rows}))
     measured = []
@@ -118,8 +132,9 @@ def test_committed_benchmark_used_only_for_shapes_it_timed(tmp_path, monkeypatch
     monkeypatch.setattr(eff, "measure_mixers", fake_measure)
     frame, source = eff.mixer_benchmark("cuda", ["qwen3-4b", "smollm2-135m"], [512], str(committed))
     assert measured == [["smollm2-135m"]]
-    assert source == ("qwen3-4b from bench_cuda.json (committed kernels benchmark); "
-                      "smollm2-135m measured in this notebook")
+    assert source == (
+        "qwen3-4b from bench_cuda.json (committed kernels benchmark); smollm2-135m measured in this notebook"
+    )
     assert frame.groupby("shape")["latency_ms"].first().to_dict() == {"qwen3-4b": 1.0, "smollm2-135m": 2.0}
     frame, source = eff.mixer_benchmark("cpu", ["qwen3-4b"], [512])  # nothing committed: everything measured
     assert source == "qwen3-4b measured in this notebook" and measured[-1] == ["qwen3-4b"]

@@ -8,8 +8,13 @@ import pytest
 from hybridlib.findings.efficiency import report
 from hybridlib.verdicts import Outcome
 
-R, D, I, C, N = (Outcome.REPRODUCED, Outcome.DIRECTION_ONLY, Outcome.INCONCLUSIVE, Outcome.CONTRADICTED,
-                 Outcome.NOT_TESTED)
+R, D, I, C, N = (
+    Outcome.REPRODUCED,
+    Outcome.DIRECTION_ONLY,
+    Outcome.INCONCLUSIVE,
+    Outcome.CONTRADICTED,
+    Outcome.NOT_TESTED,
+)
 
 
 def _ratios(yor: float, worst: float = 12.0) -> pd.DataFrame:
@@ -22,7 +27,8 @@ def test_paper_numbers_are_the_papers():
     assert report.NEEDLE_LANGUAGE.paper_value == pytest.approx(0.267)
     assert report.PAPER.needle_text() == (  # the Qwen pair is non-English (it was once labelled English 64K)
         "English 64K: Granite-4.0-H-Micro 61.6% vs Granite-4.0-Micro 47.2%; non-English 64K: Granite-4.0-H-Micro 34.9% "
-        "vs Granite-4.0-Micro 38.1%; non-English 64K: Qwen3.5 93.8% vs Qwen3 92.0% (hybrid vs full attention)")
+        "vs Granite-4.0-Micro 38.1%; non-English 64K: Qwen3.5 93.8% vs Qwen3 92.0% (hybrid vs full attention)"
+    )
 
 
 def test_inflation_rules():
@@ -41,8 +47,13 @@ def test_inflation_rules():
 
 
 def test_memory_is_analytic_and_never_judged():
-    oom = pd.DataFrame({"card": ["80 GB", "80 GB", "48 GB", "48 GB"], "stack": ["full-attention", "hybrid-3:1"] * 2,
-                        "seqs_at_128K": [3, 13, 1, 6]})
+    oom = pd.DataFrame(
+        {
+            "card": ["80 GB", "80 GB", "48 GB", "48 GB"],
+            "stack": ["full-attention", "hybrid-3:1"] * 2,
+            "seqs_at_128K": [3, 13, 1, 6],
+        }
+    )
     verdict, text = report.memory_verdict(oom)
     assert verdict.outcome == N and verdict.estimate is None
     assert verdict.preconditions[0].name == "measured on whole models" and not verdict.preconditions[0].holds
@@ -63,10 +74,22 @@ def test_time_rule_on_benchmark_repeats():
 
 def _needle(correct: dict[str, list[int]], budget: int = 512) -> pd.DataFrame:
     """One sample per (language, cell); cell i has depth 0.5, key k{i}, value v{i}; plus noise at another budget."""
-    rows = [{"lang": lang, "budget": budget, "requested_depth": 0.5, "key": f"k{i}", "value": f"v{i}", "correct": c}
-            for lang, cs in correct.items() for i, c in enumerate(cs)]
-    rows += [{"lang": lang, "budget": 64, "requested_depth": 0.5, "key": "k0", "value": "v0", "correct": 0}
-             for lang in correct]
+    rows = [
+        {
+            "lang": lang,
+            "budget": budget,
+            "requested_depth": 0.5,
+            "key": f"k{i}",
+            "value": f"v{i}",
+            "correct": c,
+        }
+        for lang, cs in correct.items()
+        for i, c in enumerate(cs)
+    ]
+    rows += [
+        {"lang": lang, "budget": 64, "requested_depth": 0.5, "key": "k0", "value": "v0", "correct": 0}
+        for lang in correct
+    ]
     return pd.DataFrame(rows)
 
 
@@ -82,21 +105,30 @@ def test_needle_rule_outcomes():
     assert report.needle_verdict(_needle({"eng": [0, 0, 0], "yor": [1, 1, 1], "mya": [1, 1, 1]})).outcome == C
     assert report.needle_verdict(_needle({"eng": [1, 0, 1], "yor": [0, 0, 1], "mya": [0, 1, 1]})).outcome == I
     assert report.needle_verdict(_needle({"eng": [1, 1], "yor": [0, 0]})).outcome == N  # 2 cells < 3
-    assert math.isinf(report.NEEDLE_LANGUAGE.tolerance.high)  # only the direction is claimed: never "direction only"
+    assert math.isinf(
+        report.NEEDLE_LANGUAGE.tolerance.high
+    )  # only the direction is claimed: never "direction only"
 
 
 def _mqar(per_seed: list[tuple[list[float], list[float]]], full: str = report.FAIR_FULL) -> pd.DataFrame:
     """Seeds of (full-attention arm accuracies, hybrid accuracies) at lengths 256, 512, 1024, 8 pairs."""
-    return pd.DataFrame([{"seed": s, "kind": kind, "seq_len": t, "n_pairs": 8, "accuracy": a}
-                         for s, (f, h) in enumerate(per_seed) for kind, accs in ((full, f), (report.HYBRID, h))
-                         for t, a in zip((256, 512, 1024), accs)])
+    return pd.DataFrame(
+        [
+            {"seed": s, "kind": kind, "seq_len": t, "n_pairs": 8, "accuracy": a}
+            for s, (f, h) in enumerate(per_seed)
+            for kind, accs in ((full, f), (report.HYBRID, h))
+            for t, a in zip((256, 512, 1024), accs)
+        ]
+    )
 
 
 def test_mqar_rule_outcomes():
     shrinking = [([0.9] * 3, [0.6, 0.7, 0.8]), ([0.9] * 3, [0.6, 0.7, 0.85]), ([0.9] * 3, [0.6, 0.7, 0.9])]
     seeds = report.mqar_seeds(_mqar(shrinking))
     assert [round(s.change, 6) for s in seeds] == [0.2, 0.25, 0.3]  # gap -0.3 -> -0.1, -0.05, 0.0
-    assert report.mqar_verdict(_mqar(shrinking)).outcome == R  # 0.25 +- 4.303 * 0.05 / sqrt 3 = [0.126, 0.374]
+    assert (
+        report.mqar_verdict(_mqar(shrinking)).outcome == R
+    )  # 0.25 +- 4.303 * 0.05 / sqrt 3 = [0.126, 0.374]
     growing = [(f, h[::-1]) for f, h in shrinking]
     assert report.mqar_verdict(_mqar(growing)).outcome == C
     mixed = [([0.9] * 3, [0.6, 0.7, 0.8]), ([0.9] * 3, [0.8, 0.7, 0.6]), ([0.9] * 3, [0.7, 0.7, 0.7])]
@@ -110,10 +142,13 @@ def test_mqar_preconditions():
     assert v.outcome == N and "both stacks learned the task failed" in v.reason and "seed 0:" in v.reason
     guessing = [([0.6, 0.6, 0.6], [0.12, 0.13, 0.12])] * 3  # the hybrid sits at ~1/8 with 8 pairs
     assert "no stack guesses among the pairs failed" in report.mqar_verdict(_mqar(guessing)).reason
-    unfair = report.mqar_verdict(_mqar([([0.9] * 3, [0.6, 0.7, 0.8])] * 3, full="full-attention"),
-                                 full="full-attention")
+    unfair = report.mqar_verdict(
+        _mqar([([0.9] * 3, [0.6, 0.7, 0.8])] * 3, full="full-attention"), full="full-attention"
+    )
     assert unfair.outcome == N and "same short convolution in front of attention failed" in unfair.reason
-    first_only = pd.concat([_mqar(unlearned[:1], full="full-attention"), _mqar(unlearned)])  # seed 0 of the plain arm
+    first_only = pd.concat(
+        [_mqar(unlearned[:1], full="full-attention"), _mqar(unlearned)]
+    )  # seed 0 of the plain arm
     assert [s.seed for s in report.mqar_seeds(first_only, full="full-attention")] == [0]
     with pytest.raises(ValueError, match=r"kinds \['full-attention\+conv'\] not in mqar"):
         report.mqar_seeds(_mqar(unlearned, full="full-attention"))
@@ -121,23 +156,39 @@ def test_mqar_preconditions():
 
 def test_guessing_among_the_context_values_is_recognised_per_pair_count():
     def rows(acc_by_n: dict[int, float]) -> pd.DataFrame:
-        return pd.DataFrame([{"n_pairs": n, "seq_len": t, "accuracy": a} for n, a in acc_by_n.items() for t in (256, 512)])
+        return pd.DataFrame(
+            [{"n_pairs": n, "seq_len": t, "accuracy": a} for n, a in acc_by_n.items() for t in (256, 512)]
+        )
 
     assert report.guesses_among_pairs(rows({8: 0.13, 16: 0.06, 32: 0.03}))  # the 1 / n plateau
-    assert not report.guesses_among_pairs(rows({8: 0.13, 16: 0.20}))  # 16 pairs: 0.20 is beyond 0.0625 +- 0.031
+    assert not report.guesses_among_pairs(
+        rows({8: 0.13, 16: 0.20})
+    )  # 16 pairs: 0.20 is beyond 0.0625 +- 0.031
     assert not report.guesses_among_pairs(rows({8: 1.0, 16: 1.0}))  # recall
     assert not report.guesses_among_pairs(rows({1: 1.0}))  # one pair cannot tell guessing from recall
 
 
 def test_paper_rows_hold_one_verdict_per_rule():
-    oom = pd.DataFrame({"card": ["80 GB"] * 2, "stack": ["full-attention", "hybrid-3:1"], "seqs_at_128K": [3, 13]})
+    oom = pd.DataFrame(
+        {"card": ["80 GB"] * 2, "stack": ["full-attention", "hybrid-3:1"], "seqs_at_128K": [3, 13]}
+    )
     shrinking = [([0.9] * 3, [0.6, 0.7, 0.8]), ([0.9] * 3, [0.6, 0.7, 0.85]), ([0.9] * 3, [0.6, 0.7, 0.9])]
-    mqar = pd.concat([_mqar(shrinking), _mqar(shrinking, full="full-attention").query("kind == 'full-attention'")])
-    rows = report.paper_rows(ratios=_ratios(2.6), oom=oom, time_ratios={"hybrid-9:1": [4.5, 4.6, 4.7],
-                                                                       "hybrid-3:1": [2.0, 2.0, 2.0]},
-                             needle=_needle({"eng": [1, 1, 1], "yor": [0, 0, 0]}), mqar=mqar, bench_source="test")
+    mqar = pd.concat(
+        [_mqar(shrinking), _mqar(shrinking, full="full-attention").query("kind == 'full-attention'")]
+    )
+    rows = report.paper_rows(
+        ratios=_ratios(2.6),
+        oom=oom,
+        time_ratios={"hybrid-9:1": [4.5, 4.6, 4.7], "hybrid-3:1": [2.0, 2.0, 2.0]},
+        needle=_needle({"eng": [1, 1, 1], "yor": [0, 0, 0]}),
+        mqar=mqar,
+        bench_source="test",
+    )
     assert [r["verdict"].outcome for r in rows] == [R, R, N, R, R, R]
-    assert rows[0]["book"] == "2.60x (a count: nothing to replicate)" and rows[1]["book"] == "12.0x (mya, gpt2; a count)"
+    assert (
+        rows[0]["book"] == "2.60x (a count: nothing to replicate)"
+        and rows[1]["book"] == "12.0x (mya, gpt2; a count)"
+    )
     assert rows[2]["paper"] == "Qwen3.5 25/40 vs Qwen3 1/40 language-task evaluations"
     assert "3:1: 2.00x" in rows[3]["note"] and "lower edge 3.04: +1.56" in rows[3]["note"]  # 4.6 - 3.037
     assert rows[4]["book"].startswith("100% vs 0%; per-cell difference +1.00 [+1.00, +1.00], 3 cells")

@@ -42,10 +42,17 @@ def test_license_is_an_spdx_expression_setuptools_accepts(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO_ROOT / name, tmp_path / name)
     (tmp_path / "meta").mkdir()
-    script = ("import sys, warnings; warnings.simplefilter('always'); from setuptools import build_meta; "
-              "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "meta")], cwd=tmp_path,
-                          capture_output=True, text=True, check=True)
+    script = (
+        "import sys, warnings; warnings.simplefilter('always'); from setuptools import build_meta; "
+        "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "meta")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     metadata = (tmp_path / "meta" / done.stdout.strip().splitlines()[-1] / "METADATA").read_text()
     assert "License-Expression: Apache-2.0" in metadata.splitlines()
     assert "license" not in done.stderr.lower()

@@ -44,8 +44,9 @@ def test_jump_profile_and_event_margin_by_hand():
 
 def _rows(gdn, swa=None, *, share=0.75):
     students = {"standard_periodic": gdn} | ({"standard_periodic+swa": swa} if swa else {})
-    rows = report.judge_events(students, swa="standard_periodic+swa" if swa else None, swa_window=16,
-                               swa_share=share, n_boot=300)
+    rows = report.judge_events(
+        students, swa="standard_periodic+swa" if swa else None, swa_window=16, swa_share=share, n_boot=300
+    )
     return {row["metric"]: row["verdict"] for row in rows}
 
 
@@ -57,13 +58,18 @@ SWA_EVENT = "largest attn_delta event at the first FA layer (layer 3), standard_
 def test_event_rule_reproduced_contradicted_inconclusive_not_tested():
     three = [alignment(spike(3, s), [3, 5], noise=0.002, seed=i) for i, s in enumerate((0.2, 0.22, 0.24))]
     assert _rows(three)[EVENT].outcome == Outcome.REPRODUCED
-    elsewhere = [alignment(spike(3, 0.1, spike(0, 0.5)), [3, 5], seed=i) for i in range(3)]  # layer 0 dominates
+    elsewhere = [
+        alignment(spike(3, 0.1, spike(0, 0.5)), [3, 5], seed=i) for i in range(3)
+    ]  # layer 0 dominates
     verdict = _rows(elsewhere)[EVENT]
     assert verdict.outcome == Outcome.CONTRADICTED
     # layer 0: jump 1.0 - 0.5 = 0.5 (the largest); layer 3: 0.6 - 0.5 = 0.1; layer 1: 0.5 - 0.75 = -0.25
     assert verdict.estimate == pytest.approx(0.1 - 0.5)
-    mixed = [alignment(spike(3, 0.2), [3, 5]), alignment(spike(3, 0.1, spike(0, 0.5)), [3, 5]),
-             alignment(spike(3, 0.2), [3, 5])]
+    mixed = [
+        alignment(spike(3, 0.2), [3, 5]),
+        alignment(spike(3, 0.1, spike(0, 0.5)), [3, 5]),
+        alignment(spike(3, 0.2), [3, 5]),
+    ]
     assert _rows(mixed)[EVENT].outcome == Outcome.INCONCLUSIVE
     assert _rows(three[:1])[EVENT].outcome == Outcome.NOT_TESTED  # one replicate
 
@@ -78,17 +84,26 @@ def test_a_first_fa_layer_at_0_cannot_test_the_event():
 
 def test_swa_comparison_and_its_binding_control():
     gdn = [alignment(spike(3, 0.2), [3, 5], noise=0.002, seed=i) for i in range(3)]
-    swa = [alignment(spike(3, 0.05), [3, 5], label="standard_periodic+swa", kind="hybrid SWA", noise=0.002,
-                     seed=10 + i) for i in range(3)]
+    swa = [
+        alignment(
+            spike(3, 0.05), [3, 5], label="standard_periodic+swa", kind="hybrid SWA", noise=0.002, seed=10 + i
+        )
+        for i in range(3)
+    ]
     verdicts = _rows(gdn, swa)
     assert verdicts[VS_SWA].outcome == Outcome.REPRODUCED
     assert verdicts[VS_SWA].estimate == pytest.approx(0.15, abs=0.01)
     assert verdicts[SWA_EVENT].outcome == Outcome.CONTRADICTED  # the SWA student's spike is its largest event
     unbound = _rows(gdn, swa, share=0.0)  # the H200 run before issue 18: window 128 = probe length 128
-    assert unbound[VS_SWA].outcome == Outcome.NOT_TESTED and "0% of the compared states" in unbound[VS_SWA].reason
+    assert (
+        unbound[VS_SWA].outcome == Outcome.NOT_TESTED
+        and "0% of the compared states" in unbound[VS_SWA].reason
+    )
     assert unbound[SWA_EVENT].outcome == Outcome.NOT_TESTED
-    quiet = [alignment(spike(1, 0.3), [3, 5], label="standard_periodic+swa", kind="hybrid SWA", seed=i)
-             for i in range(3)]
+    quiet = [
+        alignment(spike(1, 0.3), [3, 5], label="standard_periodic+swa", kind="hybrid SWA", seed=i)
+        for i in range(3)
+    ]
     assert _rows(gdn, quiet)[SWA_EVENT].outcome == Outcome.REPRODUCED  # no event at its first FA layer
     assert _rows(gdn, swa[:2])[VS_SWA].reason.startswith("paired replicates failed")
 
@@ -106,8 +121,23 @@ def test_compared_lengths_cut_both_sides_to_one_fraction():
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", unk_token="<unk>")
-    card = ModelCard("toy", "test", "-", "Qwen3ForCausalLM", 2, 16, 2, 1, 8, 4, 0, ["full_attention"] * 2,
-                     "prepend", 0, False)
+    card = ModelCard(
+        "toy",
+        "test",
+        "-",
+        "Qwen3ForCausalLM",
+        2,
+        16,
+        2,
+        1,
+        8,
+        4,
+        0,
+        ["full_attention"] * 2,
+        "prepend",
+        0,
+        False,
+    )
     texts = {"eng": ["a " * 10, "a " * 4], "xx": ["b " * 40, "b " * 4]}  # the start token is not counted
     assert report.compared_lengths(tokenizer, card, texts, max_tokens=20) == [(5, 20), (4, 4)]
 
@@ -120,11 +150,15 @@ def test_every_preset_probes_at_least_twice_the_swa_window():
 
 
 def test_locality_and_detokenisation_rules():
-    rows = report.judge_locality({"standard_periodic": [-2.0, -1.5, -1.0], "sandwich": [1.0, 2.0, 1.5]}, n_boot=200)
+    rows = report.judge_locality(
+        {"standard_periodic": [-2.0, -1.5, -1.0], "sandwich": [1.0, 2.0, 1.5]}, n_boot=200
+    )
     assert [r["verdict"].outcome for r in rows] == [Outcome.REPRODUCED, Outcome.CONTRADICTED]
     assert rows[0]["verdict"].estimate == pytest.approx(-1.5)
     assert report.judge_locality({"x": [-1.0]})[0]["verdict"].outcome == Outcome.NOT_TESTED
-    detok = report.judge_detokenisation([0.05, 0.04, 0.06], "reverse_periodic vs standard_periodic", n_boot=200)
+    detok = report.judge_detokenisation(
+        [0.05, 0.04, 0.06], "reverse_periodic vs standard_periodic", n_boot=200
+    )
     assert detok["verdict"].outcome == Outcome.REPRODUCED and not detok["paper_claim"]
     none = report.judge_detokenisation(None, "no GDN-at-0 student")
     assert none["verdict"].outcome == Outcome.NOT_TESTED and none["verdict"].estimate is None

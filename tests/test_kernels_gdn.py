@@ -52,7 +52,10 @@ def test_chunk_matches_oracle_outputs_and_gradients(shape, dtype, tol):
     torch.testing.assert_close(o.to(F64), o_ref, rtol=tol, atol=tol)
     torch.testing.assert_close(s.to(F64), s_ref, rtol=tol, atol=tol)
     gen = torch.Generator().manual_seed(1)
-    w_o, w_s = torch.randn(o_ref.shape, generator=gen, dtype=F64), torch.randn(s_ref.shape, generator=gen, dtype=F64)
+    w_o, w_s = (
+        torch.randn(o_ref.shape, generator=gen, dtype=F64),
+        torch.randn(s_ref.shape, generator=gen, dtype=F64),
+    )
     grads = torch.autograd.grad((o.to(F64) * w_o).sum() + (s.to(F64) * w_s).sum(), list(xs.values()))
     refs = torch.autograd.grad((o_ref * w_o).sum() + (s_ref * w_s).sum(), list(xs64.values()))
     for name, g, r in zip(xs, grads, refs):
@@ -89,7 +92,9 @@ def test_carried_state_equals_one_long_forward(impl):
     state, outs = xs["initial_state"], []
     for lo, hi in [(0, 13), (13, 14), (14, 45)]:
         part = {n: xs[n][:, lo:hi] for n in ("q", "k", "v", "g", "beta")}
-        o, state = gated_delta_rule(**part, initial_state=state, output_final_state=True, impl=impl, chunk_size=8)
+        o, state = gated_delta_rule(
+            **part, initial_state=state, output_final_state=True, impl=impl, chunk_size=8
+        )
         outs.append(o)
     torch.testing.assert_close(torch.cat(outs, 1), o_full, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(state, s_full, rtol=1e-10, atol=1e-10)
@@ -142,8 +147,15 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="^g must have shape"):
         gated_delta_rule(**dict(xs, g=xs["g"][..., :1]))
     with pytest.raises(ValueError, match="multiple"):
-        gated_delta_rule(**dict(xs, v=torch.zeros(1, 6, 3, 3), g=torch.zeros(1, 6, 3), beta=torch.zeros(1, 6, 3),
-                                initial_state=None))
+        gated_delta_rule(
+            **dict(
+                xs,
+                v=torch.zeros(1, 6, 3, 3),
+                g=torch.zeros(1, 6, 3),
+                beta=torch.zeros(1, 6, 3),
+                initial_state=None,
+            )
+        )
     with pytest.raises(ValueError, match="^initial_state must have shape"):
         gated_delta_rule(**dict(xs, initial_state=xs["initial_state"][..., :2]))
     with pytest.raises(TypeError, match="q has dtype torch.int64"):

@@ -48,7 +48,7 @@ def test_feature_maps_definition_and_init():
 def dense_linear(qf, kf, v, eps=1e-6):
     """Quadratic masked reference: y_n = sum_{j<=n} (qf_n.kf_j) v_j / (sum_{j<=n} qf_n.kf_j + eps)."""
     a = torch.einsum("bthf,bshf->bhts", qf, kf).tril()
-    return (torch.einsum("bhts,bshv->bthv", a, v) / (a.sum(-1).transpose(1, 2)[..., None] + eps))
+    return torch.einsum("bhts,bshv->bthv", a, v) / (a.sum(-1).transpose(1, 2)[..., None] + eps)
 
 
 @pytest.mark.parametrize("impl", ["naive", "chunk", "parallel"])
@@ -77,8 +77,15 @@ def test_linear_attention_float32_and_carried_state():
     torch.testing.assert_close(y32.double(), ref, rtol=1e-5, atol=1e-5)
     state, outs = None, []
     for lo, hi in [(0, 7), (7, 8), (8, 40)]:
-        y, state = linear_attention(qf[:, lo:hi], kf[:, lo:hi], v[:, lo:hi], initial_state=state,
-                                    output_final_state=True, impl="chunk", chunk_size=4)
+        y, state = linear_attention(
+            qf[:, lo:hi],
+            kf[:, lo:hi],
+            v[:, lo:hi],
+            initial_state=state,
+            output_final_state=True,
+            impl="chunk",
+            chunk_size=4,
+        )
         outs.append(y)
     torch.testing.assert_close(torch.cat(outs, 1), ref, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(state[1], kf.sum(1))
@@ -117,13 +124,18 @@ def wl_inputs(B=2, T=29, H=3, D=6, V=5, seed=0):
 @pytest.mark.parametrize("window", [1, 4, 7, 64])
 def test_window_linear_matches_dense_outputs_and_gradients(terraced, window):
     (q, k, v), fm, gamma = wl_inputs()
-    y, _ = window_linear_attention(q, k, v, fm(q), fm(k), window=window, softmax_weight=gamma, terraced=terraced)
+    y, _ = window_linear_attention(
+        q, k, v, fm(q), fm(k), window=window, softmax_weight=gamma, terraced=terraced
+    )
     ref = dense_window_linear(q, k, v, fm(q), fm(k), gamma, window, terraced)
     torch.testing.assert_close(y, ref, rtol=1e-10, atol=1e-10)
     params = [q, k, v, fm.weight, gamma]
     w = rand(*y.shape, seed=9)
-    for g, r, name in zip(torch.autograd.grad((y * w).sum(), params),
-                          torch.autograd.grad((ref * w).sum(), params), ["q", "k", "v", "W", "gamma"]):
+    for g, r, name in zip(
+        torch.autograd.grad((y * w).sum(), params),
+        torch.autograd.grad((ref * w).sum(), params),
+        ["q", "k", "v", "W", "gamma"],
+    ):
         torch.testing.assert_close(g, r, rtol=1e-9, atol=1e-9, msg=f"grad of {name}")
 
 
@@ -136,14 +148,15 @@ def test_window_weight_share_from_the_kernels_own_normalisers(terraced, window):
     ones = torch.ones(*q.shape[:3], 1, dtype=q.dtype)
 
     def mass(kf):
-        y = window_linear_attention(q, k, ones, fm(q), kf, window=window, softmax_weight=gamma, terraced=terraced,
-                                    eps=1.0)[0][..., 0]
+        y = window_linear_attention(
+            q, k, ones, fm(q), kf, window=window, softmax_weight=gamma, terraced=terraced, eps=1.0
+        )[0][..., 0]
         return y / (1 - y)
 
     expected = mass(torch.zeros_like(fm(k))) / mass(fm(k))
     got = window_weight_share(q, k, fm(q), fm(k), window=window, softmax_weight=gamma, terraced=terraced)
     torch.testing.assert_close(got, expected.detach(), rtol=1e-9, atol=1e-12)
-    assert got.shape == q.shape[:3] and (got[:, :window] == 1).all() and (got[:, 2 * window:] < 1).all()
+    assert got.shape == q.shape[:3] and (got[:, :window] == 1).all() and (got[:, 2 * window :] < 1).all()
     with pytest.raises(ValueError, match="window must be an int >= 1"):
         window_weight_share(q, k, fm(q), fm(k), window=0, softmax_weight=gamma)
 
@@ -160,19 +173,41 @@ def test_terraced_equals_lolcats_end_aligned_blocks_when_t_is_a_multiple():
 def test_window_linear_decode_and_chunked_prefill_match_parallel(terraced, window):
     (q, k, v), fm, gamma = wl_inputs(T=27)
     qf, kf = fm(q), fm(k)
-    y_par, _ = window_linear_attention(q, k, v, qf, kf, window=window, softmax_weight=gamma, terraced=terraced)
+    y_par, _ = window_linear_attention(
+        q, k, v, qf, kf, window=window, softmax_weight=gamma, terraced=terraced
+    )
     state, outs = None, []
-    bounds = [0, 9] + list(range(10, 19)) + [19, 27]  # prefill 9, decode 9 tokens one by one, prefill the rest
+    bounds = (
+        [0, 9] + list(range(10, 19)) + [19, 27]
+    )  # prefill 9, decode 9 tokens one by one, prefill the rest
     for lo, hi in itertools.pairwise(bounds):
-        y, state = window_linear_attention(q[:, lo:hi], k[:, lo:hi], v[:, lo:hi], qf[:, lo:hi], kf[:, lo:hi],
-                                           window=window, softmax_weight=gamma, terraced=terraced,
-                                           state=state, output_state=True)
+        y, state = window_linear_attention(
+            q[:, lo:hi],
+            k[:, lo:hi],
+            v[:, lo:hi],
+            qf[:, lo:hi],
+            kf[:, lo:hi],
+            window=window,
+            softmax_weight=gamma,
+            terraced=terraced,
+            state=state,
+            output_state=True,
+        )
         outs.append(y)
         assert state.k.shape[2] < max(2 * window, 1)  # the exact-token cache stays bounded
     torch.testing.assert_close(torch.cat(outs, 1), y_par, rtol=1e-10, atol=1e-10)
     with pytest.raises(ValueError, match="state was built with window"):
-        window_linear_attention(q[:, :1], k[:, :1], v[:, :1], qf[:, :1], kf[:, :1], window=window + 1,
-                                softmax_weight=gamma, terraced=terraced, state=state)
+        window_linear_attention(
+            q[:, :1],
+            k[:, :1],
+            v[:, :1],
+            qf[:, :1],
+            kf[:, :1],
+            window=window + 1,
+            softmax_weight=gamma,
+            terraced=terraced,
+            state=state,
+        )
 
 
 def test_window_linear_limits_softmax_and_linear():
@@ -180,7 +215,9 @@ def test_window_linear_limits_softmax_and_linear():
     window = 0 or None: pure normalised linear attention (gamma unused)."""
     (q, k, v), fm, gamma = wl_inputs(T=20)
     y, _ = window_linear_attention(q, k, v, fm(q), fm(k), window=20, softmax_weight=gamma, eps=0.0)
-    sdpa = F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)), is_causal=True).transpose(1, 2)
+    sdpa = F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)), is_causal=True).transpose(
+        1, 2
+    )
     torch.testing.assert_close(y, sdpa, rtol=1e-10, atol=1e-10)
     for window in (0, None):
         y, _ = window_linear_attention(q, k, v, fm(q), fm(k), window=window, softmax_weight=gamma)

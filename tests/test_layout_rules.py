@@ -31,10 +31,24 @@ def run(label: str, key: str, ce: list[float], replicate: int = 0) -> distill.Di
     tokens = [0, 100, 200, 400, 800]
     evals = [{"tokens": t, "ce": c, "kl": 1.0} for t, c in zip(tokens, ce)]
     settings = {"mixer": "gdn", "data_seed": replicate, "init_seed": replicate, "lr_recurrent": 1e-3}
-    return distill.DistillRun(key=f"{key}-{replicate}", path="", layout_name=label, pattern="", settings=settings,
-                              evals=evals, train_loss=[], grad_norm_max=1.0, tokens_trained=800, tokens_per_s=1.0,
-                              flops_per_token=1.0, mfu=None, cpu_s_per_1m_tokens=1.0, wall_s=1.0, device="cpu",
-                              teacher_compiled=False)
+    return distill.DistillRun(
+        key=f"{key}-{replicate}",
+        path="",
+        layout_name=label,
+        pattern="",
+        settings=settings,
+        evals=evals,
+        train_loss=[],
+        grad_norm_max=1.0,
+        tokens_trained=800,
+        tokens_per_s=1.0,
+        flops_per_token=1.0,
+        mfu=None,
+        cpu_s_per_1m_tokens=1.0,
+        wall_s=1.0,
+        device="cpu",
+        teacher_compiled=False,
+    )
 
 
 BASE_CE = [9, 4, 3, 2.5, 2.0]
@@ -43,8 +57,13 @@ REACH_AT_FIRST = [9, 1.9, 1.8, 1.7, 1.6]  # already below 2.0 at the first valid
 NEVER = [9, 5, 4, 3, 2.5]
 
 
-def arms(r_values: dict[str, list[float]], *, keys: dict[str, str] | None = None, curves: dict | None = None,
-         ce_shift: dict | None = None):
+def arms(
+    r_values: dict[str, list[float]],
+    *,
+    keys: dict[str, str] | None = None,
+    curves: dict | None = None,
+    ce_shift: dict | None = None,
+):
     """runs and scores: the baseline (KL 1) and each arm with KL = R per replicate."""
     n = len(next(iter(r_values.values())))
     runs = {"standard_periodic": [run("standard_periodic", "base", BASE_CE, r) for r in range(n)]}
@@ -61,19 +80,25 @@ def rows_by_metric(rows):
 
 
 def test_replicate_seeds_vary_data_order_and_init():
-    assert replicate_seeds(5, 3) == [{"data_seed": 5, "init_seed": 0}, {"data_seed": 6, "init_seed": 1},
-                                     {"data_seed": 7, "init_seed": 2}]
+    assert replicate_seeds(5, 3) == [
+        {"data_seed": 5, "init_seed": 0},
+        {"data_seed": 6, "init_seed": 1},
+        {"data_seed": 7, "init_seed": 2},
+    ]
     with pytest.raises(ValueError, match="seeds"):
         replicate_seeds(0, 0)
 
 
-@pytest.mark.parametrize(("values", "outcome"), [
-    ([0.68, 0.70, 0.72], Outcome.REPRODUCED),  # paper 0.697; tolerance R in [0.394, 0.848]
-    ([0.09, 0.10, 0.11], Outcome.DIRECTION_ONLY),  # the seminar's old 0.103: a 9x larger reduction
-    ([1.28, 1.30, 1.32], Outcome.CONTRADICTED),
-    ([0.70, 1.30, 1.00], Outcome.INCONCLUSIVE),
-    ([0.70], Outcome.NOT_TESTED),  # one replicate
-])
+@pytest.mark.parametrize(
+    ("values", "outcome"),
+    [
+        ([0.68, 0.70, 0.72], Outcome.REPRODUCED),  # paper 0.697; tolerance R in [0.394, 0.848]
+        ([0.09, 0.10, 0.11], Outcome.DIRECTION_ONLY),  # the seminar's old 0.103: a 9x larger reduction
+        ([1.28, 1.30, 1.32], Outcome.CONTRADICTED),
+        ([0.70, 1.30, 1.00], Outcome.INCONCLUSIVE),
+        ([0.70], Outcome.NOT_TESTED),  # one replicate
+    ],
+)
 def test_r_rule_outcomes_and_run_level_interval(values, outcome):
     runs, scores = arms({"reverse_periodic": values})
     verdict = rows_by_metric(report.judge(runs, scores, n_boot=400))["R, reverse_periodic"]
@@ -87,50 +112,78 @@ def test_r_rule_outcomes_and_run_level_interval(values, outcome):
 
 def test_coinciding_layouts_are_one_arm_and_the_every_rule_needs_four():
     values = [0.6, 0.62, 0.64]
-    runs, scores = arms({n: values for n in report.FA_FIRST} | {"periodic_first_at_0": values},
-                        keys={"interleaved_sandwich": "sandwich", "endpoint_spread": "sandwich",
-                              "periodic_first_at_0": "sandwich"})
+    runs, scores = arms(
+        {n: values for n in report.FA_FIRST} | {"periodic_first_at_0": values},
+        keys={
+            "interleaved_sandwich": "sandwich",
+            "endpoint_spread": "sandwich",
+            "periodic_first_at_0": "sandwich",
+        },
+    )
     rows = report.judge(runs, scores, n_boot=200)
     verdicts = rows_by_metric(rows)
     assert "R, sandwich = interleaved_sandwich = endpoint_spread = periodic_first_at_0" in verdicts
     assert not any(m.startswith("R, endpoint_spread") for m in verdicts)
     every = verdicts["largest R of the FA-first layouts"]
     assert every.outcome == Outcome.NOT_TESTED
-    assert "2 distinct of 4" in every.reason and "sandwich = interleaved_sandwich = endpoint_spread" in every.reason
+    assert (
+        "2 distinct of 4" in every.reason
+        and "sandwich = interleaved_sandwich = endpoint_spread" in every.reason
+    )
     assert every.estimate == pytest.approx(np.mean(values))  # still reported
 
 
 def test_every_rule_takes_the_worst_of_four_distinct_layouts():
-    runs, scores = arms({"reverse_periodic": [0.7, 0.7, 0.7], "sandwich": [0.6, 0.6, 0.6],
-                         "interleaved_sandwich": [0.75, 0.76, 0.77], "endpoint_spread": [0.65, 0.65, 0.65]})
+    runs, scores = arms(
+        {
+            "reverse_periodic": [0.7, 0.7, 0.7],
+            "sandwich": [0.6, 0.6, 0.6],
+            "interleaved_sandwich": [0.75, 0.76, 0.77],
+            "endpoint_spread": [0.65, 0.65, 0.65],
+        }
+    )
     every = rows_by_metric(report.judge(runs, scores, n_boot=200))["largest R of the FA-first layouts"]
     assert every.replicate_values == pytest.approx((0.75, 0.76, 0.77)) and every.outcome == Outcome.REPRODUCED
-    runs, scores = arms({"reverse_periodic": [0.7, 0.7, 0.7], "sandwich": [0.6, 0.6, 0.6],
-                         "interleaved_sandwich": [1.2, 1.2, 1.2], "endpoint_spread": [0.65, 0.65, 0.65]})
+    runs, scores = arms(
+        {
+            "reverse_periodic": [0.7, 0.7, 0.7],
+            "sandwich": [0.6, 0.6, 0.6],
+            "interleaved_sandwich": [1.2, 1.2, 1.2],
+            "endpoint_spread": [0.65, 0.65, 0.65],
+        }
+    )
     every = rows_by_metric(report.judge(runs, scores, n_boot=200))["largest R of the FA-first layouts"]
     assert every.outcome == Outcome.CONTRADICTED
 
 
-@pytest.mark.parametrize(("shift", "outcome"), [(-0.03, Outcome.REPRODUCED), (-0.3, Outcome.DIRECTION_ONLY),
-                                                (0.03, Outcome.CONTRADICTED)])
+@pytest.mark.parametrize(
+    ("shift", "outcome"),
+    [(-0.03, Outcome.REPRODUCED), (-0.3, Outcome.DIRECTION_ONLY), (0.03, Outcome.CONTRADICTED)],
+)
 def test_delta_rule_on_paired_documents(shift, outcome):
     runs, scores = arms({"reverse_periodic": [0.7, 0.7, 0.7]}, ce_shift={"reverse_periodic": shift})
     verdict = rows_by_metric(report.judge(runs, scores, n_boot=200))[
-        "test delta, reverse periodic minus standard periodic"]
+        "test delta, reverse periodic minus standard periodic"
+    ]
     assert verdict.estimate == pytest.approx(shift) and verdict.outcome == outcome
     assert verdict.paper_value == pytest.approx(-0.026)
 
 
-@pytest.mark.parametrize(("curve", "outcome", "reason"), [
-    (REACH_AT_200, Outcome.REPRODUCED, "within"),  # 4x vs the paper's 2.9x: gain 3 within [0.95, 3.8]
-    ([9, 3, 2.6, 2.2, 1.9], Outcome.DIRECTION_ONLY, "outside"),  # crosses at ~683 tokens: 1.17x
-    (REACH_AT_FIRST, Outcome.NOT_TESTED, "lower bound"),
-    (NEVER, Outcome.NOT_TESTED, "never within the budget"),
-])
+@pytest.mark.parametrize(
+    ("curve", "outcome", "reason"),
+    [
+        (REACH_AT_200, Outcome.REPRODUCED, "within"),  # 4x vs the paper's 2.9x: gain 3 within [0.95, 3.8]
+        ([9, 3, 2.6, 2.2, 1.9], Outcome.DIRECTION_ONLY, "outside"),  # crosses at ~683 tokens: 1.17x
+        (REACH_AT_FIRST, Outcome.NOT_TESTED, "lower bound"),
+        (NEVER, Outcome.NOT_TESTED, "never within the budget"),
+    ],
+)
 def test_speedup_rule_refuses_bounds(curve, outcome, reason):
     runs, scores = arms({"reverse_periodic": [0.7, 0.7, 0.7]}, curves={"reverse_periodic": curve})
     verdict = rows_by_metric(report.judge(runs, scores, n_boot=200))["speed-up, reverse_periodic"]
-    assert verdict.outcome == outcome and ("at the first validation" in verdict.reason or reason in verdict.reason)
+    assert verdict.outcome == outcome and (
+        "at the first validation" in verdict.reason or reason in verdict.reason
+    )
     if curve is REACH_AT_200:
         assert verdict.estimate == pytest.approx(4.0)
 
@@ -153,8 +206,9 @@ def test_learning_rate_check_is_not_tested_unless_run():
     off = rows_by_metric(report.judge(runs, scores, n_boot=200))[metric]
     assert off.outcome == Outcome.NOT_TESTED and off.estimate is None and "lr_check_factor=0" in off.reason
     lr_runs, lr_scores = arms({"reverse_periodic": [1.1, 1.2, 1.15]})
-    on = rows_by_metric(report.judge(runs, scores, lr_runs=lr_runs, lr_scores=lr_scores, lr_factor=0.3,
-                                     n_boot=200))["R of the best FA-first layout, peak learning rates x 0.3"]
+    on = rows_by_metric(
+        report.judge(runs, scores, lr_runs=lr_runs, lr_scores=lr_scores, lr_factor=0.3, n_boot=200)
+    )["R of the best FA-first layout, peak learning rates x 0.3"]
     assert on.outcome == Outcome.CONTRADICTED and on.estimate == pytest.approx(1.15)
 
 
@@ -177,7 +231,9 @@ def test_replicate_table_and_spread():
     assert table.loc[("reverse_periodic", 2), "delta_vs_base"] == pytest.approx(-0.14)
     spread = report.replicate_spread(table, "reverse_periodic")
     assert spread.loc["standard_periodic", "delta sd"] == pytest.approx(0.02)
-    assert spread.loc["standard_periodic", "share_of_gap"] == pytest.approx(0.02 / 0.12)  # gaps -0.1,-0.12,-0.14
+    assert spread.loc["standard_periodic", "share_of_gap"] == pytest.approx(
+        0.02 / 0.12
+    )  # gaps -0.1,-0.12,-0.14
     assert spread.loc["reverse_periodic", "replicates"] == 3
 
 

@@ -51,8 +51,16 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 256}
+SMALL = {
+    "vocab_size": 97,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 256,
+}
 
 
 def _model(kind: str, attn: str = "eager", init: float = 0.02):
@@ -66,7 +74,9 @@ def _model(kind: str, attn: str = "eager", init: float = 0.02):
     return model
 
 
-@pytest.mark.parametrize("kind,attn", [("llama", "eager"), ("llama", "sdpa"), ("qwen3", "sdpa"), ("gemma3", "eager")])
+@pytest.mark.parametrize(
+    "kind,attn", [("llama", "eager"), ("llama", "sdpa"), ("qwen3", "sdpa"), ("gemma3", "eager")]
+)
 @pytest.mark.parametrize("feature_map", ["hedgehog", "t2r"])
 def test_window_covering_the_sequence_reproduces_the_teachers_softmax_attention(kind, attn, feature_map):
     teacher = _model(kind, attn, init=0.2)
@@ -81,7 +91,9 @@ def test_window_covering_the_sequence_reproduces_the_teachers_softmax_attention(
     expected = teacher.model.layers[1].self_attn(h, position_embeddings=pe, attention_mask=mask)[0]
     got = layer(h, position_embeddings=pe, attention_mask=mask)[0]
     torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-4)
-    torch.testing.assert_close(student(input_ids=ids).logits, teacher(input_ids=ids).logits, atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        student(input_ids=ids).logits, teacher(input_ids=ids).logits, atol=2e-4, rtol=1e-4
+    )
     # a window shorter than the sequence is not softmax attention any more
     short = linearize(teacher, feature_map=feature_map, window=4)
     assert (short(input_ids=ids).logits - teacher(input_ids=ids).logits).abs().max() > 1e-3
@@ -90,9 +102,14 @@ def test_window_covering_the_sequence_reproduces_the_teachers_softmax_attention(
 def test_conversion_variants_and_bad_input():
     teacher = _model("llama")
     hybrid = linearize(teacher, feature_map="t2r", softmax_layers=alternate_layers(2))
-    assert [type(layer.self_attn).__name__ for layer in hybrid.model.layers] == ["LlamaAttention", "LinearizedAttention"]
+    assert [type(layer.self_attn).__name__ for layer in hybrid.model.layers] == [
+        "LlamaAttention",
+        "LinearizedAttention",
+    ]
     assert alternate_layers(5) == (0, 2, 4)
-    trainable = {n for n, p in linearize(teacher, window=8, terraced=True).named_parameters() if p.requires_grad}
+    trainable = {
+        n for n, p in linearize(teacher, window=8, terraced=True).named_parameters() if p.requires_grad
+    }
     assert trainable == set(attention_parameters(linearize(teacher, window=8)))
     assert trainable and all("phi_" in n or "window_factors" in n for n in trainable)
     with pytest.raises(ValueError, match="feature_map='elu'"):
@@ -148,7 +165,9 @@ def test_chunked_prefill_gives_the_same_logits_and_cache(window):
         chunked_cache, chunked = prefill(model, ids, chunk=5)  # 5 + 5 + 5 + 5 + 1 tokens
         torch.testing.assert_close(chunked, whole, atol=1e-5, rtol=1e-5)
         assert cache_nbytes(chunked_cache) == cache_nbytes(whole_cache)
-        assert torch.equal(decode_steps(model, chunked_cache, chunked, 4), decode_steps(model, whole_cache, whole, 4))
+        assert torch.equal(
+            decode_steps(model, chunked_cache, chunked, 4), decode_steps(model, whole_cache, whole, 4)
+        )
     with pytest.raises(ValueError, match="chunk must be a positive int"):
         prefill(teacher, ids, chunk=0)
 
@@ -169,13 +188,18 @@ class _RunsOutOfMemory(torch.nn.Module):
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 def test_generation_throughput_separates_phases_and_records_oom_without_numbers(phase):
     teacher = _model("llama")
-    rows = generation_throughput(_RunsOutOfMemory(teacher, 3, phase), [1, 2, 4], prompt_len=12, new_tokens=5,
-                                 prefill_chunk=5)
+    rows = generation_throughput(
+        _RunsOutOfMemory(teacher, 3, phase), [1, 2, 4], prompt_len=12, new_tokens=5, prefill_chunk=5
+    )
     ok, oom = rows[:2], rows[2]
     for row in ok:
-        assert row["status"] == "ok" and row["oom_in"] is None and row["prefill_peak_gib"] is None  # CPU: no peak
+        assert (
+            row["status"] == "ok" and row["oom_in"] is None and row["prefill_peak_gib"] is None
+        )  # CPU: no peak
         assert row["tokens_per_s"] == pytest.approx(row["batch"] * 5 / row["decode_s"])
-        assert row["cache_gib"] * 2**30 == 2 * row["batch"] * 2 * (12 + 5) * 16 * 2 * 4  # as in the test above
+        assert (
+            row["cache_gib"] * 2**30 == 2 * row["batch"] * 2 * (12 + 5) * 16 * 2 * 4
+        )  # as in the test above
     assert oom["status"] == "oom" and oom["oom_in"] == phase
     assert "tokens_per_s" not in oom and "cache_gib" not in oom
     assert ("prefill_s" in oom) == (phase == "decode")
@@ -183,10 +207,20 @@ def test_generation_throughput_separates_phases_and_records_oom_without_numbers(
 
 def _rows(points):
     """generation_throughput-like rows from {batch: (tokens_per_s, cache_gib) or "prefill"/"decode" (OOM phase)}."""
-    return [{"batch": b, "status": "oom", "oom_in": v} if isinstance(v, str) else
-            {"batch": b, "status": "ok", "oom_in": None, "tokens_per_s": v[0], "cache_gib": v[1], "prompt_len": 24,
-             "new_tokens": 8}
-            for b, v in points.items()]
+    return [
+        {"batch": b, "status": "oom", "oom_in": v}
+        if isinstance(v, str)
+        else {
+            "batch": b,
+            "status": "ok",
+            "oom_in": None,
+            "tokens_per_s": v[0],
+            "cache_gib": v[1],
+            "prompt_len": 24,
+            "new_tokens": 8,
+        }
+        for b, v in points.items()
+    ]
 
 
 def test_throughput_comparison_uses_the_largest_batch_both_decoded():
@@ -216,8 +250,11 @@ def test_attention_transfer_lowers_every_layers_mse_teacher_forced(feature_map):
     student = linearize(teacher, feature_map=feature_map)
     held = [rows[:8]]
     before = mse_by_layer(student, held)
-    attention_transfer(student, PackedBatches(rows[8:], 8), TrainConfig(
-        batch_size=8, seq_len=32, steps=60, lrs={"rest": 3e-2}, warmup_frac=0.0, progress=False))
+    attention_transfer(
+        student,
+        PackedBatches(rows[8:], 8),
+        TrainConfig(batch_size=8, seq_len=32, steps=60, lrs={"rest": 3e-2}, warmup_frac=0.0, progress=False),
+    )
     after = mse_by_layer(student, held)
     # measured: hedgehog after/before ~0.66 / 0.71, t2r ~0.42 / 0.35 (two layers)
     assert len(before) == 2 and all(a < 0.8 * b for a, b in zip(after, before)), (before, after)
@@ -233,8 +270,11 @@ def test_lora_trains_only_adapters():
     student = linearize(_model("llama"), feature_map="hedgehog", window=8)
     frozen = {n: p.detach().clone() for n, p in student.named_parameters()}
     rows = torch.randint(97, (16, 32))
-    peft_model, history = lora_finetune(student, PackedBatches(rows, 8), TrainConfig(
-        batch_size=8, seq_len=32, steps=3, lrs={"rest": 1e-2}, warmup_frac=0.0, progress=False))
+    peft_model, history = lora_finetune(
+        student,
+        PackedBatches(rows, 8),
+        TrainConfig(batch_size=8, seq_len=32, steps=3, lrs={"rest": 1e-2}, warmup_frac=0.0, progress=False),
+    )
     assert len(history.train) == 3
     named = dict(peft_model.named_parameters())
     trainable = {n for n, p in named.items() if p.requires_grad}
@@ -269,7 +309,9 @@ def test_passkey_generator_places_the_key_at_the_requested_depth(depth):
     first, end = item.filler_span
     filler_len = end - first - len(tok.encode(" The pass key is 71432. Remember it. 71432 is the pass key."))
     where = (item.needle_start - first) / filler_len
-    sentence = max(len(tok.encode(s)) for s in [" The grass is green.", " There and back again."]) / filler_len
+    sentence = (
+        max(len(tok.encode(s)) for s in [" The grass is green.", " There and back again."]) / filler_len
+    )
     assert abs(where - depth) <= sentence
     assert text.index(needle) + 1 == item.needle_start
     with pytest.raises(ValueError, match="depth"):
@@ -287,8 +329,12 @@ class Oracle(torch.nn.Module):
     def forward(self, input_ids):
         logits = torch.zeros(*input_ids.shape, 256)
         for b, row in enumerate(input_ids.tolist()):
-            truth = max(self.truths, key=lambda t: next((i for i, (a, b) in enumerate(zip(row, t)) if a != b),
-                                                        min(len(row), len(t))))
+            truth = max(
+                self.truths,
+                key=lambda t: next(
+                    (i for i, (a, b) in enumerate(zip(row, t)) if a != b), min(len(row), len(t))
+                ),
+            )
             for i in range(min(len(row), len(truth)) - 1):
                 logits[b, i, truth[i + 1]] = 20.0
         return type("Out", (), {"logits": logits})
@@ -326,27 +372,49 @@ def test_sequence_nll_is_per_sequence_and_perplexity_its_exponentiated_mean():
 def test_lora_only_is_step_matched_by_default():
     budget = Budget(transfer_steps=20, lora_steps=30, batch_size=4, seq_len=32)
     assert (budget.lora_only_steps, budget.lora_lr) == (50, 1e-4)  # the paper's protocol and learning rate
-    assert Budget(transfer_steps=20, lora_steps=30, batch_size=4, seq_len=32, step_matched=False).lora_only_steps == 30
+    assert (
+        Budget(transfer_steps=20, lora_steps=30, batch_size=4, seq_len=32, step_matched=False).lora_only_steps
+        == 30
+    )
 
 
 def test_ablation_rows_carry_steps_and_per_document_scores_and_the_seed_fixes_the_adapters():
     teacher = _model("llama", init=0.1)
     rows = torch.randint(97, (32, 16))
     budget = Budget(transfer_steps=2, lora_steps=1, batch_size=4, seq_len=16, lora_lr=1e-3, seed=3)
-    items = [ClozeItem(i.lang, [c % 97 for c in i.context], [[c % 97 for c in ch] for ch in i.choices], i.answer)
-             for i in cloze_items(CharTokenizer(), languages=["eng"], per_language=4, seed=0)]  # ids in the vocab
+    items = [
+        ClozeItem(i.lang, [c % 97 for c in i.context], [[c % 97 for c in ch] for ch in i.choices], i.answer)
+        for i in cloze_items(CharTokenizer(), languages=["eng"], per_language=4, seed=0)
+    ]  # ids in the vocab
     evaluation = Evaluation(rows[:3], items)
-    got, extras = ablation(teacher, PackedBatches(rows[3:], 4, seed=3), evaluation, budget, feature_map="hedgehog")
+    got, extras = ablation(
+        teacher, PackedBatches(rows[3:], 4, seed=3), evaluation, budget, feature_map="hedgehog"
+    )
     steps = {r["stage"]: (r["transfer_steps"], r["lora_steps"]) for r in got}
     assert steps == {"swap": (0, 0), "transfer": (2, 0), "lora": (0, 3), "transfer+lora": (2, 1)}
     assert all(len(r["nll"]) == 3 and len(r["hits"]) == 4 for r in got)
     assert all(r["ppl"] == pytest.approx(math.exp(sum(r["nll"]) / 3)) for r in got)
     assert extras["lora_only_loss"] and len(extras["lora_only_loss"]) == 3
-    one, _ = converted(teacher, PackedBatches(rows[3:], 4, seed=3), evaluation, budget, steps=1, feature_map="t2r",
-                       window=4, terraced=True)
-    assert {k: one[k] for k in ("feature_map", "window", "terraced", "stage", "transfer_steps", "lora_steps")} == {
-        "feature_map": "t2r", "window": 4, "terraced": True, "stage": "transfer+lora", "transfer_steps": 1,
-        "lora_steps": 1}
+    one, _ = converted(
+        teacher,
+        PackedBatches(rows[3:], 4, seed=3),
+        evaluation,
+        budget,
+        steps=1,
+        feature_map="t2r",
+        window=4,
+        terraced=True,
+    )
+    assert {
+        k: one[k] for k in ("feature_map", "window", "terraced", "stage", "transfer_steps", "lora_steps")
+    } == {
+        "feature_map": "t2r",
+        "window": 4,
+        "terraced": True,
+        "stage": "transfer+lora",
+        "transfer_steps": 1,
+        "lora_steps": 1,
+    }
     student, _ = transferred(teacher, [], budget, steps=0)
     batches = PackedBatches(rows, 4)
     lora_a = lambda b: next(p for n, p in adapted(student, batches, b)[0].named_parameters() if "lora_A" in n)

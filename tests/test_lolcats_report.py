@@ -14,17 +14,32 @@ from hybridlib.findings.lolcats import report
 from hybridlib.verdicts import Outcome, t_quantile
 
 STAGES = ("swap", "transfer", "lora", "transfer+lora")
-DOC_NOISE = np.array([0.5, -0.25, 0.75, 0.0])  # per held-out sequence, shared by every arm of a seed (exact in binary)
+DOC_NOISE = np.array(
+    [0.5, -0.25, 0.75, 0.0]
+)  # per held-out sequence, shared by every arm of a seed (exact in binary)
 
 
 def _row(seed, nll, **fields):
-    return {"model": "m", "lora_lr": 1e-4, "feature_map": "hedgehog", "window": 0, "terraced": False,
-            "transfer_steps": 0, "seed": seed, "nll": list(nll), **fields}
+    return {
+        "model": "m",
+        "lora_lr": 1e-4,
+        "feature_map": "hedgehog",
+        "window": 0,
+        "terraced": False,
+        "transfer_steps": 0,
+        "seed": seed,
+        "nll": list(nll),
+        **fields,
+    }
 
 
 def _table2_rows(level, seeds=3, seed_shift=(0.0, 0.25, -0.125)):
     """Rows whose per-sequence NLL is ``level[stage]`` + document noise + a seed offset shared by every stage."""
-    return [_row(s, level[stage] + DOC_NOISE + seed_shift[s], stage=stage) for s in range(seeds) for stage in STAGES]
+    return [
+        _row(s, level[stage] + DOC_NOISE + seed_shift[s], stage=stage)
+        for s in range(seeds)
+        for stage in STAGES
+    ]
 
 
 def _outcomes(rows):
@@ -46,7 +61,8 @@ def test_table2_reproduces_the_papers_log_ratios_exactly():
         assert v.n_replicates == 3 and v.n_documents == 12
     # the seed offsets do not cancel in one arm's perplexity: exp(mean of (ln 60.86 + mean noise + offset))
     assert report.mean_ppl(_table2_rows(_paper_levels()), stage="transfer") == pytest.approx(
-        60.86 * math.exp(DOC_NOISE.mean() + np.mean([0.0, 0.25, -0.125])))
+        60.86 * math.exp(DOC_NOISE.mean() + np.mean([0.0, 0.25, -0.125]))
+    )
 
 
 def test_table2_effects_a_tenth_of_the_papers_are_direction_only():
@@ -65,12 +81,16 @@ def test_table2_sub_point_differences_at_perplexity_471_are_inconclusive():
     effects = [0.0021, 0.0001, 0.0040]  # ln(ppl lora / ppl transfer+lora) per seed: 0.05 to 1.9 points at 471
     rows = []
     for s, e in enumerate(effects):
-        rows += [_row(s, math.log(471) + e + DOC_NOISE, stage="lora"),
-                 _row(s, math.log(471) + DOC_NOISE, stage="transfer+lora")]
+        rows += [
+            _row(s, math.log(471) + e + DOC_NOISE, stage="lora"),
+            _row(s, math.log(471) + DOC_NOISE, stage="transfer+lora"),
+        ]
     rule = report.table2_rule("hedgehog", "transfer+lora", "lora", "transfer + LoRA beats LoRA alone")
     v = report.judge_pair(rule, rows, "nll", {"stage": "transfer+lora"}, {"stage": "lora"})
     assert v.outcome == Outcome.INCONCLUSIVE
-    half = t_quantile(0.95, 2) * np.std(effects, ddof=1) / math.sqrt(3)  # the t interval is the wider one here
+    half = (
+        t_quantile(0.95, 2) * np.std(effects, ddof=1) / math.sqrt(3)
+    )  # the t interval is the wider one here
     assert v.estimate == pytest.approx(np.mean(effects))
     assert (v.low, v.high) == pytest.approx((np.mean(effects) - half, np.mean(effects) + half))
     assert v.low < 0 < v.high
@@ -93,72 +113,116 @@ def _hits_rows(better_hits, worse_hits, seeds=3):
     """Table 5 arms of hedgehog with window 16 (terraced): only the two cloze arms carry hits."""
     rows = []
     for s in range(seeds):
-        rows += [{**_row(s, DOC_NOISE, stage="transfer+lora", window=16, terraced=True, transfer_steps=20),
-                  "hits": better_hits},
-                 {**_row(s, DOC_NOISE + 0.1, stage="lora", window=0), "hits": worse_hits},
-                 _row(s, DOC_NOISE + 0.2, stage="transfer+lora", window=0, transfer_steps=20),
-                 _row(s, DOC_NOISE + 0.3, stage="lora", window=16, terraced=True),
-                 _row(s, DOC_NOISE + 9.0, stage="transfer+lora", window=16, terraced=True, transfer_steps=5)]
+        rows += [
+            {
+                **_row(s, DOC_NOISE, stage="transfer+lora", window=16, terraced=True, transfer_steps=20),
+                "hits": better_hits,
+            },
+            {**_row(s, DOC_NOISE + 0.1, stage="lora", window=0), "hits": worse_hits},
+            _row(s, DOC_NOISE + 0.2, stage="transfer+lora", window=0, transfer_steps=20),
+            _row(s, DOC_NOISE + 0.3, stage="lora", window=16, terraced=True),
+            _row(s, DOC_NOISE + 9.0, stage="transfer+lora", window=16, terraced=True, transfer_steps=5),
+        ]
     return rows
 
 
 def test_table5_directions_and_cloze():
-    rows = report.table5_rows(_hits_rows([1, 1, 0, 1], [0, 0, 0, 1]), feature_map="hedgehog", window=16,
-                              terraced=True, transfer_steps=20)  # the transfer_steps=5 row stays out
+    rows = report.table5_rows(
+        _hits_rows([1, 1, 0, 1], [0, 0, 0, 1]),
+        feature_map="hedgehog",
+        window=16,
+        terraced=True,
+        transfer_steps=20,
+    )  # the transfer_steps=5 row stays out
     window, transfer, cloze = (r["verdict"] for r in rows)
     assert window.outcome == Outcome.REPRODUCED and window.estimate == pytest.approx(0.2)  # any magnitude
     assert transfer.outcome == Outcome.REPRODUCED and transfer.estimate == pytest.approx(0.3)
     assert cloze.outcome == Outcome.REPRODUCED and cloze.estimate == pytest.approx(0.5)  # 2 of 4 items gained
     assert "6-task avg 44.2 -> 70.66" in rows[2]["paper"]
-    reversed_ = report.table5_rows(_hits_rows([0, 0, 0, 1], [1, 1, 0, 1]), feature_map="hedgehog", window=16,
-                                   terraced=True, transfer_steps=20)
+    reversed_ = report.table5_rows(
+        _hits_rows([0, 0, 0, 1], [1, 1, 0, 1]),
+        feature_map="hedgehog",
+        window=16,
+        terraced=True,
+        transfer_steps=20,
+    )
     assert reversed_[2]["verdict"].outcome == Outcome.CONTRADICTED
-    tied = report.table5_rows(_hits_rows([1, 0, 0, 1], [0, 1, 0, 1]), feature_map="hedgehog", window=16,
-                              terraced=True, transfer_steps=20)
+    tied = report.table5_rows(
+        _hits_rows([1, 0, 0, 1], [0, 1, 0, 1]),
+        feature_map="hedgehog",
+        window=16,
+        terraced=True,
+        transfer_steps=20,
+    )
     assert tied[2]["verdict"].outcome == Outcome.INCONCLUSIVE and tied[2]["verdict"].estimate == 0
-    missing = report.table5_rows(_hits_rows([1, 1, 0, 1], [0, 0, 0, 1]), feature_map="hedgehog", window=64,
-                                 terraced=True, transfer_steps=20)
-    assert _outcomes(missing) == [Outcome.NOT_TESTED] * 3 and "both arms ran failed" in missing[0]["verdict"].reason
+    missing = report.table5_rows(
+        _hits_rows([1, 1, 0, 1], [0, 0, 0, 1]),
+        feature_map="hedgehog",
+        window=64,
+        terraced=True,
+        transfer_steps=20,
+    )
+    assert (
+        _outcomes(missing) == [Outcome.NOT_TESTED] * 3
+        and "both arms ran failed" in missing[0]["verdict"].reason
+    )
 
 
 def _sweep_rows(windows, nll_of, hits_of, seeds=3):
-    return [{**_row(s, nll_of(w, t) + DOC_NOISE, stage="transfer+lora", window=w, terraced=t), "hits": hits_of(w)}
-            for s in range(seeds) for w, t in windows]
+    return [
+        {**_row(s, nll_of(w, t) + DOC_NOISE, stage="transfer+lora", window=w, terraced=t), "hits": hits_of(w)}
+        for s in range(seeds)
+        for w, t in windows
+    ]
 
 
 def test_table18_rules_and_their_preconditions():
     windows = [(16, True), (16, False), (4, False), (64, False)]
-    rows = _sweep_rows(windows, lambda w, t: 3.0 - 0.01 * w - 0.05 * t, lambda w: [1, 1, 1, 0] if w == 16 else
-                       [0, 0, 0, 0])
-    terraced, small, large = report.table18_rows(rows, feature_map="hedgehog", window=16, sweep=[4, 64], seq_len=128)
-    assert terraced["verdict"].outcome == Outcome.REPRODUCED and terraced["verdict"].estimate == pytest.approx(0.05)
+    rows = _sweep_rows(
+        windows, lambda w, t: 3.0 - 0.01 * w - 0.05 * t, lambda w: [1, 1, 1, 0] if w == 16 else [0, 0, 0, 0]
+    )
+    terraced, small, large = report.table18_rows(
+        rows, feature_map="hedgehog", window=16, sweep=[4, 64], seq_len=128
+    )
+    assert terraced["verdict"].outcome == Outcome.REPRODUCED and terraced[
+        "verdict"
+    ].estimate == pytest.approx(0.05)
     assert small["verdict"].outcome == Outcome.REPRODUCED and small["verdict"].estimate == pytest.approx(0.12)
     assert large["verdict"].outcome == Outcome.REPRODUCED and large["verdict"].estimate == pytest.approx(0.75)
     # one item of four apart in every seed: a resample misses it with probability (3/4)^4 per seed, so the
     # interval reaches 0 (P(all three seeds miss) = 0.034 > 0.025)
     one_item = _sweep_rows(windows, lambda w, t: 3.0, lambda w: [1, 1, 0, 0] if w == 16 else [1, 0, 0, 0])
     *_, large = report.table18_rows(one_item, feature_map="hedgehog", window=16, sweep=[4, 64], seq_len=128)
-    assert large["verdict"].outcome == Outcome.INCONCLUSIVE and large["verdict"].estimate == pytest.approx(0.25)
+    assert large["verdict"].outcome == Outcome.INCONCLUSIVE and large["verdict"].estimate == pytest.approx(
+        0.25
+    )
     assert large["verdict"].low == 0
     *_, too_long = report.table18_rows(rows, feature_map="hedgehog", window=16, sweep=[4, 64], seq_len=64)
     assert too_long["verdict"].outcome == Outcome.NOT_TESTED and "leaves tokens" in too_long["verdict"].reason
-    _, no_small, no_large = report.table18_rows(rows, feature_map="hedgehog", window=16, sweep=[], seq_len=128)
+    _, no_small, no_large = report.table18_rows(
+        rows, feature_map="hedgehog", window=16, sweep=[], seq_len=128
+    )
     assert no_small["verdict"].outcome == no_large["verdict"].outcome == Outcome.NOT_TESTED
     assert "sweep holds a smaller window failed" in no_small["verdict"].reason
 
 
-@pytest.mark.parametrize("zero,mid,full,outcome,estimate", [
-    (3.0, 2.0, 1.9, Outcome.REPRODUCED, 0.9),  # gain 1.0 in the first steps, 0.1 after
-    (3.0, 2.0, 1.0, Outcome.INCONCLUSIVE, 0.0),  # linear in steps: the first steps give half
-    (3.0, 2.9, 1.0, Outcome.CONTRADICTED, -1.8),  # the gain comes late
-])
+@pytest.mark.parametrize(
+    "zero,mid,full,outcome,estimate",
+    [
+        (3.0, 2.0, 1.9, Outcome.REPRODUCED, 0.9),  # gain 1.0 in the first steps, 0.1 after
+        (3.0, 2.0, 1.0, Outcome.INCONCLUSIVE, 0.0),  # linear in steps: the first steps give half
+        (3.0, 2.9, 1.0, Outcome.CONTRADICTED, -1.8),  # the gain comes late
+    ],
+)
 def test_table23_first_steps_give_most_of_the_gain(zero, mid, full, outcome, estimate):
     arm = {"window": 16, "terraced": True}
     rows = []
     for s in range(3):
-        rows += [_row(s, zero + DOC_NOISE, stage="lora", transfer_steps=0, **arm),
-                 _row(s, mid + DOC_NOISE, stage="transfer+lora", transfer_steps=5, **arm),
-                 _row(s, full + DOC_NOISE, stage="transfer+lora", transfer_steps=20, **arm)]
+        rows += [
+            _row(s, zero + DOC_NOISE, stage="lora", transfer_steps=0, **arm),
+            _row(s, mid + DOC_NOISE, stage="transfer+lora", transfer_steps=5, **arm),
+            _row(s, full + DOC_NOISE, stage="transfer+lora", transfer_steps=20, **arm),
+        ]
     got = report.table23_row(rows, feature_map="hedgehog", transfer_steps=20, sweep=[5], **arm)["verdict"]
     assert got.outcome == outcome and got.estimate == pytest.approx(estimate, abs=1e-12)
     none = report.table23_row(rows, feature_map="hedgehog", transfer_steps=20, sweep=[40], **arm)["verdict"]
@@ -172,11 +236,16 @@ def test_fig7_is_judged_per_feature_map_on_the_worst_layer():
     assert v["verdict"].outcome == Outcome.REPRODUCED and v["verdict"].estimate == pytest.approx(math.log(10))
     assert "seed 0: 3/3" in v["note"]
     one_seed_off = {**every, 2: (lin, [0.1, 0.2, 8.0])}  # seed 2: layer 2 twice as bad
-    assert report.fig7_row(one_seed_off, feature_map="t2r", window=16)["verdict"].outcome == Outcome.INCONCLUSIVE
+    assert (
+        report.fig7_row(one_seed_off, feature_map="t2r", window=16)["verdict"].outcome == Outcome.INCONCLUSIVE
+    )
     all_off = {s: (lin, [0.1, 0.2, 8.0]) for s in range(3)}
     got = report.fig7_row(all_off, feature_map="t2r", window=16)["verdict"]
     assert got.outcome == Outcome.CONTRADICTED and got.estimate == pytest.approx(-math.log(2))
-    assert report.fig7_row({0: every[0]}, feature_map="hedgehog", window=16)["verdict"].outcome == Outcome.NOT_TESTED
+    assert (
+        report.fig7_row({0: every[0]}, feature_map="hedgehog", window=16)["verdict"].outcome
+        == Outcome.NOT_TESTED
+    )
     assert report.fig7_row({}, feature_map="hedgehog", window=16)["verdict"].outcome == Outcome.NOT_TESTED
 
 
@@ -187,8 +256,13 @@ def test_table21_needs_a_teacher_that_retrieves():
     assert ok.outcome == Outcome.REPRODUCED and ok.estimate == 1.0
     partial = report.table21_row(corpus, {s: [1, 1, 0, 0] for s in range(3)}, hit, window=16, prompt_len=128)
     assert partial["verdict"].outcome == Outcome.REPRODUCED  # 0.5: the tolerance's lower bound, inclusive
-    weak = report.table21_row({s: [0] * 8 for s in range(3)}, {s: [1, 1, 1, 0, 0, 0, 0, 0] for s in range(3)}, hit,
-                              window=16, prompt_len=128)
+    weak = report.table21_row(
+        {s: [0] * 8 for s in range(3)},
+        {s: [1, 1, 1, 0, 0, 0, 0, 0] for s in range(3)},
+        hit,
+        window=16,
+        prompt_len=128,
+    )
     assert weak["verdict"].outcome == Outcome.DIRECTION_ONLY and weak["verdict"].estimate == 0.375
     blind = report.table21_row(corpus, passkey, [1, 0, 0, 0], window=16, prompt_len=128)["verdict"]
     assert blind.outcome == Outcome.NOT_TESTED and "teacher accuracy 25%" in blind.reason
@@ -198,12 +272,15 @@ def test_table21_needs_a_teacher_that_retrieves():
     assert backwards.outcome == Outcome.CONTRADICTED
 
 
-@pytest.mark.parametrize("speedups,outcome", [
-    ([3.0, 3.0, 3.0], Outcome.REPRODUCED),
-    ([1.5, 1.5, 1.5], Outcome.DIRECTION_ONLY),  # 1.5x: below the band [2, 5] around the paper's 3x
-    ([0.5, 0.5, 0.5], Outcome.CONTRADICTED),
-    ([1.2, 0.8, 1.0], Outcome.INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "speedups,outcome",
+    [
+        ([3.0, 3.0, 3.0], Outcome.REPRODUCED),
+        ([1.5, 1.5, 1.5], Outcome.DIRECTION_ONLY),  # 1.5x: below the band [2, 5] around the paper's 3x
+        ([0.5, 0.5, 0.5], Outcome.CONTRADICTED),
+        ([1.2, 0.8, 1.0], Outcome.INCONCLUSIVE),
+    ],
+)
 def test_fig8_outcomes_on_a_valid_measurement(speedups, outcome):
     assert report.fig8_row(speedups, fused_decode=True, device_busy=0.9)["verdict"].outcome == outcome
 
@@ -211,13 +288,17 @@ def test_fig8_outcomes_on_a_valid_measurement(speedups, outcome):
 def test_fig8_is_not_tested_on_the_unfused_host_bound_path():
     got = report.fig8_row([3.0, 3.0, 3.0], fused_decode=False, device_busy=None)["verdict"]
     assert got.outcome == Outcome.NOT_TESTED and got.estimate == 3.0
-    assert "decode path is the method's failed" in got.reason and "timing is device-bound failed" in got.reason
+    assert (
+        "decode path is the method's failed" in got.reason and "timing is device-bound failed" in got.reason
+    )
     nothing = report.fig8_row([], fused_decode=False, device_busy=None)["verdict"]
     assert nothing.outcome == Outcome.NOT_TESTED and nothing.estimate is None
 
 
 def test_summary_takes_the_geometric_mean_of_perplexity_over_seeds():
-    rows = [{**_row(s, [math.log(p)] * 2, stage="lora"), "hits": h} for s, (p, h) in enumerate([(4.0, [1, 0]),
-                                                                                                 (16.0, [1, 1])])]
+    rows = [
+        {**_row(s, [math.log(p)] * 2, stage="lora"), "hits": h}
+        for s, (p, h) in enumerate([(4.0, [1, 0]), (16.0, [1, 1])])
+    ]
     got = report.summary(rows, ["feature_map", "stage"]).loc[("hedgehog", "lora")]
     assert (got["ppl"], got["cloze"], got["seeds"]) == (pytest.approx(8.0), 0.75, 2)

@@ -43,8 +43,17 @@ def test_a_failed_computation_stores_nothing(cache):
 
 
 def test_mqar_resumes_with_the_unfinished_kinds(monkeypatch):
-    args = {"vocab": 16, "pairs": [2], "lengths": [16, 32], "width": 16, "steps": 3, "batch": 4, "lr": 1e-2,
-            "seeds": [0], "kinds": ("full-attention", "gdn")}
+    args = {
+        "vocab": 16,
+        "pairs": [2],
+        "lengths": [16, 32],
+        "width": 16,
+        "steps": 3,
+        "batch": 4,
+        "lr": 1e-2,
+        "seeds": [0],
+        "kinds": ("full-attention", "gdn"),
+    }
     trained = []
     real_train = runs.train
     monkeypatch.setattr(runs, "train", lambda *a, **k: trained.append(1) or real_train(*a, **k))
@@ -55,4 +64,8 @@ def test_mqar_resumes_with_the_unfinished_kinds(monkeypatch):
     pd.testing.assert_frame_equal(again[0][again[0]["kind"] != "hybrid-3:1"].reset_index(drop=True), acc)
     seeds = runs.mqar_experiment(**args | {"seeds": [0, 1], "replicate_kinds": ("gdn",)})
     assert len(trained) == 4  # seed 1 trains only gdn; seed 0 comes from the cache
-    assert sorted(set(zip(seeds[0]["seed"], seeds[0]["kind"]))) == [(0, "full-attention"), (0, "gdn"), (1, "gdn")]
+    assert sorted(set(zip(seeds[0]["seed"], seeds[0]["kind"]))) == [
+        (0, "full-attention"),
+        (0, "gdn"),
+        (1, "gdn"),
+    ]

@@ -32,12 +32,29 @@ def test_verdict_and_table_reject_unknown_verdicts():
 
 
 def _verdict(outcome: str, estimate=0.5, low=0.2, high=0.8, n=3):
-    return Verdict("c", "m", "training run", Outcome(outcome), "why", estimate, low, high, 0.95, n, 10,
-                   (0.4, 0.5, 0.6), 0.7, 0.0, Tolerance.any_magnitude("sign only"))
+    return Verdict(
+        "c",
+        "m",
+        "training run",
+        Outcome(outcome),
+        "why",
+        estimate,
+        low,
+        high,
+        0.95,
+        n,
+        10,
+        (0.4, 0.5, 0.6),
+        0.7,
+        0.0,
+        Tolerance.any_magnitude("sign only"),
+    )
 
 
 def test_paper_vs_book_shows_a_verdicts_interval_runs_and_reason():
-    table = notebook.paper_vs_book([{"metric": "m", "paper": "0.7", "verdict": _verdict("reproduced"), "note": "n"}])
+    table = notebook.paper_vs_book(
+        [{"metric": "m", "paper": "0.7", "verdict": _verdict("reproduced"), "note": "n"}]
+    )
     row = table.loc["m"]
     assert (row["book"], row["verdict"], row["note"]) == ("0.5 [0.2, 0.8], 3 runs", "reproduced", "n; why")
     assert notebook.interval_text(_verdict("not tested", None, None, None, 0)) == "not measured"
@@ -46,7 +63,9 @@ def test_paper_vs_book_shows_a_verdicts_interval_runs_and_reason():
 def test_verdict_summary_takes_the_most_frequent_outcome_and_breaks_ties_against_the_paper():
     status, reason = notebook.verdict_summary([_verdict("reproduced"), _verdict("inconclusive")])
     assert status == "inconclusive" and reason == "2 pre-registered rules: 1 reproduced, 1 inconclusive."
-    assert notebook.verdict_summary([_verdict("reproduced")] * 2 + [_verdict("not tested")])[0] == "reproduced"
+    assert (
+        notebook.verdict_summary([_verdict("reproduced")] * 2 + [_verdict("not tested")])[0] == "reproduced"
+    )
     with pytest.raises(ValueError, match="verdicts"):
         notebook.verdict_summary([])
 
@@ -55,12 +74,21 @@ def test_provenance_table_writes_the_pages_rows_and_verdict(tmp_path, monkeypatc
     monkeypatch.setattr(notebook, "results_dir", lambda chapter: tmp_path / chapter)
     (tmp_path / "softcka").mkdir()
     notebook.start("softcka", {"preset": "seminar"})
-    notebook.paper_vs_book([{"metric": "m", "paper": "0.7", "verdict": _verdict("inconclusive")},
-                            {"metric": "n", "paper": "1", "book": "2", "verdict": "not tested"}])
+    notebook.paper_vs_book(
+        [
+            {"metric": "m", "paper": "0.7", "verdict": _verdict("inconclusive")},
+            {"metric": "n", "paper": "1", "book": "2", "verdict": "not tested"},
+        ]
+    )
     notebook.verdict("inconclusive", "because")
     notebook.provenance_table({"preset": "seminar"})
     saved = json.loads((tmp_path / "softcka" / "paper_vs_book_seminar.json").read_text())
     assert saved["status"] == {"status": "inconclusive", "reason": "because"}
     assert [(r["metric"], r["verdict"], r["rule"] is None) for r in saved["rows"]] == [
-        ("m", "inconclusive", False), ("n", "not tested", True)]
-    assert saved["rows"][0]["rule"]["replicate_values"] == [0.4, 0.5, 0.6] and saved["provenance"]["preset"] == "seminar"
+        ("m", "inconclusive", False),
+        ("n", "not tested", True),
+    ]
+    assert (
+        saved["rows"][0]["rule"]["replicate_values"] == [0.4, 0.5, 0.6]
+        and saved["provenance"]["preset"] == "seminar"
+    )

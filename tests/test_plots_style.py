@@ -24,7 +24,7 @@ def _styled():
 
 def _lab(hex_colour: str) -> tuple[float, float, float]:
     """sRGB hex -> CIE L*a*b* (D65), written out from the standard formulas."""
-    rgb = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    rgb = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
     x = (0.4124 * lin[0] + 0.3576 * lin[1] + 0.1805 * lin[2]) / 0.95047
     y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
@@ -38,7 +38,9 @@ def test_palette_separates_13_languages():
     colours = list(style.language_colors(langs).values())
     assert len(set(colours)) == 13
     labs = [_lab(c) for c in colours]
-    closest = min(sum((a - b) ** 2 for a, b in zip(p, q)) ** 0.5 for i, p in enumerate(labs) for q in labs[i + 1:])
+    closest = min(
+        sum((a - b) ** 2 for a, b in zip(p, q)) ** 0.5 for i, p in enumerate(labs) for q in labs[i + 1 :]
+    )
     assert closest > 25
     with pytest.raises(ValueError, match="14 languages"):
         style.language_colors(langs + ["fra"])
@@ -70,14 +72,26 @@ def test_layer_ticks_label_every_fifth_of_30_layers():
 
 
 def test_figures_fit_the_text_column():
-    curves = pd.DataFrame([{"model": m, "layer": layer, "pairing": p, "softcka": 0.1 * layer}
-                           for m in ("a", "b", "c") for layer in range(30) for p in ("parallel", "shuffled")])
+    curves = pd.DataFrame(
+        [
+            {"model": m, "layer": layer, "pairing": p, "softcka": 0.1 * layer}
+            for m in ("a", "b", "c")
+            for layer in range(30)
+            for p in ("parallel", "shuffled")
+        ]
+    )
     grid = plots.alignment_grid(curves, {"a": [0, 10], "b": [5], "c": []}, "t")
     assert grid.get_size_inches()[0] == pytest.approx(7.84)
     assert all(ax.get_legend() is None for ax in grid.axes)  # one legend for the figure, off the panels
     assert [t.get_text() for t in grid.legends[0].texts] == ["full attention", "parallel", "shuffled"]
-    ctx = pd.DataFrame([{"T": t, "ms": t / 100, "mixer": m, "mode": mode} for t in (256, 512, 1024)
-                        for m in ("fa", "gdn") for mode in ("fwd", "bwd", "decode")])
+    ctx = pd.DataFrame(
+        [
+            {"T": t, "ms": t / 100, "mixer": m, "mode": mode}
+            for t in (256, 512, 1024)
+            for m in ("fa", "gdn")
+            for mode in ("fwd", "bwd", "decode")
+        ]
+    )
     fig = plots.lines_vs_context(ctx, "T", "ms", "mixer", "t", col="mode")
     width, _ = fig.get_size_inches()
     assert width == pytest.approx(7.84, rel=0.02)
@@ -94,20 +108,25 @@ def test_markers_only_on_short_lines():
 
 
 def test_curve_selector_embeds_precomputed_curves():
-    frame = pd.DataFrame([
-        {"model": "m1", "lang": "tel", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.2},
-        {"model": "m1", "lang": "tel", "signal": "s", "pairing": "parallel", "layer": 1, "softcka": 0.4},
-        {"model": "m1", "lang": "yor", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.6},
-        {"model": "m1", "lang": "yor", "signal": "s", "pairing": "parallel", "layer": 1, "softcka": 0.8},
-        {"model": "m1", "lang": "tel", "signal": "s", "pairing": "shuffled", "layer": 0, "softcka": 0.1},
-        {"model": "m2", "lang": "yor", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.5},
-    ])
+    frame = pd.DataFrame(
+        [
+            {"model": "m1", "lang": "tel", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.2},
+            {"model": "m1", "lang": "tel", "signal": "s", "pairing": "parallel", "layer": 1, "softcka": 0.4},
+            {"model": "m1", "lang": "yor", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.6},
+            {"model": "m1", "lang": "yor", "signal": "s", "pairing": "parallel", "layer": 1, "softcka": 0.8},
+            {"model": "m1", "lang": "tel", "signal": "s", "pairing": "shuffled", "layer": 0, "softcka": 0.1},
+            {"model": "m2", "lang": "yor", "signal": "s", "pairing": "parallel", "layer": 0, "softcka": 0.5},
+        ]
+    )
     html = plots.curve_selector(frame, shade={"m1": [1], "m2": []}, title="SoftCKA </b>")._repr_html_()
     assert "http" not in html.replace("http://www.w3.org/2000/svg", "")  # nothing loaded from elsewhere
     assert "SoftCKA &lt;/b&gt;" in html
     selects = re.findall(r'<select aria-label="(\w+)">(.*?)</select>', html)
     assert [(name, re.findall(r'value="([^"]+)"', opts)) for name, opts in selects] == [
-        ("model", ["m1", "m2"]), ("lang", ["mean", "tel", "yor"]), ("signal", ["s"])]
+        ("model", ["m1", "m2"]),
+        ("lang", ["mean", "tel", "yor"]),
+        ("signal", ["s"]),
+    ]
     data = json.loads(re.search(r'<script type="application/json">(.*?)</script>', html).group(1))
     assert data["curves"] == {
         "m1|mean|s": {"parallel": [[0, 0.4], [1, 0.6]], "shuffled": [[0, 0.1]]},

@@ -14,15 +14,31 @@ from transformers import (
 from hybridlib import probe
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away"]
-COMMON = {"vocab_size": 16, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 3,
-          "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
-          "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+COMMON = {
+    "vocab_size": 16,
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
 
 
 def _config(kind: str, **extra):
-    per_family = {"llama": {}, "qwen3": {"head_dim": 4},
-                  "gemma3": {"head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 3,
-                             "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}}
+    per_family = {
+        "llama": {},
+        "qwen3": {"head_dim": 4},
+        "gemma3": {
+            "head_dim": 8,
+            "query_pre_attn_scalar": 8,
+            "sliding_window": 3,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+        },
+    }
     return tiny_config(kind, **COMMON, **per_family[kind], **extra)
 
 
@@ -42,9 +58,11 @@ def _tokenizer() -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.post_processor = processors.TemplateProcessing(
-        single="<bos> $A <eos>", special_tokens=[("<bos>", 1), ("<eos>", 2)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>",
-                                   pad_token="<pad>", unk_token="<unk>")
+        single="<bos> $A <eos>", special_tokens=[("<bos>", 1), ("<eos>", 2)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>"
+    )
 
 
 TEXTS = ["the cat sat on a mat", "dog ran", "a dog ran far away on the mat"]
@@ -53,7 +71,9 @@ TEXTS = ["the cat sat on a mat", "dog ran", "a dog ran far away on the mat"]
 @pytest.mark.parametrize("kind", ["llama", "qwen3", "gemma3"])
 def test_residual_decomposition(kind):
     model = _model(kind)
-    out = probe.capture(model, _tokenizer(), TEXTS, signals=probe.SIGNALS, dtype=torch.float64, progress=False)
+    out = probe.capture(
+        model, _tokenizer(), TEXTS, signals=probe.SIGNALS, dtype=torch.float64, progress=False
+    )
     for layer in range(2):
         for i in range(len(TEXTS)):
             recon = out["attn_in"][layer][i] + out["attn_delta"][layer][i] + out["mlp_delta"][layer][i]
@@ -67,8 +87,9 @@ def test_gemma_delta_is_post_norm_output_not_raw_attention():
     assert probe.block_outputs(layer)["attn_delta"] is layer.post_attention_layernorm
     raw = []
     handle = layer.self_attn.register_forward_hook(lambda m, a, o: raw.append(o[0][0, 1:-1]))
-    out = probe.capture(model, _tokenizer(), TEXTS[:1], signals=probe.SIGNALS, dtype=torch.float64,
-                        progress=False)
+    out = probe.capture(
+        model, _tokenizer(), TEXTS[:1], signals=probe.SIGNALS, dtype=torch.float64, progress=False
+    )
     handle.remove()
     recon = out["attn_in"][0][0] + raw[0] + out["mlp_delta"][0][0]
     assert (recon - out["attn_in"][1][0]).abs().max() > 1e-3
@@ -112,7 +133,8 @@ def test_token_ids_and_bos_prepending():
 
 
 def test_uniform_attention_locality_is_hand_checkable():
-    """Zero key weights -> uniform causal attention (eager softmax runs in float32): query i has distance i/2, local share min(i+1,w)/(i+1)."""
+    """Zero key weights -> uniform causal attention (eager softmax runs in float32): query i has distance i/2,
+    local share min(i+1,w)/(i+1)."""
     model = _model("llama")
     with torch.no_grad():
         for layer in probe.decoder(model)[1]:
@@ -157,7 +179,9 @@ def test_swapped_mixer_is_probed_and_refused_by_locality():
     model = _model("gemma3")
     layer = probe.decoder(model)[1][0]
     layer.self_attn = _Mixer(layer.self_attn)
-    out = probe.capture(model, _tokenizer(), TEXTS[:2], signals=probe.SIGNALS, dtype=torch.float64, progress=False)
+    out = probe.capture(
+        model, _tokenizer(), TEXTS[:2], signals=probe.SIGNALS, dtype=torch.float64, progress=False
+    )
     for i in range(2):
         recon = out["attn_in"][0][i] + out["attn_delta"][0][i] + out["mlp_delta"][0][i]
         torch.testing.assert_close(recon, out["attn_in"][1][i], rtol=0, atol=1e-12)
@@ -208,11 +232,15 @@ def test_real_model_parallel_pairs_beat_shuffled(name, monkeypatch):
 
     model, tok = load(name)
     udhr = load_udhr(["eng", "rus"]).filter(lambda r: r["article"] <= 8)
-    texts = {lang: [r["text"] for r in sorted(udhr, key=lambda r: r["article"]) if r["lang"] == lang]
-             for lang in ("eng", "rus")}
+    texts = {
+        lang: [r["text"] for r in sorted(udhr, key=lambda r: r["article"]) if r["lang"] == lang]
+        for lang in ("eng", "rus")
+    }
     bos_id = describe(name).bos_id
-    states = {lang: probe.capture(model, tok, t, bos_id=bos_id, progress=False)["attn_in"]
-              for lang, t in texts.items()}
+    states = {
+        lang: probe.capture(model, tok, t, bos_id=bos_id, progress=False)["attn_in"]
+        for lang, t in texts.items()
+    }
     perm = derangement(8, seed=0)
     shuffled = {layer: [pairs[j] for j in perm] for layer, pairs in states["rus"].items()}
     parallel = layerwise_soft_cka(states["eng"], states["rus"])

@@ -28,29 +28,53 @@ def test_unlogged_runs_keep_tqdm_auto(monkeypatch):
 
 
 def test_log_output_streams_a_kernels_text_bar_to_stderr(monkeypatch, tmp_path, capfd):
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell('preset = "seminar"', metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell("from hybridlib.progress import progress_bar\n"
-                                          "for _ in progress_bar(range(5), desc='work'): pass")]
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell('preset = "seminar"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "from hybridlib.progress import progress_bar\nfor _ in progress_bar(range(5), desc='work'): pass"
+        ),
+    ]
     nbformat.write(nb, tmp_path / "probe.ipynb")
     monkeypatch.setattr(book, "NOTEBOOKS", tmp_path)
     monkeypatch.delenv(LOG_ENV, raising=False)
-    spec = ChapterSpec(name="probe", title="probe", notebook="probe.ipynb", claim="-",
-                       params=(Param("seed", int, "seed", defaults={"seminar": 0, "gpu": 0, "paper": 0}),))
-    assert book.run_chapter(spec, "seminar", {}, tmp_path / "out.ipynb", force=True, log_output=True) == "executed"
+    spec = ChapterSpec(
+        name="probe",
+        title="probe",
+        notebook="probe.ipynb",
+        claim="-",
+        params=(Param("seed", int, "seed", defaults={"seminar": 0, "gpu": 0, "paper": 0}),),
+    )
+    assert (
+        book.run_chapter(spec, "seminar", {}, tmp_path / "out.ipynb", force=True, log_output=True)
+        == "executed"
+    )
     assert "work: 100%|" in capfd.readouterr().err
 
 
 def test_a_runner_executed_page_keeps_no_progress_bar(monkeypatch, tmp_path):
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell('preset = "seminar"', metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell("from hybridlib.progress import progress_bar\n"
-                                          "for _ in progress_bar(range(5), desc='work'): pass\nprint('done')")]
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell('preset = "seminar"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "from hybridlib.progress import progress_bar\n"
+            "for _ in progress_bar(range(5), desc='work'): pass\nprint('done')"
+        ),
+    ]
     nbformat.write(nb, tmp_path / "probe.ipynb")
     monkeypatch.setattr(book, "NOTEBOOKS", tmp_path)
     monkeypatch.delenv(LOG_ENV, raising=False)
-    spec = ChapterSpec(name="probe", title="probe", notebook="probe.ipynb", claim="-",
-                       params=(Param("seed", int, "seed", defaults={"seminar": 0, "gpu": 0, "paper": 0}),))
+    spec = ChapterSpec(
+        name="probe",
+        title="probe",
+        notebook="probe.ipynb",
+        claim="-",
+        params=(Param("seed", int, "seed", defaults={"seminar": 0, "gpu": 0, "paper": 0}),),
+    )
     assert book.run_chapter(spec, "seminar", {}, tmp_path / "out.ipynb", force=True) == "executed"
     executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]

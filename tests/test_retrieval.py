@@ -92,7 +92,9 @@ def test_mqar_invariants(task):
         asked = [p for p, y in enumerate(lab) if y != IGNORE_INDEX]
         assert len(asked) == task.queries and all(p >= 2 * n for p in asked)
         assert len({row[p] for p in asked}) == len(asked)  # each key asked at most once
-        assert all(row[p] == FILLER for p in {p + 1 for p in asked} - set(asked))  # a filler follows each query
+        assert all(
+            row[p] == FILLER for p in {p + 1 for p in asked} - set(asked)
+        )  # a filler follows each query
         for p in asked:  # the answer appears only earlier, right after the same key
             assert values[keys.index(row[p])] == lab[p]
         rest = set(range(2 * n, task.seq_len)) - set(asked)
@@ -181,4 +183,6 @@ def test_full_attention_with_conv_starts_as_plain_attention_and_stays_causal():
     changed = ids.clone()
     changed[:, 7] = (changed[:, 7] + 1) % 32
     before, after = conv(input_ids=ids).logits, conv(input_ids=changed).logits
-    assert torch.allclose(before[:, :7], after[:, :7], atol=1e-6) and not torch.allclose(before[:, 7:], after[:, 7:])
+    assert torch.allclose(before[:, :7], after[:, :7], atol=1e-6) and not torch.allclose(
+        before[:, 7:], after[:, 7:]
+    )

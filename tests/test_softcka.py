@@ -14,7 +14,10 @@ from hybridlib import softcka as sc
 def _pairs(n: int = 5, d: int = 6, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(seed)
     return [
-        (torch.randn(3 + i, d, generator=g, dtype=torch.float64), torch.randn(5 + 2 * i, d, generator=g, dtype=torch.float64))
+        (
+            torch.randn(3 + i, d, generator=g, dtype=torch.float64),
+            torch.randn(5 + 2 * i, d, generator=g, dtype=torch.float64),
+        )
         for i in range(n)
     ]
 
@@ -48,7 +51,9 @@ def _slow_terms(x1: torch.Tensor, x2: torch.Tensor, sigma2: float | None) -> tup
 
 
 def _random_orthogonal(d: int, seed: int) -> torch.Tensor:
-    q, _ = torch.linalg.qr(torch.randn(d, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64))
+    q, _ = torch.linalg.qr(
+        torch.randn(d, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    )
     return q
 
 
@@ -103,7 +108,9 @@ def test_parallel_scores_above_unrelated():
     pairs = []
     for _ in range(6):
         x1 = torch.randn(10, 16, generator=g, dtype=torch.float64)
-        noisy = x1[torch.randperm(10, generator=g)[:8]] + 0.3 * torch.randn(8, 16, generator=g, dtype=torch.float64)
+        noisy = x1[torch.randperm(10, generator=g)[:8]] + 0.3 * torch.randn(
+            8, 16, generator=g, dtype=torch.float64
+        )
         pairs.append((x1, noisy))
     perm = sc.derangement(len(pairs), seed=0)
     shuffled = [(pairs[i][0], pairs[j][1]) for i, j in enumerate(perm)]
@@ -149,13 +156,19 @@ def test_linear_cka_identity_invariance_and_independence():
     assert sc.linear_cka(x, 3 * x @ _random_orthogonal(5, 1) + 2) == pytest.approx(1.0, abs=1e-12)
     assert sc.linear_cka(x, y) < 0.05
     # hand-computed: x = [0, 1, 2], y = [0, 1, 4]; centred (-1,0,1), (-5/3,-2/3,7/3): 16/(2 * 78/9)
-    assert sc.linear_cka(torch.tensor([[0.0], [1.0], [2.0]]), torch.tensor([[0.0], [1.0], [4.0]])) == pytest.approx(
-        16 / (2 * 78 / 9)
-    )
+    assert sc.linear_cka(
+        torch.tensor([[0.0], [1.0], [2.0]]), torch.tensor([[0.0], [1.0], [4.0]])
+    ) == pytest.approx(16 / (2 * 78 / 9))
 
 
 def test_layerwise_linear_cka_pooling():
-    a = [[torch.tensor([[1.0, 0.0], [3.0, 2.0]]), torch.tensor([[0.0, 1.0]]), torch.tensor([[2.0, 2.0], [0.0, 5.0]])]]
+    a = [
+        [
+            torch.tensor([[1.0, 0.0], [3.0, 2.0]]),
+            torch.tensor([[0.0, 1.0]]),
+            torch.tensor([[2.0, 2.0], [0.0, 5.0]]),
+        ]
+    ]
     np.testing.assert_allclose(sc.pool(a[0], "mean"), [[2.0, 1.0], [0.0, 1.0], [1.0, 3.5]])
     np.testing.assert_allclose(sc.pool(a[0], "last"), [[3.0, 2.0], [0.0, 1.0], [0.0, 5.0]])
     assert sc.layerwise_linear_cka(a, a, pooling="last") == pytest.approx([1.0])
@@ -201,6 +214,11 @@ def test_chunked_batches_equal_one_batch(monkeypatch):
 def test_layers_on_a_thread_pool_equal_serial_layers():
     from concurrent.futures import ThreadPoolExecutor
 
-    a, b = [[x for x, _ in _pairs(n=4, seed=s)] for s in range(3)], [[y for _, y in _pairs(n=4, seed=s)] for s in range(3)]
+    a, b = (
+        [[x for x, _ in _pairs(n=4, seed=s)] for s in range(3)],
+        [[y for _, y in _pairs(n=4, seed=s)] for s in range(3)],
+    )
     with ThreadPoolExecutor(2) as pool:
-        np.testing.assert_array_equal(sc.layerwise_soft_cka_terms(a, b, pool=pool), sc.layerwise_soft_cka_terms(a, b))
+        np.testing.assert_array_equal(
+            sc.layerwise_soft_cka_terms(a, b, pool=pool), sc.layerwise_soft_cka_terms(a, b)
+        )

@@ -195,8 +195,13 @@ def test_time_based_checkpoints(tmp_path, every_s, expected_step):
     an hour saves nothing in a short run."""
     out = tmp_path / "run"
     with pytest.raises(Killed):
-        train(tiny_model(), tiny_batches(), causal_lm_loss,
-              config(steps=7, checkpoint_every_s=every_s, out_dir=str(out)), callbacks=[_kill_at(5)])
+        train(
+            tiny_model(),
+            tiny_batches(),
+            causal_lm_loss,
+            config(steps=7, checkpoint_every_s=every_s, out_dir=str(out)),
+            callbacks=[_kill_at(5)],
+        )
     path = out / "checkpoint.pt"
     if expected_step is None:
         assert not path.exists()

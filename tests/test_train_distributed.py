@@ -84,16 +84,30 @@ def _distill_run(out_dir: str, stop_at: int | None) -> tuple[list[float], dict[s
 
     model = _distill_model()
     try:
-        history = train(model, tiny_batches(), model_loss,
-                        config(steps=4, out_dir=out_dir, checkpoint_every_steps=2), callbacks=[stop])
+        history = train(
+            model,
+            tiny_batches(),
+            model_loss,
+            config(steps=4, out_dir=out_dir, checkpoint_every_steps=2),
+            callbacks=[stop],
+        )
     except _Stop:
         return [], {}
-    return [r["loss"] for r in history.train], {k: v.detach().clone() for k, v in model.student.state_dict().items()}
+    return [r["loss"] for r in history.train], {
+        k: v.detach().clone() for k, v in model.student.state_dict().items()
+    }
 
 
-def _distill_worker(rank: int, world_size: int, port: int, out_dir: str, stop_at: int | None, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
-                      WORLD_SIZE=str(world_size))
+def _distill_worker(
+    rank: int, world_size: int, port: int, out_dir: str, stop_at: int | None, out: str
+) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+    )
     torch.set_num_threads(1)
     losses, state = _distill_run(out_dir, stop_at)
     if rank == 0:
@@ -118,7 +132,9 @@ def test_distillation_checkpoints_move_between_one_and_two_processes(tmp_path, m
     assert resumed_losses == pytest.approx(losses, rel=1e-4)  # history: 2 steps from the checkpoint, 2 after
     # written on 1, resumed on 2
     _distill_run(str(tmp_path / "one-two"), 3)
-    mp.spawn(_distill_worker, args=(2, _free_port(), str(tmp_path / "one-two"), None, out), nprocs=2, join=True)
+    mp.spawn(
+        _distill_worker, args=(2, _free_port(), str(tmp_path / "one-two"), None, out), nprocs=2, join=True
+    )
     two = torch.load(out)
     assert two["losses"] == pytest.approx(losses, rel=1e-4)
     for name, value in reference.items():

@@ -37,12 +37,20 @@ def make_runs(run_means, n_docs=200, doc_sd=0.05, seed=1):
 
 
 # R (relative KL) is below 1 in the paper: effect direction -1 around null 1.
-R_RULE = Rule(claim="reverse periodic has lower KL than standard periodic", metric="R (relative KL)",
-              unit="training run (seed)", direction=-1, min_replicates=3, paper_value=0.697, null=1.0,
-              tolerance=Tolerance.within_factor(0.697, 2.0, "scale differs from the paper's by 30x", null=1.0))
+R_RULE = Rule(
+    claim="reverse periodic has lower KL than standard periodic",
+    metric="R (relative KL)",
+    unit="training run (seed)",
+    direction=-1,
+    min_replicates=3,
+    paper_value=0.697,
+    null=1.0,
+    tolerance=Tolerance.within_factor(0.697, 2.0, "scale differs from the paper's by 30x", null=1.0),
+)
 
 
 # --- the two-level bootstrap -------------------------------------------------------------------------------
+
 
 def test_samples_match_exact_enumeration():
     """Two runs of 2 and 3 documents: the exact distribution of the mean of resampled run means."""
@@ -51,12 +59,13 @@ def test_samples_match_exact_enumeration():
     def slot_dist(x):  # exact distribution of one resampled run mean: all n^n equally likely index tuples
         n = len(x)
         c = Counter(round(float(np.mean(x[list(t)])), 12) for t in itertools.product(range(n), repeat=n))
-        return {v: k / n ** n for v, k in c.items()}
+        return {v: k / n**n for v, k in c.items()}
 
     exact = Counter()
     for picks in itertools.product(range(2), repeat=2):  # 4 equally likely run draws
-        for (v1, p1), (v2, p2) in itertools.product(slot_dist(runs[picks[0]]).items(),
-                                                     slot_dist(runs[picks[1]]).items()):
+        for (v1, p1), (v2, p2) in itertools.product(
+            slot_dist(runs[picks[0]]).items(), slot_dist(runs[picks[1]]).items()
+        ):
             exact[round((v1 + v2) / 2, 6)] += p1 * p2 / 4
     samples = hierarchical_samples(runs, n_boot=40_000, seed=3)
     observed = Counter(np.round(samples, 6).tolist())
@@ -142,10 +151,18 @@ def test_run_spread_dominates_tight_documents():
     assert "2/3 replicates in the paper's direction" in verdict.reason
 
 
-@pytest.mark.parametrize(("level", "df", "t"), [
-    (0.95, 1, 12.706205), (0.95, 2, 4.302653), (0.95, 3, 3.182446), (0.95, 4, 2.776445), (0.95, 29, 2.045230),
-    (0.99, 1, 63.656741), (0.90, 7, 1.894579),
-])
+@pytest.mark.parametrize(
+    ("level", "df", "t"),
+    [
+        (0.95, 1, 12.706205),
+        (0.95, 2, 4.302653),
+        (0.95, 3, 3.182446),
+        (0.95, 4, 2.776445),
+        (0.95, 29, 2.045230),
+        (0.99, 1, 63.656741),
+        (0.90, 7, 1.894579),
+    ],
+)
 def test_t_quantile_against_tables(level, df, t):
     assert t_quantile(level, df) == pytest.approx(t, abs=1e-5)
 
@@ -153,14 +170,25 @@ def test_t_quantile_against_tables(level, df, t):
 def test_three_runs_without_an_effect_rarely_reproduce():
     """No true effect, run spread >> document noise, 3 runs: the bare percentile interval excludes 0 on the
     paper's side whenever all three runs land there (~1/8); the t floor brings it to about 1/40 or less."""
-    rule = Rule(claim="c", metric="m", unit="training run (seed)", direction=1,
-                tolerance=Tolerance.any_magnitude("sign only"))
+    rule = Rule(
+        claim="c",
+        metric="m",
+        unit="training run (seed)",
+        direction=1,
+        tolerance=Tolerance.any_magnitude("sign only"),
+    )
     rng = np.random.default_rng(11)
     studies = [[rng.normal(rng.normal(0.0, 1.0), 0.1, 20) for _ in range(3)] for _ in range(400)]
-    bare = np.mean([rule.decide(hierarchical_bootstrap(r, n_boot=200, seed=i, t_floor=False)).outcome
-                    is Outcome.REPRODUCED for i, r in enumerate(studies)])
-    floored = np.mean([rule.judge(r, n_boot=200, seed=i).outcome is Outcome.REPRODUCED
-                       for i, r in enumerate(studies)])
+    bare = np.mean(
+        [
+            rule.decide(hierarchical_bootstrap(r, n_boot=200, seed=i, t_floor=False)).outcome
+            is Outcome.REPRODUCED
+            for i, r in enumerate(studies)
+        ]
+    )
+    floored = np.mean(
+        [rule.judge(r, n_boot=200, seed=i).outcome is Outcome.REPRODUCED for i, r in enumerate(studies)]
+    )
     assert bare > 0.08 and floored < 0.04
 
 
@@ -194,7 +222,9 @@ def test_repeat_bootstrap_one_level():
     assert 2.0 <= iv.low < 2.3 < iv.high <= 2.6
     # widened to the t interval: 2.3 +- t_3 * sd / 2, sd = 0.2582
     floored = repeat_bootstrap([2.0, 2.2, 2.4, 2.6], n_boot=4000, seed=0)
-    assert (floored.low, floored.high) == pytest.approx((2.3 - 3.182446 * 0.258199 / 2, 2.3 + 3.182446 * 0.258199 / 2))
+    assert (floored.low, floored.high) == pytest.approx(
+        (2.3 - 3.182446 * 0.258199 / 2, 2.3 + 3.182446 * 0.258199 / 2)
+    )
     # one level: the same as the two-level bootstrap with one "document" per run
     samples = hierarchical_samples([[2.0], [2.2], [2.4], [2.6]], n_boot=4000, seed=0)
     assert np.std(samples) == pytest.approx(np.sqrt(np.var([2.0, 2.2, 2.4, 2.6]) / 4), rel=0.05)
@@ -202,12 +232,16 @@ def test_repeat_bootstrap_one_level():
 
 # --- rules: every outcome ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("run_means", "outcome"), [
-    ([0.70, 0.72, 0.68], Outcome.REPRODUCED),
-    ([0.95, 0.96, 0.94], Outcome.DIRECTION_ONLY),  # below 1, but far less than the paper's 0.697 / 2
-    ([0.80, 1.10, 0.90], Outcome.INCONCLUSIVE),  # interval straddles 1
-    ([1.20, 1.25, 1.30], Outcome.CONTRADICTED),
-])
+
+@pytest.mark.parametrize(
+    ("run_means", "outcome"),
+    [
+        ([0.70, 0.72, 0.68], Outcome.REPRODUCED),
+        ([0.95, 0.96, 0.94], Outcome.DIRECTION_ONLY),  # below 1, but far less than the paper's 0.697 / 2
+        ([0.80, 1.10, 0.90], Outcome.INCONCLUSIVE),  # interval straddles 1
+        ([1.20, 1.25, 1.30], Outcome.CONTRADICTED),
+    ],
+)
 def test_rule_reaches_every_measured_outcome(run_means, outcome):
     verdict = R_RULE.judge(make_runs(run_means), n_boot=1000)
     assert verdict.outcome is outcome, verdict.reason
@@ -227,12 +261,18 @@ def test_interval_excluding_null_needs_every_replicate():
 
 def test_failed_precondition_is_not_tested_and_named():
     window, probe = 128, 128
-    control = binds("SWA window below probe length", window < probe, f"window {window} < probe length {probe}")
+    control = binds(
+        "SWA window below probe length", window < probe, f"window {window} < probe length {probe}"
+    )
     ok = binds("lower bound", True, "reached after the first evaluation")
     verdict = R_RULE.judge(make_runs([0.70, 0.72, 0.68]), preconditions=[control, ok], n_boot=200)
     assert verdict.outcome is Outcome.NOT_TESTED
     assert verdict.reason == "SWA window below probe length failed: window 128 < probe length 128"
-    assert [p.name for p in verdict.preconditions] == ["SWA window below probe length", "lower bound", "replicates"]
+    assert [p.name for p in verdict.preconditions] == [
+        "SWA window below probe length",
+        "lower bound",
+        "replicates",
+    ]
     assert [p.holds for p in verdict.preconditions] == [False, True, True]
 
 
@@ -240,13 +280,17 @@ def test_distinct_arms_names_the_coinciding_ones():
     arms = {"reverse_periodic": (0, 4), "sandwich": (0, 7), "endpoint_spread": (0, 7), "interleaved": (0, 4)}
     check = distinct("distinct layouts", arms, minimum=4)
     assert not check.holds
-    assert check.why == ("2 distinct of 4 arms, needs >= 4; coinciding: reverse_periodic = interleaved, "
-                         "sandwich = endpoint_spread")
+    assert check.why == (
+        "2 distinct of 4 arms, needs >= 4; coinciding: reverse_periodic = interleaved, "
+        "sandwich = endpoint_spread"
+    )
     assert distinct("distinct layouts", arms, minimum=2).holds
 
 
 def test_decide_without_measurement_only_when_a_precondition_fails():
-    lower_bound = binds("speed-up measured, not bounded", False, "reached at the first evaluation: >= 2.9x only")
+    lower_bound = binds(
+        "speed-up measured, not bounded", False, "reached at the first evaluation: >= 2.9x only"
+    )
     verdict = R_RULE.decide(None, [lower_bound])
     assert verdict.outcome is Outcome.NOT_TESTED and verdict.estimate is None and verdict.n_replicates == 0
     json.loads(verdict.to_json())
@@ -255,9 +299,16 @@ def test_decide_without_measurement_only_when_a_precondition_fails():
 
 
 def test_judge_repeats_for_benchmark_ratios():
-    rule = Rule(claim="hybrid prefill faster at 64K", metric="time ratio full / hybrid", unit="benchmark repeat",
-                direction=1, null=1.0, min_replicates=3, paper_value=4.56,
-                tolerance=Tolerance(1.5, math.inf, "any clear speed-up; the paper's 61.5 h / 13.5 h is end-to-end"))
+    rule = Rule(
+        claim="hybrid prefill faster at 64K",
+        metric="time ratio full / hybrid",
+        unit="benchmark repeat",
+        direction=1,
+        null=1.0,
+        min_replicates=3,
+        paper_value=4.56,
+        tolerance=Tolerance(1.5, math.inf, "any clear speed-up; the paper's 61.5 h / 13.5 h is end-to-end"),
+    )
     assert rule.judge_repeats([2.1, 2.0, 2.2]).outcome is Outcome.REPRODUCED
     assert rule.judge_repeats([1.20, 1.22, 1.21]).outcome is Outcome.DIRECTION_ONLY
     assert rule.judge_repeats([1.2, 1.1, 1.3]).outcome is Outcome.INCONCLUSIVE  # t_2 interval reaches 0.95
@@ -267,9 +318,14 @@ def test_judge_repeats_for_benchmark_ratios():
 
 
 def test_judge_paired_direction_from_run_level_differences():
-    rule = Rule(claim="reverse periodic has a lower CE gap", metric="delta difference (nats/token)",
-                unit="training run (seed)", direction=-1, paper_value=-0.026,
-                tolerance=Tolerance.any_magnitude("only the sign is compared at this scale"))
+    rule = Rule(
+        claim="reverse periodic has a lower CE gap",
+        metric="delta difference (nats/token)",
+        unit="training run (seed)",
+        direction=-1,
+        paper_value=-0.026,
+        tolerance=Tolerance.any_magnitude("only the sign is compared at this scale"),
+    )
     base = make_runs([0.6, 0.9, 0.7], doc_sd=0.3)
     better = [b - 0.05 for b in base]
     assert rule.judge_paired(better, base).outcome is Outcome.REPRODUCED
@@ -281,15 +337,21 @@ def test_verdict_json_round_trip():
     data = json.loads(verdict.to_json())
     assert data["outcome"] == "reproduced" and data["paper_value"] == 0.697
     assert Verdict.from_dict(data) == verdict
-    open_ended = Rule(claim="c", metric="m", unit="document", direction=1,
-                      tolerance=Tolerance.any_magnitude("sign only")).judge(make_runs([0.2, 0.3, 0.1]), n_boot=50)
+    open_ended = Rule(
+        claim="c", metric="m", unit="document", direction=1, tolerance=Tolerance.any_magnitude("sign only")
+    ).judge(make_runs([0.2, 0.3, 0.1]), n_boot=50)
     data = json.loads(open_ended.to_json())
     assert data["tolerance"]["low"] is None and Verdict.from_dict(data) == open_ended
 
 
 def test_outcome_words_and_tolerance_factor():
-    assert [o.value for o in Outcome] == ["reproduced", "direction only", "inconclusive", "contradicted",
-                                          "not tested"]
+    assert [o.value for o in Outcome] == [
+        "reproduced",
+        "direction only",
+        "inconclusive",
+        "contradicted",
+        "not tested",
+    ]
     assert f"{Outcome.DIRECTION_ONLY}" == "direction only"
     tol = R_RULE.tolerance  # effect -0.303 within a factor 2: R in [1 - 0.606, 1 - 0.1515]
     assert (tol.low, tol.high) == pytest.approx((0.394, 0.8485))
@@ -298,39 +360,58 @@ def test_outcome_words_and_tolerance_factor():
 
 # --- bad input ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"direction": 0}, r"direction must be \+1 .* or -1"),
-    ({"direction": True}, "direction must be"),
-    ({"min_replicates": 0}, "min_replicates must be a positive integer"),
-    ({"paper_value": 1.2}, "paper_value=1.2 must lie on the paper's side of null=1.0"),
-    ({"null": math.inf}, "null must be finite"),
-])
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"direction": 0}, r"direction must be \+1 .* or -1"),
+        ({"direction": True}, "direction must be"),
+        ({"min_replicates": 0}, "min_replicates must be a positive integer"),
+        ({"paper_value": 1.2}, "paper_value=1.2 must lie on the paper's side of null=1.0"),
+        ({"null": math.inf}, "null must be finite"),
+    ],
+)
 def test_rule_rejects_bad_parameters(kwargs, message):
-    params = {"claim": "c", "metric": "R", "unit": "training run (seed)", "direction": -1, "null": 1.0,
-              "tolerance": Tolerance.any_magnitude("sign")} | kwargs
+    params = {
+        "claim": "c",
+        "metric": "R",
+        "unit": "training run (seed)",
+        "direction": -1,
+        "null": 1.0,
+        "tolerance": Tolerance.any_magnitude("sign"),
+    } | kwargs
     with pytest.raises(ValueError, match=message):
         Rule(**params)
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda: hierarchical_bootstrap([]), "runs must hold at least one run"),
-    (lambda: hierarchical_bootstrap(np.array([1.0, 2.0])), "runs must be a sequence of per-run arrays"),
-    (lambda: hierarchical_bootstrap([[1.0], []]), r"runs\[1\] must be a non-empty 1-D array"),
-    (lambda: hierarchical_bootstrap([[1.0, math.nan]]), r"runs\[0\] must be finite"),
-    (lambda: hierarchical_bootstrap([[1.0]], n_boot=0), "n_boot must be a positive integer"),
-    (lambda: hierarchical_bootstrap([[1.0]], level=1.0), r"level must be in \(0, 1\)"),
-    (lambda: hierarchical_bootstrap([[1.0, 2.0]], [[1.0, 0.0]]), r"weights\[0\] must be finite and > 0"),
-    (lambda: hierarchical_bootstrap([[1.0]], [[1.0], [1.0]]), r"weights must have one array per run \(1\)"),
-    (lambda: paired_bootstrap([[1.0, 2.0]], [[1.0]]), "a_runs and b_runs must pair run by run"),
-    (lambda: repeat_bootstrap([]), "values must be a non-empty 1-D array"),
-    (lambda: Tolerance(2.0, 1.0, "r"), "tolerance needs low <= high"),
-    (lambda: Tolerance(0.0, 1.0, ""), "reason must be a non-empty string"),
-    (lambda: Tolerance.within_factor(0.7, 1.0, "r"), "factor must be > 1"),
-    (lambda: Tolerance.within_factor(1.0, 2.0, "r", null=1.0), "paper_value must be finite and differ from null"),
-    (lambda: distinct("d", {}, minimum=0), "minimum must be a positive integer"),
-    (lambda: Precondition("", True, "why"), "name must be a non-empty string"),
-    (lambda: t_quantile(0.95, 0), "df must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: hierarchical_bootstrap([]), "runs must hold at least one run"),
+        (lambda: hierarchical_bootstrap(np.array([1.0, 2.0])), "runs must be a sequence of per-run arrays"),
+        (lambda: hierarchical_bootstrap([[1.0], []]), r"runs\[1\] must be a non-empty 1-D array"),
+        (lambda: hierarchical_bootstrap([[1.0, math.nan]]), r"runs\[0\] must be finite"),
+        (lambda: hierarchical_bootstrap([[1.0]], n_boot=0), "n_boot must be a positive integer"),
+        (lambda: hierarchical_bootstrap([[1.0]], level=1.0), r"level must be in \(0, 1\)"),
+        (lambda: hierarchical_bootstrap([[1.0, 2.0]], [[1.0, 0.0]]), r"weights\[0\] must be finite and > 0"),
+        (
+            lambda: hierarchical_bootstrap([[1.0]], [[1.0], [1.0]]),
+            r"weights must have one array per run \(1\)",
+        ),
+        (lambda: paired_bootstrap([[1.0, 2.0]], [[1.0]]), "a_runs and b_runs must pair run by run"),
+        (lambda: repeat_bootstrap([]), "values must be a non-empty 1-D array"),
+        (lambda: Tolerance(2.0, 1.0, "r"), "tolerance needs low <= high"),
+        (lambda: Tolerance(0.0, 1.0, ""), "reason must be a non-empty string"),
+        (lambda: Tolerance.within_factor(0.7, 1.0, "r"), "factor must be > 1"),
+        (
+            lambda: Tolerance.within_factor(1.0, 2.0, "r", null=1.0),
+            "paper_value must be finite and differ from null",
+        ),
+        (lambda: distinct("d", {}, minimum=0), "minimum must be a positive integer"),
+        (lambda: Precondition("", True, "why"), "name must be a non-empty string"),
+        (lambda: t_quantile(0.95, 0), "df must be a positive integer"),
+    ],
+)
 def test_bad_input_names_the_parameter(call, message):
     with pytest.raises(ValueError, match=message):
         call()

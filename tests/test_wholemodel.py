@@ -28,8 +28,16 @@ from hybridlib.findings.efficiency.wholemodel import (
 from hybridlib.findings.lolcats.report import fig8_row
 from hybridlib.verdicts import Outcome
 
-SMALL = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 4,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 4096}
+SMALL = {
+    "vocab_size": 61,
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "max_position_embeddings": 4096,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +67,11 @@ def test_prefill_sweep_records_the_first_oom_with_its_phase_and_stops(teacher):
     cap = need(teacher, 1, 64, 16) + 1
     rows = prefill_sweep(teacher, contexts, chunk=16, repeats=2, memory_cap=cap)
     assert [(r["context"], r["status"], r.get("oom_in")) for r in rows] == [
-        (16, "ok", None), (32, "ok", None), (64, "ok", None), (128, "oom", "cache")]
+        (16, "ok", None),
+        (32, "ok", None),
+        (64, "ok", None),
+        (128, "oom", "cache"),
+    ]
     assert all(len(r["prefill_s_all"]) == 2 and r["peak_bytes"] is None for r in rows[:3])
     assert rows[2]["tokens_per_s"] == pytest.approx(64 / rows[2]["prefill_s"])
     cache_only = need(teacher, 1, 128, 0)
@@ -113,8 +125,11 @@ def test_completion_grid_counts_and_implied_points(teacher):
     for r in rows:
         model = models[r["model"]]
         fits = need(model, r["batch"], r["context"] + new + 1, 16 // r["batch"]) <= cap and (
-            weights_nbytes(model) + StaticDecoder(model, r["batch"], r["context"] + new + 1, device="meta")
-            .cache_nbytes + r["batch"] * (r["context"] + new + 1) * 8 <= cap)
+            weights_nbytes(model)
+            + StaticDecoder(model, r["batch"], r["context"] + new + 1, device="meta").cache_nbytes
+            + r["batch"] * (r["context"] + new + 1) * 8
+            <= cap
+        )
         assert (r["status"] == "completed") == fits, r
     implied = [(r["context"], r["batch"]) for r in rows if not r["measured"]]
     assert implied and all(r["status"] == "oom" for r in rows if not r["measured"])
@@ -126,29 +141,43 @@ def test_completion_grid_counts_and_implied_points(teacher):
 
 def test_prediction_error_and_decode_ratios(teacher):
     shape = model_shape(teacher, "tiny")
-    rows = [{"context": 100, "batch": 2, "capacity": 120, "status": "ok", "peak_bytes": 1e6},
-            {"context": 200, "batch": 2, "status": "oom", "oom_in": "cache"}]
+    rows = [
+        {"context": 100, "batch": 2, "capacity": 120, "status": "ok", "peak_bytes": 1e6},
+        {"context": 200, "batch": 2, "status": "oom", "oom_in": "cache"},
+    ]
     out = with_prediction(rows, shape, "hybrid-3:1")
     predicted = cost.memory_bytes(shape, "hybrid-3:1", 120, 2)
     assert out[0]["predicted_bytes"] == pytest.approx(predicted)
     assert out[0]["prediction_error"] == pytest.approx(predicted / 1e6 - 1)
     assert "predicted_bytes" not in out[1] and "prediction_error" not in with_prediction(rows, shape, None)[0]
     t = [{"batch": 1, "status": "ok", "tokens_per_s": 10.0}, {"batch": 4, "status": "oom"}]
-    s = [{"batch": 1, "status": "ok", "tokens_per_s": 15.0}, {"batch": 4, "status": "ok", "tokens_per_s": 50.0}]
+    s = [
+        {"batch": 1, "status": "ok", "tokens_per_s": 15.0},
+        {"batch": 4, "status": "ok", "tokens_per_s": 50.0},
+    ]
     got = decode_ratios(t, s)
     assert got[0] == {"batch": 1, "ratio": 1.5, "teacher": "ok", "student": "ok"}
     assert math.isnan(got[1]["ratio"]) and (got[1]["teacher"], got[1]["student"]) == ("oom", "ok")
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--models", "llama-7b:teacher"], "--models: model 'llama-7b' is not allowed; allowed: smollm2-135m"),
-    (["--models", "tiny-random:mamba"], "kind 'mamba' of 'tiny-random' is not allowed; allowed: teacher, gdn"),
-    (["--device", "tpu"], "--device='tpu' is not allowed; allowed: cpu, cuda"),
-    (["--decode-batches", "4,2"], "--decode-batches: comma-separated increasing positive ints"),
-    (["--preset", "huge"], "--preset='huge' is not allowed; allowed: seminar, gpu"),
-    (["--chunk", "0"], "--chunk must be a positive int"),
-    (["--probe-last", "8"], "--probe-last must be >= --prefill-first=256"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["--models", "llama-7b:teacher"],
+            "--models: model 'llama-7b' is not allowed; allowed: smollm2-135m",
+        ),
+        (
+            ["--models", "tiny-random:mamba"],
+            "kind 'mamba' of 'tiny-random' is not allowed; allowed: teacher, gdn",
+        ),
+        (["--device", "tpu"], "--device='tpu' is not allowed; allowed: cpu, cuda"),
+        (["--decode-batches", "4,2"], "--decode-batches: comma-separated increasing positive ints"),
+        (["--preset", "huge"], "--preset='huge' is not allowed; allowed: seminar, gpu"),
+        (["--chunk", "0"], "--chunk must be a positive int"),
+        (["--probe-last", "8"], "--probe-last must be >= --prefill-first=256"),
+    ],
+)
 def test_cli_validates_before_any_work(args, message, tmp_path, monkeypatch):
     monkeypatch.setattr(wholemodel, "load_teacher", lambda name: pytest.fail("loaded a model"))
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
@@ -157,11 +186,36 @@ def test_cli_validates_before_any_work(args, message, tmp_path, monkeypatch):
 
 def test_cli_writes_json_with_provenance(tmp_path):
     out = tmp_path / "wholemodel_cpu.json"
-    wholemodel.main(["--preset", "seminar", "--out", str(out), "--models", "tiny-random:teacher,tiny-random:gdn",
-                     "--prefill-first", "16", "--prefill-last", "32", "--probe-last", "64", "--chunk", "16",
-                     "--decode-contexts", "16",
-                     "--decode-batches", "1,2", "--grid-contexts", "16", "--grid-batches", "1,2", "--new-tokens", "2",
-                     "--repeats", "1"])
+    wholemodel.main(
+        [
+            "--preset",
+            "seminar",
+            "--out",
+            str(out),
+            "--models",
+            "tiny-random:teacher,tiny-random:gdn",
+            "--prefill-first",
+            "16",
+            "--prefill-last",
+            "32",
+            "--probe-last",
+            "64",
+            "--chunk",
+            "16",
+            "--decode-contexts",
+            "16",
+            "--decode-batches",
+            "1,2",
+            "--grid-contexts",
+            "16",
+            "--grid-batches",
+            "1,2",
+            "--new-tokens",
+            "2",
+            "--repeats",
+            "1",
+        ]
+    )
     data = json.loads(out.read_text())
     assert set(data["models"]) == {"tiny-random:teacher", "tiny-random:gdn"}
     gdn = data["models"]["tiny-random:gdn"]
@@ -169,8 +223,10 @@ def test_cli_writes_json_with_provenance(tmp_path):
     assert [r["context"] for r in gdn["probe"]] == [16, 32, 64] and gdn["max_context"]["fits"] == 64
     assert [r["batch"] for r in gdn["decode"]["16"]] == [1, 2]
     assert [r["batch"] for r in data["decode_ratios"]["tiny-random:gdn"]["16"]] == [1, 2]
-    assert {r["model"]: r["completed"] for r in data["grid_summary"]} == {"tiny-random:teacher": 2,
-                                                                          "tiny-random:gdn": 2}
+    assert {r["model"]: r["completed"] for r in data["grid_summary"]} == {
+        "tiny-random:teacher": 2,
+        "tiny-random:gdn": 2,
+    }
     assert data["provenance"]["preset"] == "seminar" and data["provenance"]["params"]["chunk"] == 16
     assert data["complete"] is True
     assert data["paper_completed_128k"][0] == ["Qwen3.5 (hybrid)", 25, 40]
@@ -178,20 +234,43 @@ def test_cli_writes_json_with_provenance(tmp_path):
 
 def _result() -> dict:
     """A CLI result as the H200 run would write it (numbers made up, shapes real)."""
-    grid = lambda ok_batches: [{"context": c, "batch": b, "status": "completed" if (c, b) in ok_batches else "oom"}
-                               for c in (65536, 131072) for b in (1, 2, 4, 8)]
+    grid = lambda ok_batches: [
+        {"context": c, "batch": b, "status": "completed" if (c, b) in ok_batches else "oom"}
+        for c in (65536, 131072)
+        for b in (1, 2, 4, 8)
+    ]
     dec = lambda steps, busy, oom_from: [
-        {"batch": b, "status": "oom", "oom_in": "cache"} if b >= oom_from else
-        {"batch": b, "status": "ok", "mode": "graph", "step_ms_all": [steps * b, steps * b + 1, steps * b + 2],
-         "device_busy": busy} for b in (1, 64, 1024, 2048)]
-    return {"complete": True, "models": {
-        "smollm2-135m:teacher": {"grid": grid({(65536, 1), (65536, 2), (131072, 1)}),
-                                 "decode": {"4096": dec(3.0, 0.9, 2048)},
-                                 "max_context": {"fits": 4194304, "oom_at": 8388608}, "decode_path": "static KV"},
-        "smollm2-135m:gdn": {"grid": grid({(c, b) for c in (65536, 131072) for b in (1, 2, 4)}),
-                             "max_context": {"fits": 16777216, "oom_at": 33554432}, "decode_path": "fla"},
-        "smollm2-135m:window-linear": {"decode": {"4096": dec(1.0, 0.85, 4096)},
-                                       "decode_path": "triton kernel on a ring buffer"}}}
+        {"batch": b, "status": "oom", "oom_in": "cache"}
+        if b >= oom_from
+        else {
+            "batch": b,
+            "status": "ok",
+            "mode": "graph",
+            "step_ms_all": [steps * b, steps * b + 1, steps * b + 2],
+            "device_busy": busy,
+        }
+        for b in (1, 64, 1024, 2048)
+    ]
+    return {
+        "complete": True,
+        "models": {
+            "smollm2-135m:teacher": {
+                "grid": grid({(65536, 1), (65536, 2), (131072, 1)}),
+                "decode": {"4096": dec(3.0, 0.9, 2048)},
+                "max_context": {"fits": 4194304, "oom_at": 8388608},
+                "decode_path": "static KV",
+            },
+            "smollm2-135m:gdn": {
+                "grid": grid({(c, b) for c in (65536, 131072) for b in (1, 2, 4)}),
+                "max_context": {"fits": 16777216, "oom_at": 33554432},
+                "decode_path": "fla",
+            },
+            "smollm2-135m:window-linear": {
+                "decode": {"4096": dec(1.0, 0.85, 4096)},
+                "decode_path": "triton kernel on a ring buffer",
+            },
+        },
+    }
 
 
 def test_rule_inputs_from_the_json():
@@ -201,8 +280,10 @@ def test_rule_inputs_from_the_json():
     data = _result()
     mem = wholemodel.memory_128k_values(data, "smollm2-135m")
     assert mem["batches"] == [1, 2, 4, 8] and mem["values"] == [0.0, 1.0, 1.0, 0.0]
-    assert mem["at_context"] == {"teacher": (1, 4), "gdn": (3, 4)} and mem["grid"] == {"teacher": (3, 8),
-                                                                                        "gdn": (6, 8)}
+    assert mem["at_context"] == {"teacher": (1, 4), "gdn": (3, 4)} and mem["grid"] == {
+        "teacher": (3, 8),
+        "gdn": (6, 8),
+    }
     assert mem["max_context"]["gdn"]["fits"] == 16777216 and mem["complete"]
     fig8 = wholemodel.fig8_values(data)
     assert fig8["batch"] == 1024 and fig8["memory_win"]

@@ -57,6 +57,7 @@ class TinySpec:
 def train_tokenizer(spec: TinySpec) -> PreTrainedTokenizerFast:
     """Byte-level BPE over the first ``tokenizer_chars_per_language`` characters of each language's
     training chapters; adds no special tokens itself (``encode`` prepends ``BOS_ID``)."""
+
     def texts():
         budget: dict[str, int] = defaultdict(int)
         for doc in iter_documents(spec.languages, split="train"):

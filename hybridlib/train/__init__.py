@@ -7,5 +7,12 @@ from hybridlib.train.optim import lr_at
 from hybridlib.train.trainer import History, train
 
 __all__ = [
-    "DistillationModel", "History", "PackedBatches", "TrainConfig", "causal_lm_loss", "lr_at", "model_loss", "train",
+    "DistillationModel",
+    "History",
+    "PackedBatches",
+    "TrainConfig",
+    "causal_lm_loss",
+    "lr_at",
+    "model_loss",
+    "train",
 ]

@@ -39,8 +39,14 @@ class DistillationModel(nn.Module):
     CUDA graph, so launching thousands of small kernels no longer bounds the step (one process, static shapes).
     """
 
-    def __init__(self, student: nn.Module, teacher: nn.Module, tau: float = 1.0, compile: bool = False,
-                 cuda_graphs: bool = False):
+    def __init__(
+        self,
+        student: nn.Module,
+        teacher: nn.Module,
+        tau: float = 1.0,
+        compile: bool = False,
+        cuda_graphs: bool = False,
+    ):
         super().__init__()
         for name, model in (("student", student), ("teacher", teacher)):
             if getattr(model.config, "final_logit_softcapping", None):
@@ -50,13 +56,17 @@ class DistillationModel(nn.Module):
         self.__dict__["teacher"] = teacher.eval().requires_grad_(False)  # not registered as a submodule
         backbones = (student.model, teacher.model)
         mode = "reduce-overhead" if cuda_graphs else None
-        self.__dict__["_backbones"] = tuple(torch.compile(b, mode=mode) for b in backbones) if compile else backbones
+        self.__dict__["_backbones"] = (
+            tuple(torch.compile(b, mode=mode) for b in backbones) if compile else backbones
+        )
         self.cuda_graphs = compile and cuda_graphs
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.loss(input_ids)
 
-    def loss(self, input_ids: torch.Tensor, phase: Callable[[str], AbstractContextManager] = _no_phase) -> torch.Tensor:
+    def loss(
+        self, input_ids: torch.Tensor, phase: Callable[[str], AbstractContextManager] = _no_phase
+    ) -> torch.Tensor:
         """The loss; ``phase(name)`` wraps the teacher forward, student forward and KL (a benchmark's timer)."""
         student, teacher = self._backbones
         if self.cuda_graphs:  # a new step: the graphs' previous outputs may be overwritten
@@ -66,8 +76,9 @@ class DistillationModel(nn.Module):
         with phase("student_forward"):
             hidden = student(input_ids=input_ids, use_cache=False).last_hidden_state
         with phase("kl"):
-            return linear_forward_kl(hidden, self.student.lm_head.weight, target, self.teacher.lm_head.weight,
-                                     self.tau)
+            return linear_forward_kl(
+                hidden, self.student.lm_head.weight, target, self.teacher.lm_head.weight, self.tau
+            )
 
 
 def model_loss(model: nn.Module, batch: Batch) -> torch.Tensor:

@@ -30,7 +30,12 @@ from hybridlib.train.objectives import LossFn
 from hybridlib.train.optim import build_optimizer, build_scheduler
 
 Evaluate = Callable[[nn.Module], dict[str, float]]
-_RESUME_FREE = {"progress", "out_dir", "checkpoint_every_steps", "checkpoint_every_s"}  # may change between a run and its resume
+_RESUME_FREE = {
+    "progress",
+    "out_dir",
+    "checkpoint_every_steps",
+    "checkpoint_every_s",
+}  # may change between a run and its resume
 
 
 @dataclass
@@ -128,7 +133,9 @@ def _resume(config: TrainConfig, model, optimizer, scheduler, world: World) -> t
 def _checkpoint_due(config: TrainConfig, step: int, since_save_s: float, world: World) -> bool:
     """Whether ``step`` ends with a checkpoint: every ``checkpoint_every_steps`` steps and the last one, or once
     ``checkpoint_every_s`` seconds passed since the last save (any rank due makes every rank save: collective)."""
-    if config.checkpoint_every_steps and (step % config.checkpoint_every_steps == 0 or step == config.total_steps):
+    if config.checkpoint_every_steps and (
+        step % config.checkpoint_every_steps == 0 or step == config.total_steps
+    ):
         return True
     if config.checkpoint_every_s is None:
         return False

@@ -156,7 +156,9 @@ class GatedDeltaNet(nn.Module):
         projs = (self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.a_proj, self.b_proj)
         qkv_dims = [p.out_features for p in projs[:3]]
         x = F.linear(hidden_states, torch.cat([p.weight for p in projs]))
-        qkv, gate, a, b = x.split([sum(qkv_dims), projs[3].out_features, self.num_heads, self.num_heads], dim=-1)
+        qkv, gate, a, b = x.split(
+            [sum(qkv_dims), projs[3].out_features, self.num_heads, self.num_heads], dim=-1
+        )
         convs = (self.q_conv, self.k_conv, self.v_conv)
         if cache is None:
             q, k, v = causal_conv_silu(qkv, torch.cat([c.weight for c in convs]))[0].split(qkv_dims, dim=-1)

@@ -31,7 +31,12 @@ def pair_blocks(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def local_masks(
-    first: int, n_blocks: int, block: int, key_range: tuple[int, int], window: int, terraced: bool,
+    first: int,
+    n_blocks: int,
+    block: int,
+    key_range: tuple[int, int],
+    window: int,
+    terraced: bool,
     device: torch.device,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Masks [N, block, 2*block] over ``pair_blocks`` keys for the grid starting at ``first``.

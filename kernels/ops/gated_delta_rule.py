@@ -138,8 +138,11 @@ def _resolve_impl(impl: str, device: torch.device, dtype: torch.dtype, chunk_siz
         )
         return "chunk"
     if not fla_available():
-        warn_once("gdr-auto-nofla", "gated_delta_rule: flash-linear-attention==0.6.0 is not importable; "
-                  "falling back to the pure-PyTorch chunk path")
+        warn_once(
+            "gdr-auto-nofla",
+            "gated_delta_rule: flash-linear-attention==0.6.0 is not importable; "
+            "falling back to the pure-PyTorch chunk path",
+        )
         return "chunk"
     return "fla"
 
@@ -170,7 +173,9 @@ def _import_fla():
 def _fla(q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm, chunk_size):
     """fla's chunk kernel (through the custom op below without initial / final state); its fused recurrent
     kernel for one-token steps that need no gradient."""
-    if initial_state is None and not output_final_state:  # training: an opaque op that torch.compile keeps whole
+    if (
+        initial_state is None and not output_final_state
+    ):  # training: an opaque op that torch.compile keeps whole
         return torch.ops.kernels.fla_chunk_gdr(q, k, v, g, beta, scale, use_qk_l2norm, chunk_size)[0], None
     chunk, fused_recurrent = _import_fla()
     if initial_state is not None:
@@ -195,8 +200,14 @@ def _fla(q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2no
 # log2-decay, the WY matrix A); the wrapper above hands back only o [B, T, HV, V].
 @torch.library.custom_op("kernels::fla_chunk_gdr", mutates_args=(), device_types="cuda")
 def _fla_chunk_gdr(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-    scale: float, use_qk_l2norm: bool, chunk_size: int,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float,
+    use_qk_l2norm: bool,
+    chunk_size: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     from fla.modules.norm.l2norm import l2norm_fwd
     from fla.ops.gated_delta_rule.chunk import chunk_gated_delta_rule_fwd
@@ -207,34 +218,70 @@ def _fla_chunk_gdr(
         q, q_rstd = l2norm_fwd(q)
         k, k_rstd = l2norm_fwd(k)
     g_cum, o, A, _, _, _ = chunk_gated_delta_rule_fwd(
-        q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=None, output_final_state=False,
-        chunk_size=chunk_size)
+        q=q,
+        k=k,
+        v=v,
+        g=g,
+        beta=beta,
+        scale=scale,
+        initial_state=None,
+        output_final_state=False,
+        chunk_size=chunk_size,
+    )
     q, k = (x.clone() if not use_qk_l2norm else x for x in (q, k))  # outputs may not alias inputs
     return o.to(q.dtype), q, q_rstd, k, k_rstd, g_cum.float(), A
 
 
 @_fla_chunk_gdr.register_fake
 def _(q, k, v, g, beta, scale, use_qk_l2norm, chunk_size):
-    rstd = (lambda x: x.new_empty(x.shape[:-1], dtype=torch.float32)) if use_qk_l2norm else (
-        lambda x: x.new_empty(0, dtype=torch.float32))
+    rstd = (
+        (lambda x: x.new_empty(x.shape[:-1], dtype=torch.float32))
+        if use_qk_l2norm
+        else (lambda x: x.new_empty(0, dtype=torch.float32))
+    )
     B, T, HV = g.shape
-    return (v.new_empty(v.shape, dtype=q.dtype), torch.empty_like(q, memory_format=torch.contiguous_format),
-            rstd(q), torch.empty_like(k, memory_format=torch.contiguous_format), rstd(k),
-            g.new_empty(g.shape, dtype=torch.float32), k.new_empty(B, T, HV, chunk_size))
+    return (
+        v.new_empty(v.shape, dtype=q.dtype),
+        torch.empty_like(q, memory_format=torch.contiguous_format),
+        rstd(q),
+        torch.empty_like(k, memory_format=torch.contiguous_format),
+        rstd(k),
+        g.new_empty(g.shape, dtype=torch.float32),
+        k.new_empty(B, T, HV, chunk_size),
+    )
 
 
 @torch.library.custom_op("kernels::fla_chunk_gdr_bwd", mutates_args=(), device_types="cuda")
 def _fla_chunk_gdr_bwd(
-    do: torch.Tensor, q: torch.Tensor, q_rstd: torch.Tensor, k: torch.Tensor, k_rstd: torch.Tensor,
-    v: torch.Tensor, g_cum: torch.Tensor, beta: torch.Tensor, A: torch.Tensor,
-    scale: float, use_qk_l2norm: bool, chunk_size: int,
+    do: torch.Tensor,
+    q: torch.Tensor,
+    q_rstd: torch.Tensor,
+    k: torch.Tensor,
+    k_rstd: torch.Tensor,
+    v: torch.Tensor,
+    g_cum: torch.Tensor,
+    beta: torch.Tensor,
+    A: torch.Tensor,
+    scale: float,
+    use_qk_l2norm: bool,
+    chunk_size: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     from fla.modules.norm.l2norm import l2norm_bwd
     from fla.ops.gated_delta_rule.chunk import chunk_gated_delta_rule_bwd
 
     dq, dk, dv, db, dg, _, _, _ = chunk_gated_delta_rule_bwd(
-        q=q, k=k, v=v.contiguous(), g=g_cum, beta=beta.contiguous(), A=A, scale=scale, initial_state=None,
-        do=do.contiguous(), dht=None, chunk_size=chunk_size)
+        q=q,
+        k=k,
+        v=v.contiguous(),
+        g=g_cum,
+        beta=beta.contiguous(),
+        A=A,
+        scale=scale,
+        initial_state=None,
+        do=do.contiguous(),
+        dht=None,
+        chunk_size=chunk_size,
+    )
     if use_qk_l2norm:
         dq, dk = l2norm_bwd(q, q_rstd, dq), l2norm_bwd(k, k_rstd, dk)
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dg.float(), db.to(beta.dtype)
@@ -242,8 +289,13 @@ def _fla_chunk_gdr_bwd(
 
 @_fla_chunk_gdr_bwd.register_fake
 def _(do, q, q_rstd, k, k_rstd, v, g_cum, beta, A, scale, use_qk_l2norm, chunk_size):
-    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), torch.empty_like(g_cum),
-            torch.empty_like(beta))
+    return (
+        torch.empty_like(q),
+        torch.empty_like(k),
+        torch.empty_like(v),
+        torch.empty_like(g_cum),
+        torch.empty_like(beta),
+    )
 
 
 def _fla_setup_context(ctx, inputs, output) -> None:

@@ -42,7 +42,9 @@ def sliding_window_attention(
     device = check_same_device(q=q, k=k, v=v)
     k, v = (x.repeat_interleave(Hq // Hkv, dim=2) for x in (k, v))
     if window >= T:
-        out = F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)), is_causal=True, scale=scale)
+        out = F.scaled_dot_product_attention(
+            *(x.transpose(1, 2) for x in (q, k, v)), is_causal=True, scale=scale
+        )
         return out.transpose(1, 2)
 
     n_blocks = -(-T // window)

@@ -223,7 +223,9 @@ def window_weight_share(
     pos = torch.arange(T, device=q.device)
     lo = window_start(pos, window, terraced)[:, None]
     in_window, older = (pos[None] >= lo) & (pos[None] <= pos[:, None]), pos[None] < lo
-    scores = (torch.einsum("bthd,bshd->bhts", q.to(dtype), k.to(dtype)) * scale).masked_fill(~in_window, float("-inf"))
+    scores = (torch.einsum("bthd,bshd->bhts", q.to(dtype), k.to(dtype)) * scale).masked_fill(
+        ~in_window, float("-inf")
+    )
     exact = softmax_weight.to(dtype).view(1, H, 1, 1) * (scores - scores.amax(-1, keepdim=True)).exp()
     linear = torch.einsum("bthf,bshf->bhts", q_phi.to(dtype), k_phi.to(dtype)).masked_fill(~older, 0.0)
     window_mass = exact.sum(-1)

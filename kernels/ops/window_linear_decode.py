@@ -58,18 +58,35 @@ class WindowLinearRing:
     terraced: bool
 
     @classmethod
-    def empty(cls, batch: int, heads: int, head_dim: int, value_dim: int, feature_dim: int, *, window: int,
-              terraced: bool, dtype: torch.dtype, state_dtype: torch.dtype, device: torch.device | str
-              ) -> WindowLinearRing:
+    def empty(
+        cls,
+        batch: int,
+        heads: int,
+        head_dim: int,
+        value_dim: int,
+        feature_dim: int,
+        *,
+        window: int,
+        terraced: bool,
+        dtype: torch.dtype,
+        state_dtype: torch.dtype,
+        device: torch.device | str,
+    ) -> WindowLinearRing:
         """Zeros; ring tensors in ``dtype``, ``kv`` and ``z`` in ``state_dtype``."""
         check_positive_int("window", window, allow_zero=True)
         if terraced and window == 0:
             raise ValueError("terraced=True needs a window > 0")
         R = ring_size(window, terraced)
         z = lambda *shape, dt: torch.zeros(*shape, dtype=dt, device=device)
-        return cls(z(batch, heads, R, head_dim, dt=dtype), z(batch, heads, R, value_dim, dt=dtype),
-                   z(batch, heads, R, feature_dim, dt=dtype), z(batch, heads, feature_dim, value_dim, dt=state_dtype),
-                   z(batch, heads, feature_dim, dt=state_dtype), window, terraced)
+        return cls(
+            z(batch, heads, R, head_dim, dt=dtype),
+            z(batch, heads, R, value_dim, dt=dtype),
+            z(batch, heads, R, feature_dim, dt=dtype),
+            z(batch, heads, feature_dim, value_dim, dt=state_dtype),
+            z(batch, heads, feature_dim, dt=state_dtype),
+            window,
+            terraced,
+        )
 
     @property
     def size(self) -> int:
@@ -91,8 +108,10 @@ class WindowLinearRing:
         tokens the state already holds in ``kv`` are zeroed: they are never in a later window, and a zero
         ``k_phi`` adds nothing when they are folded or read as linear terms."""
         if (state.window, state.terraced) != (self.window, self.terraced):
-            raise ValueError(f"state has window={state.window}, terraced={state.terraced}; the ring "
-                             f"window={self.window}, terraced={self.terraced}")
+            raise ValueError(
+                f"state has window={state.window}, terraced={state.terraced}; the ring "
+                f"window={self.window}, terraced={self.terraced}"
+            )
         L, R = state.k.shape[2], self.size
         if L > R:
             raise ValueError(f"state keeps {L} window tokens, more than the ring's {R} slots")
@@ -117,8 +136,9 @@ class WindowLinearRing:
         old, keep = slice(0, lo - first), slice(lo - first, offset - first)
         kv = self.kv + kf[:, :, old].transpose(-1, -2) @ v[:, :, old]
         z = self.z + kf[:, :, old].sum(-2)
-        return WindowLinearState(k[:, :, keep], v[:, :, keep], kf[:, :, keep], kv, z, offset, self.window,
-                                 self.terraced)
+        return WindowLinearState(
+            k[:, :, keep], v[:, :, keep], kf[:, :, keep], kv, z, offset, self.window, self.terraced
+        )
 
 
 def ring_size(window: int, terraced: bool) -> int:
@@ -134,10 +154,20 @@ def triton_available() -> bool:
     return triton is not None
 
 
-def window_linear_decode_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_phi: torch.Tensor,
-                              k_phi: torch.Tensor, ring: WindowLinearRing, position: torch.Tensor, *,
-                              softmax_weight: torch.Tensor, scale: float, eps: float = 1e-6,
-                              impl: str = "auto") -> torch.Tensor:
+def window_linear_decode_step(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_phi: torch.Tensor,
+    k_phi: torch.Tensor,
+    ring: WindowLinearRing,
+    position: torch.Tensor,
+    *,
+    softmax_weight: torch.Tensor,
+    scale: float,
+    eps: float = 1e-6,
+    impl: str = "auto",
+) -> torch.Tensor:
     """Attend one new token at ``position`` and update ``ring`` in place (see the module docstring).
 
     Args:
@@ -197,20 +227,67 @@ def _triton_step(q, k, v, q_phi, k_phi, ring: WindowLinearRing, position, softma
     y = torch.empty(B, H, V, dtype=v.dtype, device=v.device)
     c = lambda x: x.contiguous()
     _decode_kernel[(B * H,)](
-        c(q), c(k), c(v), c(q_phi), c(k_phi), ring.k, ring.v, ring.k_phi, ring.kv, ring.z,
-        c(softmax_weight.float()), position, y, float(scale), float(eps),
-        H=H, R=R, D=D, V=V, Fd=Fd, BR=triton.next_power_of_2(R), BD=triton.next_power_of_2(D),
-        BV=triton.next_power_of_2(V), BF=triton.next_power_of_2(Fd), WINDOW=ring.window, TERRACED=ring.terraced)
+        c(q),
+        c(k),
+        c(v),
+        c(q_phi),
+        c(k_phi),
+        ring.k,
+        ring.v,
+        ring.k_phi,
+        ring.kv,
+        ring.z,
+        c(softmax_weight.float()),
+        position,
+        y,
+        float(scale),
+        float(eps),
+        H=H,
+        R=R,
+        D=D,
+        V=V,
+        Fd=Fd,
+        BR=triton.next_power_of_2(R),
+        BD=triton.next_power_of_2(D),
+        BV=triton.next_power_of_2(V),
+        BF=triton.next_power_of_2(Fd),
+        WINDOW=ring.window,
+        TERRACED=ring.terraced,
+    )
     return y
 
 
 if triton is not None:
 
     @triton.jit
-    def _decode_kernel(q, k, v, qf, kf, ring_k, ring_v, ring_kf, kv, z, gamma, pos, y, scale, eps,
-                       H: tl.constexpr, R: tl.constexpr, D: tl.constexpr, V: tl.constexpr, Fd: tl.constexpr,
-                       BR: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, BF: tl.constexpr,
-                       WINDOW: tl.constexpr, TERRACED: tl.constexpr):
+    def _decode_kernel(
+        q,
+        k,
+        v,
+        qf,
+        kf,
+        ring_k,
+        ring_v,
+        ring_kf,
+        kv,
+        z,
+        gamma,
+        pos,
+        y,
+        scale,
+        eps,
+        H: tl.constexpr,
+        R: tl.constexpr,
+        D: tl.constexpr,
+        V: tl.constexpr,
+        Fd: tl.constexpr,
+        BR: tl.constexpr,
+        BD: tl.constexpr,
+        BV: tl.constexpr,
+        BF: tl.constexpr,
+        WINDOW: tl.constexpr,
+        TERRACED: tl.constexpr,
+    ):
         """One window + linear decode step of sequence-head ``program_id`` (the module docstring's 1-3): the ring
         rows are read once, the leaving slot is folded and replaced in registers, then stored back."""
         pid = tl.program_id(0)
@@ -224,11 +301,18 @@ if triton is not None:
         k_t = tl.load(k + pid * D + d, mask=md, other=0.0).to(ring_k.dtype.element_ty)
         v_t = tl.load(v + pid * V + vv, mask=mv, other=0.0).to(ring_v.dtype.element_ty)
         kf_t = tl.load(kf + pid * Fd + f, mask=mf, other=0.0).to(ring_kf.dtype.element_ty)
-        keys = tl.load(ring_k + pid * R * D + r[:, None] * D + d[None, :], mask=mr[:, None] & md[None, :], other=0.0)
-        vals = tl.load(ring_v + pid * R * V + r[:, None] * V + vv[None, :], mask=mr[:, None] & mv[None, :], other=0.0)
-        feats = tl.load(ring_kf + pid * R * Fd + r[:, None] * Fd + f[None, :], mask=mr[:, None] & mf[None, :],
-                        other=0.0)
-        S = tl.load(kv + pid * Fd * V + f[:, None] * V + vv[None, :], mask=mf[:, None] & mv[None, :], other=0.0)
+        keys = tl.load(
+            ring_k + pid * R * D + r[:, None] * D + d[None, :], mask=mr[:, None] & md[None, :], other=0.0
+        )
+        vals = tl.load(
+            ring_v + pid * R * V + r[:, None] * V + vv[None, :], mask=mr[:, None] & mv[None, :], other=0.0
+        )
+        feats = tl.load(
+            ring_kf + pid * R * Fd + r[:, None] * Fd + f[None, :], mask=mr[:, None] & mf[None, :], other=0.0
+        )
+        S = tl.load(
+            kv + pid * Fd * V + f[:, None] * V + vv[None, :], mask=mf[:, None] & mv[None, :], other=0.0
+        )
         zz = tl.load(z + pid * Fd + f, mask=mf, other=0.0)
         # 1. fold the token leaving the slot (position p - R) once the ring has wrapped
         here = r == slot
@@ -255,7 +339,9 @@ if triton is not None:
         exact = tl.where(in_window, tl.load(gamma + pid % H) * tl.exp(scores - tl.max(scores, axis=0)), 0.0)
         linear = tl.where(older, tl.sum(feats.to(tl.float32) * qf_t[None, :], axis=1), 0.0)
         w = exact + linear
-        num = tl.sum(w[:, None] * vals.to(tl.float32), axis=0) + tl.sum(qf_t[:, None] * S.to(tl.float32), axis=0)
+        num = tl.sum(w[:, None] * vals.to(tl.float32), axis=0) + tl.sum(
+            qf_t[:, None] * S.to(tl.float32), axis=0
+        )
         den = tl.sum(w, axis=0) + tl.sum(qf_t * zz.to(tl.float32), axis=0)
         tl.store(y + pid * V + vv, (num / (den + eps)).to(y.dtype.element_ty), mask=mv)
         tl.store(kv + pid * Fd * V + f[:, None] * V + vv[None, :], S, mask=mf[:, None] & mv[None, :])

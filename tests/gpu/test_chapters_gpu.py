@@ -16,13 +16,23 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
 ]
 
-SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 512}
+SMALL = {
+    "vocab_size": 97,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 512,
+}
 
 
 def _student(window: int) -> torch.nn.Module:
     torch.manual_seed(0)
-    teacher = AutoModelForCausalLM.from_config(LlamaConfig(**SMALL, initializer_range=0.2), attn_implementation="sdpa")
+    teacher = AutoModelForCausalLM.from_config(
+        LlamaConfig(**SMALL, initializer_range=0.2), attn_implementation="sdpa"
+    )
     return linearize(teacher, window=window).to("cuda").eval()
 
 

@@ -24,8 +24,13 @@ def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
 def gdr_inputs(B=2, T=200, H=3, K=64, V=64, seed=0) -> dict[str, torch.Tensor]:
     gen = torch.Generator(device="cuda").manual_seed(seed)
     r = lambda *s: torch.randn(*s, generator=gen, device="cuda")
-    return {"q": r(B, T, H, K).bfloat16(), "k": r(B, T, H, K).bfloat16(), "v": r(B, T, H, V).bfloat16(),
-            "g": F.logsigmoid(r(B, T, H) + 3.0), "beta": torch.sigmoid(r(B, T, H))}
+    return {
+        "q": r(B, T, H, K).bfloat16(),
+        "k": r(B, T, H, K).bfloat16(),
+        "v": r(B, T, H, V).bfloat16(),
+        "g": F.logsigmoid(r(B, T, H) + 3.0),
+        "beta": torch.sigmoid(r(B, T, H)),
+    }
 
 
 def test_custom_op_equals_fla_entry_point_forward_and_gradients():
@@ -48,13 +53,18 @@ def test_custom_op_equals_fla_entry_point_forward_and_gradients():
 def test_custom_op_passes_opcheck(l2norm):
     pytest.importorskip("fla.ops.gated_delta_rule")
     xs = gdr_inputs(T=128)
-    if not l2norm:  # the op does not normalise: unit keys keep the delta rule's state bounded (with raw random keys
+    if (
+        not l2norm
+    ):  # the op does not normalise: unit keys keep the delta rule's state bounded (with raw random keys
         # of norm ~8 the H200 run of 2026-11-30 had NaN outputs from the second chunk on, failing the comparison)
         xs["q"], xs["k"] = (F.normalize(xs[n].float(), dim=-1).to(xs[n].dtype) for n in ("q", "k"))
     xs = {n: x.requires_grad_() for n, x in xs.items()}
     args = (*xs.values(), 64**-0.5, l2norm, 64)
-    torch.library.opcheck(torch.ops.kernels.fla_chunk_gdr.default, args,
-                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+    torch.library.opcheck(
+        torch.ops.kernels.fla_chunk_gdr.default,
+        args,
+        test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"),
+    )
 
 
 def test_compiled_gdr_has_no_graph_break():
@@ -63,8 +73,9 @@ def test_compiled_gdr_has_no_graph_break():
 
     torch._dynamo.reset()
     xs = {n: x.requires_grad_() for n, x in gdr_inputs().items()}
-    fn = torch.compile(lambda **kw: gated_delta_rule(**kw, use_qk_l2norm=True)[0].float().square().sum(),
-                       fullgraph=True)
+    fn = torch.compile(
+        lambda **kw: gated_delta_rule(**kw, use_qk_l2norm=True)[0].float().square().sum(), fullgraph=True
+    )
     fn(**xs).backward()
     assert all(x.grad is not None and torch.isfinite(x.grad).all() for x in xs.values())
 
@@ -81,8 +92,10 @@ def test_bf16_linear_kl_matches_float64(vocab):
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = linear_forward_kl(h_s, w_s, h_t, w_t)
     grads = torch.autograd.grad(loss, (h_s, w_s))
-    x = {n: t.detach().double().requires_grad_(n in ("h_s", "w_s")) for n, t in
-         {"h_s": h_s, "w_s": w_s, "h_t": h_t, "w_t": w_t}.items()}
+    x = {
+        n: t.detach().double().requires_grad_(n in ("h_s", "w_s"))
+        for n, t in {"h_s": h_s, "w_s": w_s, "h_t": h_t, "w_t": w_t}.items()
+    }
     log_s, log_t = F.log_softmax(x["h_s"] @ x["w_s"].T, -1), F.log_softmax(x["h_t"] @ x["w_t"].T, -1)
     ref = (log_t.exp() * (log_t - log_s)).sum(-1).mean()
     refs = torch.autograd.grad(ref, (x["h_s"], x["w_s"]))

@@ -22,7 +22,9 @@ def inputs(B, T, H, HV, K, V, dtype, seed=0):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     r = lambda *s: torch.randn(*s, generator=gen, device="cuda")
     return {
-        "q": r(B, T, H, K).to(dtype), "k": r(B, T, H, K).to(dtype), "v": r(B, T, HV, V).to(dtype),
+        "q": r(B, T, H, K).to(dtype),
+        "k": r(B, T, H, K).to(dtype),
+        "v": r(B, T, HV, V).to(dtype),
         "g": F.logsigmoid(r(B, T, HV) + 3.0),  # float32, as fla's gates usually are
         "beta": torch.sigmoid(r(B, T, HV)).to(dtype),
         "initial_state": r(B, HV, K, V) * 0.1,
@@ -48,13 +50,19 @@ def test_fla_matches_chunk_reference_forward_and_all_gradients(B, T, H, HV, K, V
 def test_fla_decode_step_matches_recurrence():
     pytest.importorskip("fla.ops.gated_delta_rule")
     xs = inputs(2, 9, 2, 2, 64, 64, torch.float32)
-    o_ref, s_ref = gated_delta_rule(**{n: x.double() for n, x in xs.items()}, use_qk_l2norm=True,
-                                    output_final_state=True, impl="naive")
+    o_ref, s_ref = gated_delta_rule(
+        **{n: x.double() for n, x in xs.items()}, use_qk_l2norm=True, output_final_state=True, impl="naive"
+    )
     state, outs = xs.pop("initial_state"), []
     with torch.no_grad():  # T == 1 without autograd takes fla's fused recurrent kernel
         for t in range(9):
-            o, state = gated_delta_rule(**{n: x[:, t : t + 1] for n, x in xs.items()}, initial_state=state,
-                                        use_qk_l2norm=True, output_final_state=True, impl="fla")
+            o, state = gated_delta_rule(
+                **{n: x[:, t : t + 1] for n, x in xs.items()},
+                initial_state=state,
+                use_qk_l2norm=True,
+                output_final_state=True,
+                impl="fla",
+            )
             outs.append(o)
     assert rel_err(torch.cat(outs, 1), o_ref) < 1e-3 and rel_err(state, s_ref) < 1e-3
 
@@ -68,7 +76,9 @@ def test_chunk_and_windowed_mixers_on_cuda_match_cpu():
     qf, kf = q.softmax(-1), k.softmax(-1)
     gamma = torch.full((2,), 0.5, device="cuda")
     y_gpu, _ = window_linear_attention(q, k, v, qf, kf, window=16, softmax_weight=gamma)
-    y_cpu, _ = window_linear_attention(*(x.cpu() for x in (q, k, v, qf, kf)), window=16, softmax_weight=gamma.cpu())
+    y_cpu, _ = window_linear_attention(
+        *(x.cpu() for x in (q, k, v, qf, kf)), window=16, softmax_weight=gamma.cpu()
+    )
     assert rel_err(y_gpu.cpu(), y_cpu) < 1e-4
     a_gpu = sliding_window_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), window=24)
     a_cpu = sliding_window_attention(q.cpu(), k.cpu(), v.cpu(), window=24)

@@ -19,8 +19,16 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
 ]
 
-SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 1 << 23}
+SMALL = {
+    "vocab_size": 97,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 1 << 23,
+}
 
 
 def _teacher() -> torch.nn.Module:
@@ -47,7 +55,9 @@ def test_gdn_decodes_with_fla_fused_recurrent(monkeypatch):
     gdr = sys.modules["kernels.ops.gated_delta_rule"]  # the package's name is taken by the function
     chunk, fused = gdr._import_fla()
     calls = []
-    monkeypatch.setattr(gdr, "_import_fla", lambda: (chunk, lambda *a, **k: calls.append(1) or fused(*a, **k)))
+    monkeypatch.setattr(
+        gdr, "_import_fla", lambda: (chunk, lambda *a, **k: calls.append(1) or fused(*a, **k))
+    )
     model = build(_teacher(), "gdn", window=4).to("cuda", torch.bfloat16)
     dec = StaticDecoder(model, 2, 20)
     dec.prefill(torch.randint(97, (2, 8), device="cuda"))
@@ -66,13 +76,33 @@ def test_bf16_window_linear_step_on_cuda(impl):
     qf, kf = (torch.rand(B, T, H, Fd, generator=g, dtype=torch.float64) for _ in range(2))
     gamma = torch.rand(H, generator=g, dtype=torch.float64)
     want, _ = window_linear_attention(q, k, v, qf, kf, window=8, terraced=True, softmax_weight=gamma)
-    ring = WindowLinearRing.empty(B, H, D, D, Fd, window=8, terraced=True, dtype=torch.bfloat16,
-                                  state_dtype=torch.float32, device="cuda")
+    ring = WindowLinearRing.empty(
+        B,
+        H,
+        D,
+        D,
+        Fd,
+        window=8,
+        terraced=True,
+        dtype=torch.bfloat16,
+        state_dtype=torch.float32,
+        device="cuda",
+    )
     bf = lambda x: x.to("cuda", torch.bfloat16)
     position = torch.zeros((), dtype=torch.long, device="cuda")
     for t in range(T):
-        y = window_linear_decode_step(bf(q[:, t]), bf(k[:, t]), bf(v[:, t]), bf(qf[:, t]), bf(kf[:, t]), ring,
-                                      position, softmax_weight=gamma.float().cuda(), scale=D**-0.5, impl=impl)
+        y = window_linear_decode_step(
+            bf(q[:, t]),
+            bf(k[:, t]),
+            bf(v[:, t]),
+            bf(qf[:, t]),
+            bf(kf[:, t]),
+            ring,
+            position,
+            softmax_weight=gamma.float().cuda(),
+            scale=D**-0.5,
+            impl=impl,
+        )
         position.add_(1)
         torch.testing.assert_close(y.double().cpu(), want[:, t], rtol=0.05, atol=0.05)  # bf16 inputs
 
@@ -80,7 +110,9 @@ def test_bf16_window_linear_step_on_cuda(impl):
 def test_real_oom_is_recorded_under_a_cap():
     model = _teacher().to("cuda", torch.bfloat16)
     cap = weights_nbytes(model) + (64 << 20)
-    rows = prefill_sweep(model, [1024, 1 << 22], chunk=512, repeats=1, memory_cap=cap)  # 4M tokens: 512 MiB of KV
+    rows = prefill_sweep(
+        model, [1024, 1 << 22], chunk=512, repeats=1, memory_cap=cap
+    )  # 4M tokens: 512 MiB of KV
     assert [r["status"] for r in rows] == ["ok", "oom"] and rows[1]["oom_in"] == "cache"
     assert rows[0]["peak_bytes"] >= rows[0]["cache_bytes"]
 

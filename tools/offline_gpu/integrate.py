@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from hybridlib.findings import CHAPTERS
-from hybridlib.results import archive_previous
+from hybridlib.findings import CHAPTERS  # noqa: E402 - after the repository is on the path
+from hybridlib.results import archive_previous  # noqa: E402
 
 SECTION_TITLE = "On one H200 (gpu preset)"
 _BAR = re.compile(r"^(?P<desc>.*?)\s*(?P<pct>\d+)%\|.*\|\s*[\d.]+\w?/(?P<total>[\d.]+\w?)\b")
@@ -36,8 +36,12 @@ def compact_progress(nb: dict) -> dict:
     A redraw continues the previous bar of the same description and total unless its percentage went down
     (a new bar, e.g. the next model's training run)."""
     for cell in nb["cells"]:
-        streams = [o for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o["name"] == "stderr"]
-        segments = [(o, seg) for o in streams for seg in re.split(r"[\r\n]", "".join(o["text"])) if seg.strip()]
+        streams = [
+            o for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o["name"] == "stderr"
+        ]
+        segments = [
+            (o, seg) for o in streams for seg in re.split(r"[\r\n]", "".join(o["text"])) if seg.strip()
+        ]
         keep = [True] * len(segments)
         last: dict[tuple[str, str], tuple[int, int]] = {}  # (desc, total) -> (segment index, percent)
         for i, (_, seg) in enumerate(segments):
@@ -57,7 +61,9 @@ def compact_progress(nb: dict) -> dict:
 def check_notebook(path: Path) -> str:
     """The notebook's recorded git commit; raises if it has an error output or no provenance."""
     nb = json.loads(path.read_text(encoding="utf-8"))
-    errors = [o.get("ename") for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o.get("ename") for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"
+    ]
     if errors:
         raise ValueError(f"{path.name} has error outputs {errors}: not integrated")
     record = nb.get("metadata", {}).get("hybridlib", {}).get("provenance")
@@ -75,12 +81,15 @@ def add_toc_section(toc: Path, notebook: str) -> bool:
     lines = text.splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line.strip() == f"- file: notebooks/{stem}")
     indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
-    block = [f"{indent}  sections:\n", f"{indent}    - file: book/gpu/{stem}\n",
-             f'{indent}      title: "{SECTION_TITLE}"\n']
+    block = [
+        f"{indent}  sections:\n",
+        f"{indent}    - file: book/gpu/{stem}\n",
+        f'{indent}      title: "{SECTION_TITLE}"\n',
+    ]
     if at + 1 < len(lines) and lines[at + 1].strip() == "sections:":
         block = block[1:]
         at += 1
-    lines[at + 1:at + 1] = block
+    lines[at + 1 : at + 1] = block
     toc.write_text("".join(lines), encoding="utf-8")
     return True
 
@@ -109,7 +118,10 @@ def integrate(archive: Path, root: Path = ROOT) -> list[str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             moved = archive_previous(target, json.loads(path.read_text(encoding="utf-8")))
             shutil.copyfile(path, target)
-            done.append(str(target.relative_to(root)) + (f" (previous run kept as {moved.relative_to(root)})" if moved else ""))
+            done.append(
+                str(target.relative_to(root))
+                + (f" (previous run kept as {moved.relative_to(root)})" if moved else "")
+            )
     return done
 
 

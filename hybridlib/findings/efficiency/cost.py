@@ -290,7 +290,10 @@ def measure_mixers(
 
 
 def mixer_benchmark(
-    device: str, shapes: Sequence[str], lengths: Sequence[int], committed: str | None = None,
+    device: str,
+    shapes: Sequence[str],
+    lengths: Sequence[int],
+    committed: str | None = None,
     modes: Sequence[str] = ("fwd", "decode"),
 ) -> tuple[pd.DataFrame, str]:
     """Per-layer timings of :data:`FAMILY` for ``shapes``: taken from the ``committed`` kernels benchmark (a
@@ -300,8 +303,15 @@ def mixer_benchmark(
     if committed is not None and Path(committed).is_file():
         frame = read_benchmark(committed)
         ok = frame[frame["status"] == "ok"]
-        covered = [s for s in shapes if all(((ok["shape"] == s) & (ok["mixer"] == m) & (ok["mode"] == mode)).any()
-                                            for m in FAMILY for mode in modes)]
+        covered = [
+            s
+            for s in shapes
+            if all(
+                ((ok["shape"] == s) & (ok["mixer"] == m) & (ok["mode"] == mode)).any()
+                for m in FAMILY
+                for mode in modes
+            )
+        ]
         if covered:
             parts.append(frame[frame["shape"].isin(covered)])
             sources.append(f"{', '.join(covered)} from {Path(committed).name} (committed kernels benchmark)")
@@ -379,16 +389,23 @@ def prefill_ratio(fits: Mapping[tuple, LatencyFit], shapes: Sequence[str], stack
     return float(np.median(ratios))
 
 
-def repeated_prefill_ratios(device: str, shapes: Sequence[str], lengths: Sequence[int], repeats: int,
-                            stacks: Sequence[str] = ("hybrid-9:1", "hybrid-3:1"),
-                            context: int = 65536) -> dict[str, list[float]]:
+def repeated_prefill_ratios(
+    device: str,
+    shapes: Sequence[str],
+    lengths: Sequence[int],
+    repeats: int,
+    stacks: Sequence[str] = ("hybrid-9:1", "hybrid-3:1"),
+    context: int = 65536,
+) -> dict[str, list[float]]:
     """Per stack, ``repeats`` values of :func:`prefill_ratio`: each repeat times both mixers' prefill again
     (:func:`measure_mixers`, in this process: warm-up, then up to 3 timed calls per point) and refits."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     out: dict[str, list[float]] = {stack: [] for stack in stacks}
     for _ in progress_bar(range(repeats), desc="benchmark repeats"):
-        fits = fit_table(fastest(measure_mixers(device, shapes, lengths, modes=("fwd",), progress=False)), FAMILY)
+        fits = fit_table(
+            fastest(measure_mixers(device, shapes, lengths, modes=("fwd",), progress=False)), FAMILY
+        )
         for stack in stacks:
             out[stack].append(prefill_ratio(fits, shapes, stack, context))
     return out

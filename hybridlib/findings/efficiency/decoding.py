@@ -57,8 +57,9 @@ class _Mixer(nn.Module):
         super().__init__()
         self.clock = clock
 
-    def forward(self, hidden_states: torch.Tensor, position_embeddings=None, attention_mask=None, **kwargs
-                ) -> tuple[torch.Tensor, None]:
+    def forward(
+        self, hidden_states: torch.Tensor, position_embeddings=None, attention_mask=None, **kwargs
+    ) -> tuple[torch.Tensor, None]:
         if self.clock.start is not None:
             return self.prefill(hidden_states, position_embeddings, self.clock.start), None
         return self.step(hidden_states, position_embeddings, self.clock.position), None
@@ -138,8 +139,9 @@ class KVMixer(_Mixer):
         else:
             W = self.size
             past = torch.arange(max(0, start - W + 1), start, device=h.device)
-            keys, values = (torch.cat([buf.index_select(2, past % W), new], 2)
-                            for buf, new in ((self.k, k), (self.v, v)))
+            keys, values = (
+                torch.cat([buf.index_select(2, past % W), new], 2) for buf, new in ((self.k, k), (self.v, v))
+            )
             k_pos = torch.cat([past, torch.arange(start, end, device=h.device)])
             q_pos = torch.arange(start, end, device=h.device)[:, None]
             mask = (k_pos[None] <= q_pos) & (k_pos[None] > q_pos - W)
@@ -152,8 +154,13 @@ class KVMixer(_Mixer):
         y = torch.empty_like(q)
         for g in range(groups):
             y[:, g::groups] = F.scaled_dot_product_attention(
-                q[:, g::groups].contiguous(), keys, values, attn_mask=mask, is_causal=mask is None,
-                scale=self.scaling)
+                q[:, g::groups].contiguous(),
+                keys,
+                values,
+                attn_mask=mask,
+                is_causal=mask is None,
+                scale=self.scaling,
+            )
         return self.attn.o_proj(y.transpose(1, 2).reshape(B, T, -1))
 
     def step(self, h: torch.Tensor, pe, position: torch.Tensor) -> torch.Tensor:
@@ -208,10 +215,21 @@ class WindowLinearMixer(_Mixer):
         self.attn = attn
         d = attn.head_dim
         like = attn.attn.q_proj.weight  # probe the feature map where its weights live (device may be "meta")
-        features = attn.phi_k(torch.zeros(1, 1, attn.num_heads, d, dtype=like.dtype, device=like.device)).shape[-1]
-        self.ring = WindowLinearRing.empty(batch, attn.num_heads, d, d, features, window=attn.window,
-                                           terraced=attn.terraced, dtype=dtype,
-                                           state_dtype=torch.promote_types(dtype, torch.float32), device=device)
+        features = attn.phi_k(
+            torch.zeros(1, 1, attn.num_heads, d, dtype=like.dtype, device=like.device)
+        ).shape[-1]
+        self.ring = WindowLinearRing.empty(
+            batch,
+            attn.num_heads,
+            d,
+            d,
+            features,
+            window=attn.window,
+            terraced=attn.terraced,
+            dtype=dtype,
+            state_dtype=torch.promote_types(dtype, torch.float32),
+            device=device,
+        )
 
     def buffers_(self) -> tuple[torch.Tensor, ...]:
         r = self.ring
@@ -224,16 +242,35 @@ class WindowLinearMixer(_Mixer):
 
     def prefill(self, h: torch.Tensor, pe, start: int) -> torch.Tensor:
         q, k, v, qf, kf, gamma, scale = self._common(h, pe)
-        y, state = window_linear_attention(q, k, v, qf, kf, window=self.ring.window, terraced=self.ring.terraced,
-                                           softmax_weight=gamma, scale=scale, state=self.ring.to_state(start),
-                                           output_state=True)
+        y, state = window_linear_attention(
+            q,
+            k,
+            v,
+            qf,
+            kf,
+            window=self.ring.window,
+            terraced=self.ring.terraced,
+            softmax_weight=gamma,
+            scale=scale,
+            state=self.ring.to_state(start),
+            output_state=True,
+        )
         self.ring.load_(state)
         return self.attn.attn.o_proj(y.flatten(2))
 
     def step(self, h: torch.Tensor, pe, position: torch.Tensor) -> torch.Tensor:
         q, k, v, qf, kf, gamma, scale = self._common(h, pe)
-        y = window_linear_decode_step(q[:, 0], k[:, 0], v[:, 0], qf[:, 0], kf[:, 0], self.ring, position,
-                                      softmax_weight=gamma, scale=scale)
+        y = window_linear_decode_step(
+            q[:, 0],
+            k[:, 0],
+            v[:, 0],
+            qf[:, 0],
+            kf[:, 0],
+            self.ring,
+            position,
+            softmax_weight=gamma,
+            scale=scale,
+        )
         return self.attn.attn.o_proj(y.reshape(h.shape[0], 1, -1))
 
 
@@ -260,7 +297,9 @@ class StaticDecoder:
     ``device="meta"`` allocates nothing: the caches' sizes (:attr:`cache_nbytes`) before committing memory.
     """
 
-    def __init__(self, model: PreTrainedModel, batch: int, capacity: int, device: torch.device | str | None = None):
+    def __init__(
+        self, model: PreTrainedModel, batch: int, capacity: int, device: torch.device | str | None = None
+    ):
         for name, value in (("batch", batch), ("capacity", capacity)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -270,10 +309,14 @@ class StaticDecoder:
         self.dtype = weight.dtype
         self.config = model.config.get_text_config()
         self.clock = Clock(torch.zeros((), dtype=torch.long, device=self.device))
-        self.mixers = [_mixer(layer.self_attn, batch, capacity, self.clock, self.device, self.dtype)
-                       for layer in model.model.layers]
+        self.mixers = [
+            _mixer(layer.self_attn, batch, capacity, self.clock, self.device, self.dtype)
+            for layer in model.model.layers
+        ]
         self.layers = [_with_mixer(layer, m) for layer, m in zip(model.model.layers, self.mixers)]
-        self.layer_types = list(getattr(self.config, "layer_types", None) or ["full_attention"] * len(self.layers))
+        self.layer_types = list(
+            getattr(self.config, "layer_types", None) or ["full_attention"] * len(self.layers)
+        )
         rotary = model.model.rotary_emb
         self._typed_rope = "layer_type" in inspect.signature(rotary.forward).parameters
         self.length = 0  # tokens in the cache (host-side bookkeeping of prefill; decode loops add their own)
@@ -298,8 +341,10 @@ class StaticDecoder:
         """Logits [B, vocab] of the last position of ``input_ids`` [B, T] at ``position_ids`` [1, T]."""
         inner = self.model.model
         h = inner.embed_tokens(input_ids)
-        rope = {t: inner.rotary_emb(h, position_ids, *([t] if self._typed_rope else []))
-                for t in set(self.layer_types)}
+        rope = {
+            t: inner.rotary_emb(h, position_ids, *([t] if self._typed_rope else []))
+            for t in set(self.layer_types)
+        }
         for layer, kind in zip(self.layers, self.layer_types):
             h = layer(h, position_embeddings=rope[kind], attention_mask=None, position_ids=position_ids)
         logits = self.model.lm_head(inner.norm(h[:, -1:]))[:, 0]
@@ -315,7 +360,9 @@ class StaticDecoder:
         if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
             raise ValueError(f"chunk must be a positive int or None, got {chunk!r}")
         if self.length + input_ids.shape[1] > self.capacity:
-            raise ValueError(f"{self.length} + {input_ids.shape[1]} tokens exceed the capacity {self.capacity}")
+            raise ValueError(
+                f"{self.length} + {input_ids.shape[1]} tokens exceed the capacity {self.capacity}"
+            )
         try:
             for piece in input_ids.split(chunk or input_ids.shape[1], dim=1):
                 self.clock.start = self.length
@@ -364,8 +411,10 @@ class DecodeLoop:
 
     def _advance(self, n: int) -> None:
         if self.decoder.length + n > self.decoder.capacity:
-            raise ValueError(f"{n} more steps exceed the capacity {self.decoder.capacity} "
-                             f"({self.decoder.length} tokens cached)")
+            raise ValueError(
+                f"{n} more steps exceed the capacity {self.decoder.capacity} "
+                f"({self.decoder.length} tokens cached)"
+            )
         self.decoder.length += n
 
     def _warm_and_capture(self, warmup: int) -> None:
@@ -397,4 +446,4 @@ class DecodeLoop:
 
     def generated(self, start: int, n: int) -> torch.Tensor:
         """Ids [B, n] decoded at positions ``start .. start + n - 1`` (synchronises)."""
-        return self.tokens[:, start:start + n]
+        return self.tokens[:, start : start + n]

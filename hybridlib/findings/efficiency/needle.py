@@ -23,7 +23,10 @@ import torch
 from hybridlib.progress import progress_bar
 
 NEEDLE = "The special magic number for {key} is {value}."
-QUESTION = "\n\nWhat is the special magic number for {key} mentioned in the text above? The special magic number for {key} is"
+QUESTION = (
+    "\n\nWhat is the special magic number for {key} mentioned in the text above? "
+    "The special magic number for {key} is"
+)
 ANSWER = " {value}"
 KEYS = (
     "river",

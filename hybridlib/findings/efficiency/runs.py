@@ -42,11 +42,27 @@ def needle_accuracy(
     prompt_ids = lambda text: encode(tokenizer, text, card)
     answer_ids = lambda text: encode_batch(tokenizer, [text])[0]
     weights = next(model.parameters())
-    settings = {"model": teacher_identity(model), "device": weights.device.type, "dtype": str(weights.dtype),
-                "card": card.name, "languages": list(languages), "lengths": list(lengths), "depths": list(depths),
-                "n_per_cell": n_per_cell, "seed": seed}
-    return memoized("needle", settings, lambda: score(model, prompt_ids, answer_ids, make_samples(
-        udhr_units(languages), prompt_ids, lengths, depths, n_per_cell, seed)))
+    settings = {
+        "model": teacher_identity(model),
+        "device": weights.device.type,
+        "dtype": str(weights.dtype),
+        "card": card.name,
+        "languages": list(languages),
+        "lengths": list(lengths),
+        "depths": list(depths),
+        "n_per_cell": n_per_cell,
+        "seed": seed,
+    }
+    return memoized(
+        "needle",
+        settings,
+        lambda: score(
+            model,
+            prompt_ids,
+            answer_ids,
+            make_samples(udhr_units(languages), prompt_ids, lengths, depths, n_per_cell, seed),
+        ),
+    )
 
 
 def mqar_experiment(
@@ -68,26 +84,66 @@ def mqar_experiment(
     ``replicate_kinds`` (None: all ``kinds``). Returns (accuracy rows seed, kind, seq_len, n_pairs, accuracy; loss
     curves seed, kind, step, loss). Each (kind, seed) result is memoized by every argument, so a killed run resumes
     with the next one."""
-    plan = [(seed, kind) for i, seed in enumerate(seeds) for kind in kinds
-            if i == 0 or replicate_kinds is None or kind in replicate_kinds]
-    results = [memoized("mqar", {"vocab": vocab, "pairs": list(pairs), "lengths": list(lengths), "width": width,
-                                 "steps": steps, "batch": batch, "lr": lr, "seed": seed, "device": device,
-                                 "kind": kind, "eval_examples": eval_examples},
-                        partial(_mqar_kind, kind, vocab, pairs, lengths, width, steps, batch, lr, seed, device,
-                                eval_examples))
-               for seed, kind in plan]
+    plan = [
+        (seed, kind)
+        for i, seed in enumerate(seeds)
+        for kind in kinds
+        if i == 0 or replicate_kinds is None or kind in replicate_kinds
+    ]
+    results = [
+        memoized(
+            "mqar",
+            {
+                "vocab": vocab,
+                "pairs": list(pairs),
+                "lengths": list(lengths),
+                "width": width,
+                "steps": steps,
+                "batch": batch,
+                "lr": lr,
+                "seed": seed,
+                "device": device,
+                "kind": kind,
+                "eval_examples": eval_examples,
+            },
+            partial(
+                _mqar_kind, kind, vocab, pairs, lengths, width, steps, batch, lr, seed, device, eval_examples
+            ),
+        )
+        for seed, kind in plan
+    ]
     results = [(a.assign(seed=seed), c.assign(seed=seed)) for (seed, _), (a, c) in zip(plan, results)]
-    return (pd.concat([a for a, _ in results], ignore_index=True),
-            pd.concat([c for _, c in results], ignore_index=True))
+    return (
+        pd.concat([a for a, _ in results], ignore_index=True),
+        pd.concat([c for _, c in results], ignore_index=True),
+    )
 
 
-def _mqar_kind(kind: str, vocab: int, pairs: Sequence[int], lengths: Sequence[int], width: int, steps: int,
-               batch: int, lr: float, seed: int, device: str, eval_examples: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _mqar_kind(
+    kind: str,
+    vocab: int,
+    pairs: Sequence[int],
+    lengths: Sequence[int],
+    width: int,
+    steps: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    device: str,
+    eval_examples: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One stack of :func:`mqar_experiment`: (accuracy grid, loss curve)."""
     tasks = [MQARTask(vocab, lengths[0], n) for n in pairs]
     model = tiny_lm(kind, vocab, hidden_size=width, max_len=max(lengths), seed=seed).to(device)
-    config = TrainConfig(batch_size=batch, seq_len=lengths[0], steps=steps, lrs={"rest": lr}, warmup_frac=0.05,
-                         min_lr=lr / 10, seed=seed)
+    config = TrainConfig(
+        batch_size=batch,
+        seq_len=lengths[0],
+        steps=steps,
+        lrs={"rest": lr},
+        warmup_frac=0.05,
+        min_lr=lr / 10,
+        seed=seed,
+    )
     history = train(model, MQARBatches(tasks, batch, steps, seed), causal_lm_loss, config)
     accuracy = accuracy_grid(model, vocab, lengths, pairs, eval_examples).assign(kind=kind)
     curve = pd.DataFrame([{"kind": kind, "step": r["step"], "loss": r["loss"]} for r in history.train])

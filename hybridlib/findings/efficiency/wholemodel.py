@@ -71,6 +71,7 @@ WINDOW = {"gpu": 64, "seminar": 16}  # LoLCATs' terraced window (paper: 64)
 
 # --- memory and timing -----------------------------------------------------------------------------------------
 
+
 def weights_nbytes(model: nn.Module) -> int:
     """Bytes of the model's parameters and buffers."""
     return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
@@ -89,7 +90,9 @@ class _Guard:
         """Enter ``phase``; on CPU raise OOM when ``base + nbytes`` exceeds the cap."""
         self.phase = phase
         if self.cap is not None and self.device.type != "cuda" and self.base + nbytes > self.cap:
-            raise torch.OutOfMemoryError(f"simulated: {phase} needs {self.base + nbytes} bytes > cap {self.cap}")
+            raise torch.OutOfMemoryError(
+                f"simulated: {phase} needs {self.base + nbytes} bytes > cap {self.cap}"
+            )
 
 
 @contextlib.contextmanager
@@ -150,7 +153,9 @@ def _allocate(model: PreTrainedModel, batch: int, capacity: int, guard: _Guard) 
     return StaticDecoder(model, batch, capacity)
 
 
-def _fill(dec: StaticDecoder, context: int, chunk: int | None, fill: str, guard: _Guard, seed: int) -> torch.Tensor:
+def _fill(
+    dec: StaticDecoder, context: int, chunk: int | None, fill: str, guard: _Guard, seed: int
+) -> torch.Tensor:
     """Bring ``dec`` to ``context`` tokens (``fill``: the whole prompt, or only its last piece); last logits.
     ``chunk`` is the token budget of one forward call over the whole batch (None: the whole prompt at once), so
     each sequence advances ``max(1, chunk // batch)`` tokens a call, as a serving system's chunked prefill."""
@@ -195,11 +200,21 @@ def doubling(first: int, last: int) -> list[int]:
 
 # --- the sweeps ------------------------------------------------------------------------------------------------
 
+
 @torch.no_grad()
-def prefill_sweep(model: PreTrainedModel, contexts: Sequence[int], chunk: int | None = 4096, *, batch: int = 1,
-                  repeats: int = 3, fill: str = "prefill", point_budget_s: float = 30.0,
-                  memory_cap: int | None = None, time_limit_s: float | None = None,
-                  seed: int = 0) -> list[dict[str, object]]:
+def prefill_sweep(
+    model: PreTrainedModel,
+    contexts: Sequence[int],
+    chunk: int | None = 4096,
+    *,
+    batch: int = 1,
+    repeats: int = 3,
+    fill: str = "prefill",
+    point_budget_s: float = 30.0,
+    memory_cap: int | None = None,
+    time_limit_s: float | None = None,
+    seed: int = 0,
+) -> list[dict[str, object]]:
     """Per context (increasing; e.g. :func:`doubling`): prefill seconds (median), tokens/s, peak bytes (CUDA),
     cache bytes. One warm-up prefill at the first context is excluded; each point is timed once, and
     ``repeats - 1`` more times when that run took under ``point_budget_s / repeats``. ``fill="probe"`` times
@@ -215,8 +230,13 @@ def prefill_sweep(model: PreTrainedModel, contexts: Sequence[int], chunk: int | 
     rows: list[dict[str, object]] = []
     with _cuda_cap(device, memory_cap):
         for i, context in enumerate(contexts):
-            row: dict[str, object] = {"context": context, "batch": batch, "chunk": chunk, "fill": fill,
-                                      "status": "oom"}
+            row: dict[str, object] = {
+                "context": context,
+                "batch": batch,
+                "chunk": chunk,
+                "fill": fill,
+                "status": "oom",
+            }
             guard = _Guard(device, memory_cap, weights_nbytes(model))
             _start_point(device)
             dec = None
@@ -229,10 +249,17 @@ def prefill_sweep(model: PreTrainedModel, contexts: Sequence[int], chunk: int | 
                 if times[0] * repeats < point_budget_s:
                     times += [run() for _ in range(repeats - 1)]
                 median = statistics.median(times)
-                timed_tokens = context if fill == "prefill" else min(context, max(1, (chunk or context) // batch))
-                row |= {"status": "ok", "prefill_s": median, "prefill_s_all": times,
-                        "tokens_per_s": batch * timed_tokens / median, "peak_bytes": _peak(device),
-                        "cache_bytes": dec.cache_nbytes}
+                timed_tokens = (
+                    context if fill == "prefill" else min(context, max(1, (chunk or context) // batch))
+                )
+                row |= {
+                    "status": "ok",
+                    "prefill_s": median,
+                    "prefill_s_all": times,
+                    "tokens_per_s": batch * timed_tokens / median,
+                    "peak_bytes": _peak(device),
+                    "cache_bytes": dec.cache_nbytes,
+                }
             except torch.OutOfMemoryError:
                 row["oom_in"] = guard.phase
             dec = None
@@ -264,10 +291,21 @@ def _device_busy(loop: DecodeLoop, n: int) -> float | None:
 
 
 @torch.no_grad()
-def decode_sweep(model: PreTrainedModel, context: int, batches: Sequence[int], *, new_tokens: int = 64,
-                 repeats: int = 3, warmup: int = 4, mode: str | None = None, chunk: int | None = 4096,
-                 fill: str = "probe", memory_cap: int | None = None, busy: bool = True,
-                 seed: int = 0) -> list[dict[str, object]]:
+def decode_sweep(
+    model: PreTrainedModel,
+    context: int,
+    batches: Sequence[int],
+    *,
+    new_tokens: int = 64,
+    repeats: int = 3,
+    warmup: int = 4,
+    mode: str | None = None,
+    chunk: int | None = 4096,
+    fill: str = "probe",
+    memory_cap: int | None = None,
+    busy: bool = True,
+    seed: int = 0,
+) -> list[dict[str, object]]:
     """Per batch (increasing): greedy decoding after ``context`` tokens. ``mode``: :class:`DecodeLoop`'s
     (default: ``graph`` on CUDA, ``eager`` on CPU). Rows: ``step_ms`` and ``tokens_per_s`` (median over
     ``repeats`` runs of ``new_tokens`` steps, after ``warmup`` steps), ``step_ms_all``, ``host_ms`` (time the
@@ -281,8 +319,14 @@ def decode_sweep(model: PreTrainedModel, context: int, batches: Sequence[int], *
     rows: list[dict[str, object]] = []
     with _cuda_cap(device, memory_cap):
         for batch in batches:
-            row: dict[str, object] = {"context": context, "batch": batch, "new_tokens": new_tokens, "mode": mode,
-                                      "fill": fill, "status": "oom"}
+            row: dict[str, object] = {
+                "context": context,
+                "batch": batch,
+                "new_tokens": new_tokens,
+                "mode": mode,
+                "fill": fill,
+                "status": "oom",
+            }
             guard = _Guard(device, memory_cap, weights_nbytes(model))
             _start_point(device)
             dec = loop = None
@@ -296,11 +340,17 @@ def decode_sweep(model: PreTrainedModel, context: int, batches: Sequence[int], *
                 runs = [_timed_host(device, lambda: loop.run(new_tokens)) for _ in range(repeats)]
                 times = [t / new_tokens for t, _ in runs]
                 step = statistics.median(times)
-                row |= {"status": "ok", "step_ms": step * 1e3, "step_ms_all": [t * 1e3 for t in times],
-                        "host_ms": statistics.median(h for _, h in runs) / new_tokens * 1e3,
-                        "tokens_per_s": batch / step, "peak_bytes": _peak(device),
-                        "cache_bytes_per_seq": dec.cache_nbytes / batch, "capacity": capacity,
-                        "device_busy": _device_busy(loop, new_tokens) if busy else None}
+                row |= {
+                    "status": "ok",
+                    "step_ms": step * 1e3,
+                    "step_ms_all": [t * 1e3 for t in times],
+                    "host_ms": statistics.median(h for _, h in runs) / new_tokens * 1e3,
+                    "tokens_per_s": batch / step,
+                    "peak_bytes": _peak(device),
+                    "cache_bytes_per_seq": dec.cache_nbytes / batch,
+                    "capacity": capacity,
+                    "device_busy": _device_busy(loop, new_tokens) if busy else None,
+                }
             except torch.OutOfMemoryError:
                 row["oom_in"] = guard.phase
             dec = loop = None
@@ -311,9 +361,18 @@ def decode_sweep(model: PreTrainedModel, context: int, batches: Sequence[int], *
 
 
 @torch.no_grad()
-def completion_grid(models: Mapping[str, PreTrainedModel], contexts: Sequence[int], batches: Sequence[int], *,
-                    new_tokens: int = 16, chunk: int | None = 4096, fill: str = "probe", mode: str | None = None,
-                    memory_cap: int | None = None, seed: int = 0) -> list[dict[str, object]]:
+def completion_grid(
+    models: Mapping[str, PreTrainedModel],
+    contexts: Sequence[int],
+    batches: Sequence[int],
+    *,
+    new_tokens: int = 16,
+    chunk: int | None = 4096,
+    fill: str = "probe",
+    mode: str | None = None,
+    memory_cap: int | None = None,
+    seed: int = 0,
+) -> list[dict[str, object]]:
     """Per model, context and batch: ``completed`` or ``oom`` (with ``oom_in``) for a prefill of ``context``
     tokens and ``new_tokens`` greedy steps; ``measured`` is False for points implied out of memory by a point
     with no larger context and batch that ran out. Rows also carry ``peak_bytes`` (CUDA)."""
@@ -354,12 +413,14 @@ def completion_grid(models: Mapping[str, PreTrainedModel], contexts: Sequence[in
 def grid_summary(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
     """Per model: completed points, points, and the share (beside the paper's 25/40 vs 1/40)."""
     frame = pd.DataFrame(rows)
-    out = frame.groupby("model", sort=False)["status"].agg(completed=lambda s: int((s == "completed").sum()),
-                                                           points="size")
+    out = frame.groupby("model", sort=False)["status"].agg(
+        completed=lambda s: int((s == "completed").sum()), points="size"
+    )
     return out.assign(share=out["completed"] / out["points"])
 
 
 # --- the analytic model against the measurement -------------------------------------------------------------
+
 
 def model_shape(teacher: PreTrainedModel, name: str) -> ModelShape:
     """The :mod:`kernels.shapes` entry of a real model, or a shape read off ``teacher``'s config (tiny models)."""
@@ -367,12 +428,20 @@ def model_shape(teacher: PreTrainedModel, name: str) -> ModelShape:
         return SHAPES[name]
     c = teacher.config.get_text_config()
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    return ModelShape(name, c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
-                      head_dim, float(sum(p.numel() for p in teacher.parameters())))
+    return ModelShape(
+        name,
+        c.num_hidden_layers,
+        c.hidden_size,
+        c.num_attention_heads,
+        c.num_key_value_heads,
+        head_dim,
+        float(sum(p.numel() for p in teacher.parameters())),
+    )
 
 
-def with_prediction(rows: Sequence[Mapping[str, object]], shape: ModelShape, stack: str | None,
-                    context_key: str = "context") -> list[dict[str, object]]:
+def with_prediction(
+    rows: Sequence[Mapping[str, object]], shape: ModelShape, stack: str | None, context_key: str = "context"
+) -> list[dict[str, object]]:
     """``rows`` with ``predicted_bytes`` (:func:`cost.memory_bytes`: bf16 weights and KV, float32 state, at the
     row's context and batch) and ``prediction_error`` = predicted / measured peak - 1 where both exist."""
     out = []
@@ -387,20 +456,28 @@ def with_prediction(rows: Sequence[Mapping[str, object]], shape: ModelShape, sta
     return out
 
 
-def decode_ratios(teacher_rows: Sequence[Mapping[str, object]], rows: Sequence[Mapping[str, object]]
-                  ) -> list[dict[str, object]]:
+def decode_ratios(
+    teacher_rows: Sequence[Mapping[str, object]], rows: Sequence[Mapping[str, object]]
+) -> list[dict[str, object]]:
     """Per batch of either sweep: student / teacher tokens/s (NaN where one ran out of memory), and who did."""
     ok = lambda rs: {r["batch"]: r for r in rs if r["status"] == "ok"}
     t_ok, s_ok = ok(teacher_rows), ok(rows)
     out = []
     for b in sorted({r["batch"] for r in (*teacher_rows, *rows)}):
         ratio = s_ok[b]["tokens_per_s"] / t_ok[b]["tokens_per_s"] if b in t_ok and b in s_ok else float("nan")
-        out.append({"batch": b, "ratio": ratio, "teacher": "ok" if b in t_ok else "oom",
-                    "student": "ok" if b in s_ok else "oom"})
+        out.append(
+            {
+                "batch": b,
+                "ratio": ratio,
+                "teacher": "ok" if b in t_ok else "oom",
+                "student": "ok" if b in s_ok else "oom",
+            }
+        )
     return out
 
 
 # --- what the chapters' rules read from the JSON -------------------------------------------------------------
+
 
 def memory_128k_values(data: Mapping[str, object], name: str, context: int = 131072) -> dict[str, object]:
     """Inputs of ``efficiency.report.MEMORY_128K`` from a CLI result: per grid batch at ``context``, the GDN
@@ -408,18 +485,26 @@ def memory_128k_values(data: Mapping[str, object], name: str, context: int = 131
     the completed counts at ``context`` and over the whole grid, and whether the run finished."""
     models = data["models"]
     rows = {kind: models[f"{name}:{kind}"]["grid"] for kind in ("teacher", "gdn")}
-    done = {kind: {r["batch"]: r["status"] == "completed" for r in rs if r["context"] == context}
-            for kind, rs in rows.items()}
+    done = {
+        kind: {r["batch"]: r["status"] == "completed" for r in rs if r["context"] == context}
+        for kind, rs in rows.items()
+    }
     batches = sorted(set(done["teacher"]) & set(done["gdn"]))
     count = lambda kind: (sum(done[kind][b] for b in batches), len(batches))
     whole = lambda kind: (sum(r["status"] == "completed" for r in rows[kind]), len(rows[kind]))
-    return {"values": [float(done["gdn"][b]) - float(done["teacher"][b]) for b in batches], "batches": batches,
-            "at_context": {k: count(k) for k in rows}, "grid": {k: whole(k) for k in rows},
-            "max_context": {k: models[f"{name}:{k}"]["max_context"] for k in rows},
-            "complete": bool(data.get("complete"))}
+    return {
+        "values": [float(done["gdn"][b]) - float(done["teacher"][b]) for b in batches],
+        "batches": batches,
+        "at_context": {k: count(k) for k in rows},
+        "grid": {k: whole(k) for k in rows},
+        "max_context": {k: models[f"{name}:{k}"]["max_context"] for k in rows},
+        "complete": bool(data.get("complete")),
+    }
 
 
-def fig8_values(data: Mapping[str, object], name: str = "smollm2-135m", context: str = "4096") -> dict[str, object]:
+def fig8_values(
+    data: Mapping[str, object], name: str = "smollm2-135m", context: str = "4096"
+) -> dict[str, object]:
     """Inputs of ``lolcats.report.fig8_row`` from a CLI result: the largest batch both the teacher and its window
     + linear model decoded at ``context``, one speedup per repeat there (teacher step time / linear step time, the
     tokens/s ratio at equal batch), ``fused_decode`` (the window + linear steps ran the Triton kernel from a
@@ -431,24 +516,41 @@ def fig8_values(data: Mapping[str, object], name: str = "smollm2-135m", context:
     ok = lambda rows: {r["batch"]: r for r in rows if r["status"] == "ok"}
     s_ok, l_ok = ok(soft), ok(lin)
     both = sorted(set(s_ok) & set(l_ok))
-    out: dict[str, object] = {"batch": None, "speedups": [], "fused_decode": False, "device_busy": None,
-                              "memory_win": any(r["status"] == "oom" and r["batch"] in l_ok for r in soft)}
+    out: dict[str, object] = {
+        "batch": None,
+        "speedups": [],
+        "fused_decode": False,
+        "device_busy": None,
+        "memory_win": any(r["status"] == "oom" and r["batch"] in l_ok for r in soft),
+    }
     if both:
         s, l = s_ok[both[-1]], l_ok[both[-1]]
         busy = [r.get("device_busy") for r in (s, l)]
-        out |= {"batch": both[-1], "speedups": [a / b for a, b in zip(s["step_ms_all"], l["step_ms_all"])],
-                "fused_decode": linear_model["decode_path"].startswith("triton") and l["mode"] == "graph",
-                "device_busy": None if None in busy else min(busy)}
+        out |= {
+            "batch": both[-1],
+            "speedups": [a / b for a, b in zip(s["step_ms_all"], l["step_ms_all"])],
+            "fused_decode": linear_model["decode_path"].startswith("triton") and l["mode"] == "graph",
+            "device_busy": None if None in busy else min(busy),
+        }
     return out
 
 
 # --- models and CLI -------------------------------------------------------------------------------------------
 
+
 def tiny_random(seed: int = 0) -> LlamaForCausalLM:
     """A random 4-layer Llama (GQA 4:2, head 16) for CPU smoke runs of the CLI."""
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1 << 20)
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=1 << 20,
+    )
     return LlamaForCausalLM(config).eval()
 
 
@@ -465,19 +567,41 @@ def build(teacher: PreTrainedModel, kind: str, window: int) -> PreTrainedModel:
 
 
 PRESETS: Mapping[str, Mapping[str, object]] = {
-    "seminar": {"models": "tiny-random:teacher,tiny-random:gdn,tiny-random:window-linear", "device": "cpu",
-                "prefill_first": 256, "prefill_last": 2048, "probe_last": 8192, "chunk": 256, "decode_contexts": "256",
-                "decode_batches": "1,4,16", "eager_batches": "1,4", "grid_contexts": "256,512,1024,2048",
-                "grid_batches": "1,2,4,8",
-                "new_tokens": 8, "grid_new_tokens": 4, "repeats": 3, "time_limit_s": 30.0},
-    "gpu": {"models": "smollm2-135m:teacher,smollm2-135m:gdn,smollm2-135m:window-linear,gemma3-270m:teacher,"
-                      "gemma3-270m:gdn", "device": "cuda",
-            "prefill_first": 4096, "prefill_last": 1 << 21, "probe_last": 1 << 25, "chunk": 8192,
-            "decode_contexts": "4096,32768",
-            "decode_batches": "1,4,16,64,256,1024,2048", "eager_batches": "1,64",
-            "grid_contexts": "32768,65536,131072,262144,524288",
-            "grid_batches": "1,2,4,8,16,32,64,128", "new_tokens": 32, "grid_new_tokens": 8, "repeats": 3,
-            "time_limit_s": 30.0},
+    "seminar": {
+        "models": "tiny-random:teacher,tiny-random:gdn,tiny-random:window-linear",
+        "device": "cpu",
+        "prefill_first": 256,
+        "prefill_last": 2048,
+        "probe_last": 8192,
+        "chunk": 256,
+        "decode_contexts": "256",
+        "decode_batches": "1,4,16",
+        "eager_batches": "1,4",
+        "grid_contexts": "256,512,1024,2048",
+        "grid_batches": "1,2,4,8",
+        "new_tokens": 8,
+        "grid_new_tokens": 4,
+        "repeats": 3,
+        "time_limit_s": 30.0,
+    },
+    "gpu": {
+        "models": "smollm2-135m:teacher,smollm2-135m:gdn,smollm2-135m:window-linear,gemma3-270m:teacher,"
+        "gemma3-270m:gdn",
+        "device": "cuda",
+        "prefill_first": 4096,
+        "prefill_last": 1 << 21,
+        "probe_last": 1 << 25,
+        "chunk": 8192,
+        "decode_contexts": "4096,32768",
+        "decode_batches": "1,4,16,64,256,1024,2048",
+        "eager_batches": "1,64",
+        "grid_contexts": "32768,65536,131072,262144,524288",
+        "grid_batches": "1,2,4,8,16,32,64,128",
+        "new_tokens": 32,
+        "grid_new_tokens": 8,
+        "repeats": 3,
+        "time_limit_s": 30.0,
+    },
 }
 
 
@@ -485,8 +609,9 @@ def _ints(name: str, text: str) -> list[int]:
     try:
         return _check_sizes(name, [int(v) for v in text.split(",") if v])
     except ValueError as err:
-        raise ValueError(f"--{name.replace('_', '-')}: comma-separated increasing positive ints, got {text!r}"
-                         ) from err
+        raise ValueError(
+            f"--{name.replace('_', '-')}: comma-separated increasing positive ints, got {text!r}"
+        ) from err
 
 
 def parse_models(text: str) -> list[tuple[str, str]]:
@@ -497,7 +622,9 @@ def parse_models(text: str) -> list[tuple[str, str]]:
         if name not in NAMES:
             raise ValueError(f"--models: model {name!r} is not allowed; allowed: {', '.join(NAMES)}")
         if kind not in KINDS:
-            raise ValueError(f"--models: kind {kind!r} of {name!r} is not allowed; allowed: {', '.join(KINDS)}")
+            raise ValueError(
+                f"--models: kind {kind!r} of {name!r} is not allowed; allowed: {', '.join(KINDS)}"
+            )
         out.append((name, kind))
     if not out:
         raise ValueError("--models: give at least one name:kind")
@@ -505,16 +632,27 @@ def parse_models(text: str) -> list[tuple[str, str]]:
 
 
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m hybridlib.findings.efficiency.wholemodel", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="gpu", help=f"defaults for every option below; one of {', '.join(PRESETS)}")
+    p = argparse.ArgumentParser(
+        prog="python -m hybridlib.findings.efficiency.wholemodel",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--preset", default="gpu", help=f"defaults for every option below; one of {', '.join(PRESETS)}"
+    )
     p.add_argument("--out", required=True, help="JSON file to write (atomically)")
     p.add_argument("--models", help=f"name:kind,... with name in {NAMES}, kind in {KINDS}")
     p.add_argument("--device", help="cpu or cuda")
-    p.add_argument("--prefill-first", type=int, help="first prefill context (tokens); doubled to --prefill-last")
+    p.add_argument(
+        "--prefill-first", type=int, help="first prefill context (tokens); doubled to --prefill-last"
+    )
     p.add_argument("--prefill-last", type=int, help="last prefill context (tokens)")
-    p.add_argument("--probe-last", type=int, help="last context of the maximum-context probe (doubling from "
-                   "--prefill-first; only the last chunk is run)")
+    p.add_argument(
+        "--probe-last",
+        type=int,
+        help="last context of the maximum-context probe (doubling from "
+        "--prefill-first; only the last chunk is run)",
+    )
     p.add_argument("--chunk", type=int, help="prefill tokens per forward call, over the whole batch")
     p.add_argument("--decode-contexts", help="contexts of the decode sweep, e.g. 4096,32768")
     p.add_argument("--decode-batches", help="batches of the decode sweep, e.g. 1,4,16")
@@ -525,8 +663,12 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--grid-new-tokens", type=int, help="decoded tokens per completion-grid point")
     p.add_argument("--repeats", type=int, help="timed repeats per point (after warm-up)")
     p.add_argument("--time-limit-s", type=float, help="stop the prefill sweep after a point slower than this")
-    p.add_argument("--memory-cap-gib", type=float, default=None, help="memory cap (CUDA: share of the card; "
-                   "CPU: simulated)")
+    p.add_argument(
+        "--memory-cap-gib",
+        type=float,
+        default=None,
+        help="memory cap (CUDA: share of the card; CPU: simulated)",
+    )
     args = p.parse_args(argv)
     _check_choice("--preset", args.preset, tuple(PRESETS))
     for key, value in PRESETS[args.preset].items():
@@ -542,7 +684,15 @@ def _validate(args: argparse.Namespace) -> dict[str, object]:
         raise ValueError("--device cuda: no CUDA device is visible; allowed here: cpu")
     if not args.out.endswith(".json"):
         raise ValueError(f"--out must name a .json file, got {args.out!r}")
-    for name in ("prefill_first", "prefill_last", "probe_last", "chunk", "new_tokens", "grid_new_tokens", "repeats"):
+    for name in (
+        "prefill_first",
+        "prefill_last",
+        "probe_last",
+        "chunk",
+        "new_tokens",
+        "grid_new_tokens",
+        "repeats",
+    ):
         value = getattr(args, name)
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive int, got {value!r}")
@@ -551,17 +701,23 @@ def _validate(args: argparse.Namespace) -> dict[str, object]:
             raise ValueError(f"--{last.replace('_', '-')} must be >= --prefill-first={args.prefill_first}")
     if args.time_limit_s <= 0 or (args.memory_cap_gib is not None and args.memory_cap_gib <= 0):
         raise ValueError("--time-limit-s and --memory-cap-gib must be > 0")
-    return {"models": parse_models(args.models), "device": args.device,
-            "prefill_contexts": doubling(args.prefill_first, args.prefill_last),
-            "probe_contexts": doubling(args.prefill_first, args.probe_last), "chunk": args.chunk,
-            "decode_contexts": _ints("decode_contexts", args.decode_contexts),
-            "decode_batches": _ints("decode_batches", args.decode_batches),
-            "eager_batches": _ints("eager_batches", args.eager_batches),
-            "grid_contexts": _ints("grid_contexts", args.grid_contexts),
-            "grid_batches": _ints("grid_batches", args.grid_batches), "new_tokens": args.new_tokens,
-            "grid_new_tokens": args.grid_new_tokens,
-            "repeats": args.repeats, "time_limit_s": args.time_limit_s,
-            "memory_cap": None if args.memory_cap_gib is None else int(args.memory_cap_gib * 2**30)}
+    return {
+        "models": parse_models(args.models),
+        "device": args.device,
+        "prefill_contexts": doubling(args.prefill_first, args.prefill_last),
+        "probe_contexts": doubling(args.prefill_first, args.probe_last),
+        "chunk": args.chunk,
+        "decode_contexts": _ints("decode_contexts", args.decode_contexts),
+        "decode_batches": _ints("decode_batches", args.decode_batches),
+        "eager_batches": _ints("eager_batches", args.eager_batches),
+        "grid_contexts": _ints("grid_contexts", args.grid_contexts),
+        "grid_batches": _ints("grid_batches", args.grid_batches),
+        "new_tokens": args.new_tokens,
+        "grid_new_tokens": args.grid_new_tokens,
+        "repeats": args.repeats,
+        "time_limit_s": args.time_limit_s,
+        "memory_cap": None if args.memory_cap_gib is None else int(args.memory_cap_gib * 2**30),
+    }
 
 
 def decode_path(kind: str, device: str) -> str:
@@ -583,30 +739,59 @@ def load_teacher(name: str) -> PreTrainedModel:
     return tiny_random() if name == "tiny-random" else load(name)[0]
 
 
-def measure_model(model: PreTrainedModel, shape: ModelShape, stack: str | None, params: Mapping[str, object]
-                  ) -> dict[str, object]:
+def measure_model(
+    model: PreTrainedModel, shape: ModelShape, stack: str | None, params: Mapping[str, object]
+) -> dict[str, object]:
     """The prefill sweep, a decode sweep per context and the completion grid of one model (alone on its device)."""
     kw = {"chunk": params["chunk"], "memory_cap": params["memory_cap"]}
-    prefill = prefill_sweep(model, params["prefill_contexts"], repeats=params["repeats"],
-                            time_limit_s=params["time_limit_s"], **kw)
+    prefill = prefill_sweep(
+        model,
+        params["prefill_contexts"],
+        repeats=params["repeats"],
+        time_limit_s=params["time_limit_s"],
+        **kw,
+    )
     probe = prefill_sweep(model, params["probe_contexts"], repeats=1, fill="probe", **kw)
     for rows in (prefill, probe):
         print(pd.DataFrame(rows).drop(columns=["prefill_s_all"], errors="ignore").to_string(), flush=True)
     decode = {}
     for context in params["decode_contexts"]:
-        rows = decode_sweep(model, context, params["decode_batches"], new_tokens=params["new_tokens"],
-                            repeats=params["repeats"], **kw)
+        rows = decode_sweep(
+            model,
+            context,
+            params["decode_batches"],
+            new_tokens=params["new_tokens"],
+            repeats=params["repeats"],
+            **kw,
+        )
         decode[str(context)] = with_prediction(rows, shape, stack)
         print(pd.DataFrame(rows).drop(columns=["step_ms_all"], errors="ignore").to_string(), flush=True)
     eager = []
     if next(model.parameters()).device.type == "cuda":  # the same step without the CUDA graph: host overhead
-        eager = decode_sweep(model, params["decode_contexts"][0], params["eager_batches"],
-                             new_tokens=params["new_tokens"], repeats=params["repeats"], mode="eager", **kw)
-    grid = completion_grid({"model": model}, params["grid_contexts"], params["grid_batches"],
-                           new_tokens=params["grid_new_tokens"], **kw)
-    return {"prefill": with_prediction(prefill, shape, stack), "probe": with_prediction(probe, shape, stack),
-            "max_context": max_context(probe), "decode": decode, "decode_eager": eager,
-            "grid": [{k: v for k, v in r.items() if k != "model"} for r in grid]}
+        eager = decode_sweep(
+            model,
+            params["decode_contexts"][0],
+            params["eager_batches"],
+            new_tokens=params["new_tokens"],
+            repeats=params["repeats"],
+            mode="eager",
+            **kw,
+        )
+    grid = completion_grid(
+        {"model": model},
+        params["grid_contexts"],
+        params["grid_batches"],
+        new_tokens=params["grid_new_tokens"],
+        **kw,
+    )
+    return {
+        "prefill": with_prediction(prefill, shape, stack),
+        "probe": with_prediction(probe, shape, stack),
+        "max_context": max_context(probe),
+        "decode": decode,
+        "decode_eager": eager,
+        "grid": [{k: v for k, v in r.items() if k != "model"} for r in grid],
+    }
 
 
 def summarise(result: dict[str, object]) -> None:
@@ -614,8 +799,13 @@ def summarise(result: dict[str, object]) -> None:
     (completed points per model) to a result holding ``models``."""
     models = result["models"]
     result["decode_ratios"] = {
-        label: {c: decode_ratios(models[f"{e['name']}:teacher"]["decode"][c], rows) for c, rows in e["decode"].items()}
-        for label, e in models.items() if e["kind"] != "teacher" and f"{e['name']}:teacher" in models}
+        label: {
+            c: decode_ratios(models[f"{e['name']}:teacher"]["decode"][c], rows)
+            for c, rows in e["decode"].items()
+        }
+        for label, e in models.items()
+        if e["kind"] != "teacher" and f"{e['name']}:teacher" in models
+    }
     grid = [r | {"model": label} for label, e in models.items() for r in e["grid"]]
     result["grid_summary"] = grid_summary(grid).reset_index().to_dict("records") if grid else []
 
@@ -629,27 +819,41 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     window = WINDOW["gpu" if args.preset == "gpu" else "seminar"]
     teachers: dict[str, PreTrainedModel] = {}
-    result: dict[str, object] = {"models": {}, "complete": False,
-                                 "paper_completed_128k": [list(p) for p in PAPER_COMPLETED_128K]}
+    result: dict[str, object] = {
+        "models": {},
+        "complete": False,
+        "paper_completed_128k": [list(p) for p in PAPER_COMPLETED_128K],
+    }
     for i, (name, kind) in enumerate(params["models"]):
         if name not in teachers:
             teachers[name] = load_teacher(name)
         label, stack = f"{name}:{kind}", STACK[kind]
         model = build(teachers[name], kind, window).to(device, dtype)
         print(f"== {label}", flush=True)
-        result["models"][label] = {"name": name, "kind": kind, "stack": stack, "weights_bytes": weights_nbytes(model),
-                                   "window": window if kind == "window-linear" else None,
-                                   "decode_path": decode_path(kind, device),
-                                   **measure_model(model, model_shape(teachers[name], name), stack, params)}
+        result["models"][label] = {
+            "name": name,
+            "kind": kind,
+            "stack": stack,
+            "weights_bytes": weights_nbytes(model),
+            "window": window if kind == "window-linear" else None,
+            "decode_path": decode_path(kind, device),
+            **measure_model(model, model_shape(teachers[name], name), stack, params),
+        }
         model = None
         if device == "cuda":
             torch.cuda.empty_cache()
         summarise(result)
         result["complete"] = i == len(params["models"]) - 1
-        result["provenance"] = collect(args.preset, {**params, "models": [":".join(m) for m in params["models"]]})
+        result["provenance"] = collect(
+            args.preset, {**params, "models": [":".join(m) for m in params["models"]]}
+        )
         write_json(args.out, _plain(result))
-    print(pd.DataFrame(result["grid_summary"]).to_string(), "\npaper (128K evaluations):", PAPER_COMPLETED_128K,
-          flush=True)
+    print(
+        pd.DataFrame(result["grid_summary"]).to_string(),
+        "\npaper (128K evaluations):",
+        PAPER_COMPLETED_128K,
+        flush=True,
+    )
     return result
 
 

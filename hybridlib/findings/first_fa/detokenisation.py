@@ -115,8 +115,9 @@ def occurrence_split(labels: Sequence[str], min_count: int) -> tuple[np.ndarray,
     return np.array(sorted(train), dtype=np.int64), np.array(sorted(test), dtype=np.int64)
 
 
-def ridge_accuracy(x_train: Tensor, y_train: Sequence[str], x_test: Tensor, y_test: Sequence[str], *,
-                   l2: float = 1e-2) -> float:
+def ridge_accuracy(
+    x_train: Tensor, y_train: Sequence[str], x_test: Tensor, y_test: Sequence[str], *, l2: float = 1e-2
+) -> float:
     """Test accuracy of a one-hot ridge classifier fitted in closed form on ``x_train [n, d]``.
 
     Features are standardised with training mean/std; ``W = (X^T X + l2 n I)^-1 X^T Y`` for centred one-hot
@@ -149,39 +150,69 @@ def _layer_groups(items: Sequence[Tokenised], card: ModelCard) -> list[list[int]
     per_layer = sum(len(it.ids) for it in items) * card.hidden_size * 3 * 4
     size = max(1, CAPTURE_BUDGET_BYTES // max(1, per_layer))
     layers = list(range(card.n_layers))
-    return [layers[i:i + size] for i in range(0, len(layers), size)]
+    return [layers[i : i + size] for i in range(0, len(layers), size)]
 
 
-def _group_features(model: nn.Module, tokenizer, items: Sequence[Tokenised], layers: list[int],
-                    units: pd.DataFrame) -> dict[int, dict[str, Tensor]]:
+def _group_features(
+    model: nn.Module, tokenizer, items: Sequence[Tokenised], layers: list[int], units: pd.DataFrame
+) -> dict[int, dict[str, Tensor]]:
     """``layer -> point -> [n_units, d]`` (float64) residual-stream vectors at the unit positions."""
-    cap = probe.capture(model, tokenizer, [it.ids for it in items], signals=probe.SIGNALS, layers=layers,
-                        batch_size=8, progress=False)
+    cap = probe.capture(
+        model,
+        tokenizer,
+        [it.ids for it in items],
+        signals=probe.SIGNALS,
+        layers=layers,
+        batch_size=8,
+        progress=False,
+    )
     at = list(zip(units["text"], units["position"]))
     out = {}
     for layer in layers:
-        base, mixer, block = (torch.stack([cap[s][layer][t][p] for t, p in at]).double()
-                              for s in ("attn_in", "attn_delta", "mlp_delta"))
+        base, mixer, block = (
+            torch.stack([cap[s][layer][t][p] for t, p in at]).double()
+            for s in ("attn_in", "attn_delta", "mlp_delta")
+        )
         out[layer] = {"in": base, "mid": base + mixer, "out": base + mixer + block}
     return out
 
 
-def _score_layer(rows: list[dict], feats: dict[str, Tensor], splits: dict, model: str, layer: int, l2: float) -> None:
+def _score_layer(
+    rows: list[dict], feats: dict[str, Tensor], splits: dict, model: str, layer: int, l2: float
+) -> None:
     """Append one row per (task, point) of ``layer``: the probe's test accuracy and the split's counts."""
     for task, (rows_of_task, train, test, labels) in splits.items():
         y_train, y_test = [labels[i] for i in train], [labels[i] for i in test]
         commonest = max(set(y_train), key=y_train.count)
         for point, x in feats.items():
             x = x[rows_of_task]
-            rows.append({"model": model, "layer": layer, "task": task, "point": point,
-                         "accuracy": ridge_accuracy(x[train], y_train, x[test], y_test, l2=l2),
-                         "n_train": len(train), "n_test": len(test), "n_classes": len(set(y_train)),
-                         "majority": float(np.mean([y == commonest for y in y_test]))})
+            rows.append(
+                {
+                    "model": model,
+                    "layer": layer,
+                    "task": task,
+                    "point": point,
+                    "accuracy": ridge_accuracy(x[train], y_train, x[test], y_test, l2=l2),
+                    "n_train": len(train),
+                    "n_test": len(test),
+                    "n_classes": len(set(y_train)),
+                    "majority": float(np.mean([y == commonest for y in y_test])),
+                }
+            )
 
 
-def word_identity_probe(model: nn.Module, tokenizer, card: ModelCard, texts: Sequence[str], *, max_tokens: int,
-                        min_count: int = 4, l2: float = 1e-2, label: str = "", progress: bool = True
-                        ) -> pd.DataFrame:
+def word_identity_probe(
+    model: nn.Module,
+    tokenizer,
+    card: ModelCard,
+    texts: Sequence[str],
+    *,
+    max_tokens: int,
+    min_count: int = 4,
+    l2: float = 1e-2,
+    label: str = "",
+    progress: bool = True,
+) -> pd.DataFrame:
     """Probe accuracy of both tasks at every layer and point of ``model`` on ``texts``.
 
     Returns one row per (layer, task): ``acc_in, acc_mid, acc_out``, ``se`` (the largest binomial standard
@@ -195,8 +226,10 @@ def word_identity_probe(model: nn.Module, tokenizer, card: ModelCard, texts: Seq
         labels = [str(x) for x in units.loc[units["task"] == task, "label"]]
         train, test = occurrence_split(labels, min_count)
         if len(train) == 0:
-            raise ValueError(f"task {task!r}: no label occurs >= min_count={min_count} times; pass more text "
-                             "or a smaller min_count")
+            raise ValueError(
+                f"task {task!r}: no label occurs >= min_count={min_count} times; pass more text "
+                "or a smaller min_count"
+            )
         splits[task] = (np.flatnonzero(units["task"] == task), train, test, labels)
     rows = []
     groups = _layer_groups(items, card)
@@ -205,7 +238,11 @@ def word_identity_probe(model: nn.Module, tokenizer, card: ModelCard, texts: Seq
             _score_layer(rows, feats, splits, label or card.name, layer, l2)
     long = pd.DataFrame(rows)
     keys = ["model", "layer", "task", "n_train", "n_test", "n_classes", "majority"]
-    frame = long.pivot(index=keys, columns="point", values="accuracy")[list(POINTS)].add_prefix("acc_").reset_index()
+    frame = (
+        long.pivot(index=keys, columns="point", values="accuracy")[list(POINTS)]
+        .add_prefix("acc_")
+        .reset_index()
+    )
     acc = frame[["acc_in", "acc_mid", "acc_out"]]
     frame["se"] = np.sqrt((acc * (1 - acc)).max(axis=1) / frame["n_test"])
     frame["mixer_gain"] = frame["acc_mid"] - frame["acc_in"]

@@ -39,32 +39,57 @@ from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, binds, st
 
 SIGNAL = "attn_delta"
 UNIT = "distilled student (data-order and model-init seed)"
-_NO_SIZE = "the paper shows where the event is, in pre-trained models 10-200x larger, not a size comparable here"
+_NO_SIZE = (
+    "the paper shows where the event is, in pre-trained models 10-200x larger, not a size comparable here"
+)
 
-EVENT_RULE = Rule("the first full-attention layer of a GDN hybrid carries the largest attn_delta event of its curve",
-                  "|jump| at the first FA layer minus the largest |jump| elsewhere (SoftCKA)", UNIT, 1,
-                  Tolerance.any_magnitude(_NO_SIZE))
-SWA_RULE = Rule("the GDN hybrid's event at its first FA layer is larger than the SWA hybrid's at that layer",
-                "|jump| GDN minus |jump| SWA at the first FA layer (SoftCKA)", UNIT, 1,
-                Tolerance.any_magnitude(_NO_SIZE))
-SWA_NONE_RULE = Rule("a sliding-window hybrid has no largest event at its first full-attention layer",
-                     "SWA student: |jump| at the first FA layer minus the largest |jump| elsewhere (SoftCKA)", UNIT,
-                     -1, Tolerance.any_magnitude(_NO_SIZE))
-LOCALITY_RULE = Rule("full-attention layers in hybrids attend more locally than in the non-hybrid",
-                     "mean attention distance, student minus teacher, mean over FA layers (tokens)", UNIT, -1,
-                     Tolerance.any_magnitude("the paper compares different pre-trained models; our probes are "
-                                             "short, which bounds every distance"))
+EVENT_RULE = Rule(
+    "the first full-attention layer of a GDN hybrid carries the largest attn_delta event of its curve",
+    "|jump| at the first FA layer minus the largest |jump| elsewhere (SoftCKA)",
+    UNIT,
+    1,
+    Tolerance.any_magnitude(_NO_SIZE),
+)
+SWA_RULE = Rule(
+    "the GDN hybrid's event at its first FA layer is larger than the SWA hybrid's at that layer",
+    "|jump| GDN minus |jump| SWA at the first FA layer (SoftCKA)",
+    UNIT,
+    1,
+    Tolerance.any_magnitude(_NO_SIZE),
+)
+SWA_NONE_RULE = Rule(
+    "a sliding-window hybrid has no largest event at its first full-attention layer",
+    "SWA student: |jump| at the first FA layer minus the largest |jump| elsewhere (SoftCKA)",
+    UNIT,
+    -1,
+    Tolerance.any_magnitude(_NO_SIZE),
+)
+LOCALITY_RULE = Rule(
+    "full-attention layers in hybrids attend more locally than in the non-hybrid",
+    "mean attention distance, student minus teacher, mean over FA layers (tokens)",
+    UNIT,
+    -1,
+    Tolerance.any_magnitude(
+        "the paper compares different pre-trained models; our probes are short, which bounds every distance"
+    ),
+)
 """The control is the teacher itself: an all-attention student distilled with the same recipe starts at the teacher's
 weights, where the forward KL and its gradient are zero, so it stays the teacher (up to weight decay)."""
-DETOK_RULE = Rule("a full-attention layer 0 assembles words from their subword tokens (detokenises)",
-                  "layer-0 within - across probe gain, FA-at-0 student minus GDN-at-0 student", UNIT, 1,
-                  Tolerance.any_magnitude("a hypothesis the paper states without a number"))
+DETOK_RULE = Rule(
+    "a full-attention layer 0 assembles words from their subword tokens (detokenises)",
+    "layer-0 within - across probe gain, FA-at-0 student minus GDN-at-0 student",
+    UNIT,
+    1,
+    Tolerance.any_magnitude("a hypothesis the paper states without a number"),
+)
 
 
 def _stack(models: Sequence[Alignment]) -> np.ndarray:
     """``[n_models, n_langs, n_layers, n_articles, 3]`` parallel ``attn_delta`` terms of ``models`` on the
     languages they share."""
-    langs = [lang for lang in models[0].languages if all((SIGNAL, lang, "parallel") in m.terms for m in models)]
+    langs = [
+        lang for lang in models[0].languages if all((SIGNAL, lang, "parallel") in m.terms for m in models)
+    ]
     if not langs or len({m.n_layers for m in models}) != 1:
         raise ValueError(f"{[m.label for m in models]} must share depth and at least one language")
     return np.stack([[m.get(SIGNAL, lang) for lang in langs] for m in models])
@@ -99,17 +124,30 @@ def _interval(replicates: Sequence[Sequence[Alignment]], statistic, *, n_boot: i
     terms = [_stack(models) for models in replicates]
     values = [float(statistic(jump_profiles(t))) for t in terms]
     return statistic_bootstrap(
-        values, lambda r, m, rng: statistic(jump_profiles(terms[r], _counts(terms[r].shape[-2], m, rng))),
-        n_documents=sum(t.shape[-2] for t in terms), n_boot=n_boot, seed=seed)
+        values,
+        lambda r, m, rng: statistic(jump_profiles(terms[r], _counts(terms[r].shape[-2], m, rng))),
+        n_documents=sum(t.shape[-2] for t in terms),
+        n_boot=n_boot,
+        seed=seed,
+    )
 
 
-def compared_lengths(tokenizer: Any, card: ModelCard, texts: Mapping[str, Sequence[str]],
-                     max_tokens: int) -> list[tuple[int, int]]:
+def compared_lengths(
+    tokenizer: Any, card: ModelCard, texts: Mapping[str, Sequence[str]], max_tokens: int
+) -> list[tuple[int, int]]:
     """Tokens compared on each side of every parallel pair (English first), cut as ``alignment.measure`` cuts
     them (special tokens not counted, both sides to the same fraction, the longer at most ``max_tokens``)."""
     special = set(tokenizer.all_special_ids)
-    n = {lang: [sum(t not in special for t in encode(tokenizer, x, card)) for x in xs] for lang, xs in texts.items()}
-    return [pair_lengths(a, b, max_tokens) for lang in n if lang != REFERENCE for a, b in zip(n[REFERENCE], n[lang])]
+    n = {
+        lang: [sum(t not in special for t in encode(tokenizer, x, card)) for x in xs]
+        for lang, xs in texts.items()
+    }
+    return [
+        pair_lengths(a, b, max_tokens)
+        for lang in n
+        if lang != REFERENCE
+        for a, b in zip(n[REFERENCE], n[lang])
+    ]
 
 
 def beyond_window(lengths: Sequence[tuple[int, int]], window: int) -> float:
@@ -121,12 +159,22 @@ def beyond_window(lengths: Sequence[tuple[int, int]], window: int) -> float:
 
 def swa_binds(window: int, share: float) -> Precondition:
     """The SWA control binds when its window cuts the context of at least half of the compared states."""
-    return binds("SWA window cuts most probed contexts", share >= 0.5,
-                 f"{share:.0%} of the compared states lie beyond the {window}-token window (needs >= 50%)")
+    return binds(
+        "SWA window cuts most probed contexts",
+        share >= 0.5,
+        f"{share:.0%} of the compared states lie beyond the {window}-token window (needs >= 50%)",
+    )
 
 
-def judge_events(students: Mapping[str, Sequence[Alignment]], *, swa: str | None, swa_window: int,
-                 swa_share: float, n_boot: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
+def judge_events(
+    students: Mapping[str, Sequence[Alignment]],
+    *,
+    swa: str | None,
+    swa_window: int,
+    swa_share: float,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """Rows for ``notebook.paper_vs_book`` (metric, paper, verdict, note, paper_claim) of the event rules: one per
     GDN student (``students`` minus ``swa``), its comparison with the SWA student ``swa`` when their first FA
     layers match, and the SWA student's own event. ``swa_share``: :func:`beyond_window` of the probes."""
@@ -136,35 +184,86 @@ def judge_events(students: Mapping[str, Sequence[Alignment]], *, swa: str | None
         if label == swa:
             continue
         first = reps[0].fa_layers[0]
-        follows = binds("first FA layer follows recurrent layers", first > 0,
-                        f"{label}'s first FA layer is {first}" + ("; the teacher's layer 0 is full attention too"
-                                                                  if first == 0 else ""))
-        verdict = _decide(EVENT_RULE, [[al] for al in reps], lambda p, f=first: event_margin(p[..., 0, :], f),
-                          [follows], n_boot, seed)
-        rows.append({"metric": f"largest attn_delta event at the first FA layer (layer {first}), {label}",
-                     "paper": "yes: + in Qwen3.5 / OLMo-Hybrid / Granite-H, - in Ring / Ling", "verdict": verdict,
-                     "note": "", "paper_claim": True})
+        follows = binds(
+            "first FA layer follows recurrent layers",
+            first > 0,
+            f"{label}'s first FA layer is {first}"
+            + ("; the teacher's layer 0 is full attention too" if first == 0 else ""),
+        )
+        verdict = _decide(
+            EVENT_RULE,
+            [[al] for al in reps],
+            lambda p, f=first: event_margin(p[..., 0, :], f),
+            [follows],
+            n_boot,
+            seed,
+        )
+        rows.append(
+            {
+                "metric": f"largest attn_delta event at the first FA layer (layer {first}), {label}",
+                "paper": "yes: + in Qwen3.5 / OLMo-Hybrid / Granite-H, - in Ring / Ling",
+                "verdict": verdict,
+                "note": "",
+                "paper_claim": True,
+            }
+        )
         if swa is not None and students[swa][0].fa_layers[0] == first:
             pairs = [[g, s] for g, s in zip(reps, students[swa])]
-            same = Precondition("paired replicates", len(reps) == len(students[swa]),
-                                f"{len(reps)} GDN and {len(students[swa])} SWA replicates")
-            verdict = _decide(SWA_RULE, pairs, lambda p, f=first: np.abs(p[..., 0, f]) - np.abs(p[..., 1, f]),
-                              [control, same, follows], n_boot, seed)
-            rows.append({"metric": f"|event| at layer {first}: {label} minus {swa}",
-                         "paper": "GDN hybrids reorganise there, SWA hybrids (Tiny Aya, OLMo-3) do not",
-                         "verdict": verdict, "note": "", "paper_claim": True})
+            same = Precondition(
+                "paired replicates",
+                len(reps) == len(students[swa]),
+                f"{len(reps)} GDN and {len(students[swa])} SWA replicates",
+            )
+            verdict = _decide(
+                SWA_RULE,
+                pairs,
+                lambda p, f=first: np.abs(p[..., 0, f]) - np.abs(p[..., 1, f]),
+                [control, same, follows],
+                n_boot,
+                seed,
+            )
+            rows.append(
+                {
+                    "metric": f"|event| at layer {first}: {label} minus {swa}",
+                    "paper": "GDN hybrids reorganise there, SWA hybrids (Tiny Aya, OLMo-3) do not",
+                    "verdict": verdict,
+                    "note": "",
+                    "paper_claim": True,
+                }
+            )
     if swa is not None:
         first = students[swa][0].fa_layers[0]
-        follows = binds("first FA layer follows recurrent layers", first > 0, f"{swa}'s first FA layer is {first}")
-        verdict = _decide(SWA_NONE_RULE, [[al] for al in students[swa]],
-                          lambda p: event_margin(p[..., 0, :], first), [control, follows], n_boot, seed)
-        rows.append({"metric": f"largest attn_delta event at the first FA layer (layer {first}), {swa}",
-                     "paper": "no such event in SWA hybrids", "verdict": verdict, "note": "", "paper_claim": True})
+        follows = binds(
+            "first FA layer follows recurrent layers", first > 0, f"{swa}'s first FA layer is {first}"
+        )
+        verdict = _decide(
+            SWA_NONE_RULE,
+            [[al] for al in students[swa]],
+            lambda p: event_margin(p[..., 0, :], first),
+            [control, follows],
+            n_boot,
+            seed,
+        )
+        rows.append(
+            {
+                "metric": f"largest attn_delta event at the first FA layer (layer {first}), {swa}",
+                "paper": "no such event in SWA hybrids",
+                "verdict": verdict,
+                "note": "",
+                "paper_claim": True,
+            }
+        )
     return rows
 
 
-def _decide(rule: Rule, replicates: Sequence[Sequence[Alignment]], statistic, checks: Sequence[Precondition],
-            n_boot: int, seed: int) -> Verdict:
+def _decide(
+    rule: Rule,
+    replicates: Sequence[Sequence[Alignment]],
+    statistic,
+    checks: Sequence[Precondition],
+    n_boot: int,
+    seed: int,
+) -> Verdict:
     """The rule's verdict (the estimate is reported even when a precondition fails); nothing is measured when
     the replicates cannot be paired."""
     if any(p.name == "paired replicates" and not p.holds for p in checks):
@@ -175,17 +274,33 @@ def _decide(rule: Rule, replicates: Sequence[Sequence[Alignment]], statistic, ch
 def judge_locality(distances: Mapping[str, Sequence[float]], n_boot: int = 2000, seed: int = 0) -> list[dict]:
     """Rows of the locality rule: ``distances``: GDN student -> per replicate, its FA layers' mean attention
     distance minus the teacher's at the same layers (tokens), averaged over those layers."""
-    return [{"metric": f"mean attention distance of the FA layers minus the teacher's, {label} (tokens)",
-             "paper": "FA layers in hybrids attend more locally", "note": "", "paper_claim": True,
-             "verdict": LOCALITY_RULE.judge_repeats(list(values), n_boot=n_boot, seed=seed)}
-            for label, values in distances.items()]
+    return [
+        {
+            "metric": f"mean attention distance of the FA layers minus the teacher's, {label} (tokens)",
+            "paper": "FA layers in hybrids attend more locally",
+            "note": "",
+            "paper_claim": True,
+            "verdict": LOCALITY_RULE.judge_repeats(list(values), n_boot=n_boot, seed=seed),
+        }
+        for label, values in distances.items()
+    ]
 
 
-def judge_detokenisation(margins: Sequence[float] | None, why: str, n_boot: int = 2000, seed: int = 0) -> dict:
+def judge_detokenisation(
+    margins: Sequence[float] | None, why: str, n_boot: int = 2000, seed: int = 0
+) -> dict:
     """Row of the detokenisation rule: ``margins`` per replicate (see the module docstring); None when no
     FA-at-0 / GDN-at-0 pair was probed (``why`` says so)."""
     ran = binds("an FA-at-0 and a GDN-at-0 student probed", margins is not None and len(margins) > 0, why)
-    verdict = (DETOK_RULE.judge_repeats(list(margins), preconditions=[ran], n_boot=n_boot, seed=seed) if ran.holds
-               else DETOK_RULE.decide(None, [ran]))
-    return {"metric": "layer-0 within - across probe gain, FA-at-0 minus GDN-at-0 student",
-            "paper": "hypothesis, untested", "verdict": verdict, "note": why, "paper_claim": False}
+    verdict = (
+        DETOK_RULE.judge_repeats(list(margins), preconditions=[ran], n_boot=n_boot, seed=seed)
+        if ran.holds
+        else DETOK_RULE.decide(None, [ran])
+    )
+    return {
+        "metric": "layer-0 within - across probe gain, FA-at-0 minus GDN-at-0 student",
+        "paper": "hypothesis, untested",
+        "verdict": verdict,
+        "note": why,
+        "paper_claim": False,
+    }

@@ -3,9 +3,10 @@
 ``profile_step(teacher_name)`` converts the teacher into the standard periodic hybrid exactly as
 :func:`hybridlib.findings.layout.distill.distill_layout` does, then times ``steps`` optimizer steps on random token ids
 (``[batch_size, seq_len]``; speed does not depend on the text) phase by phase with CUDA events (wall clock on
-CPU). It reports milliseconds per phase, tokens/s and MFU against :data:`hybridlib.findings.layout.distill.PEAK_BF16_FLOPS`
-(``6 N_student + 2 N_teacher`` FLOPs a token, as the distillation runs count them) and, on CUDA, a
-``torch.profiler`` summary of ``profile_steps`` more steps (:func:`kernel_summary`). Variants (:data:`VARIANTS`):
+CPU). It reports milliseconds per phase, tokens/s and MFU against
+:data:`hybridlib.findings.layout.distill.PEAK_BF16_FLOPS` (``6 N_student + 2 N_teacher`` FLOPs a token, as the
+distillation runs count them) and, on CUDA, a ``torch.profiler`` summary of ``profile_steps`` more steps
+(:func:`kernel_summary`). Variants (:data:`VARIANTS`):
 
 - ``eager``: the step as the chapters ran it before the fast path: eager student in float32 weights under
   autocast, ``[B, T, V]`` logits of both models and the chunked float32 :func:`~hybridlib.losses.forward_kl`,
@@ -25,8 +26,8 @@ CLI (writes ``data/results/layout_distillation/step_profile_<device>[_<tag>].jso
 
     python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
         [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
-    torchrun --nproc-per-node 2 -m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60 [--strategy fsdp]
-        [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
+    torchrun --nproc-per-node 2 -m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60
+        [--strategy fsdp] [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
 """
 
 from __future__ import annotations
@@ -109,18 +110,29 @@ def random_teacher(teacher_path: str | Path, seed: int = 0) -> PreTrainedModel:
 class _Step:
     """One optimizer step of a variant, phase by phase: ``step(ids [B, T], phase) -> loss``."""
 
-    def __init__(self, variant: str, student: PreTrainedModel, teacher: PreTrainedModel, device: torch.device,
-                 precision: str, example: torch.Tensor, lr: float):
+    def __init__(
+        self,
+        variant: str,
+        student: PreTrainedModel,
+        teacher: PreTrainedModel,
+        device: torch.device,
+        precision: str,
+        example: torch.Tensor,
+        lr: float,
+    ):
         if variant not in VARIANTS:
             raise ValueError(f"variant={variant!r} is not allowed; choose one of {VARIANTS}")
         self.variant, self.student, self.device, self.precision = variant, student, device, precision
         cuda = device.type == "cuda"
         self.teacher_compiled = cuda and variant in ("compiled", "fast")
         if variant == "eager":
-            self.teacher, self.teacher_compiled = distill._compiled_teacher(teacher, example, device, precision)
+            self.teacher, self.teacher_compiled = distill._compiled_teacher(
+                teacher, example, device, precision
+            )
         else:
-            self.model = DistillationModel(student, teacher, compile=self.teacher_compiled,
-                                           cuda_graphs=cuda and variant == "fast")
+            self.model = DistillationModel(
+                student, teacher, compile=self.teacher_compiled, cuda_graphs=cuda and variant == "fast"
+            )
         fused = device.type == "cuda" and variant != "eager"
         self.optimizer = torch.optim.AdamW(student.parameters(), lr=lr, fused=fused or None)
 
@@ -143,12 +155,20 @@ class _Step:
         return loss.detach()
 
 
-def _models(teacher_name: str, device: torch.device, precision: str, random_weights: bool,
-            teacher_path: str | Path | None, seed: int) -> tuple[PreTrainedModel, PreTrainedModel]:
+def _models(
+    teacher_name: str,
+    device: torch.device,
+    precision: str,
+    random_weights: bool,
+    teacher_path: str | Path | None,
+    seed: int,
+) -> tuple[PreTrainedModel, PreTrainedModel]:
     """(student on ``device``, train mode; teacher on ``device`` in the run's weight dtype, frozen)."""
     if random_weights:
         if teacher_path is None:
-            raise ValueError("random_weights=True needs teacher_path, a folder holding the teacher's config.json")
+            raise ValueError(
+                "random_weights=True needs teacher_path, a folder holding the teacher's config.json"
+            )
         teacher = random_teacher(teacher_path, seed)
     else:
         teacher, _ = load(teacher_name, path=teacher_path)
@@ -158,10 +178,21 @@ def _models(teacher_name: str, device: torch.device, precision: str, random_weig
     return student, teacher.requires_grad_(False)
 
 
-def profile_step(teacher_name: str, *, batch_size: int = 32, seq_len: int = 512, steps: int = 10, warmup: int = 3,
-                 variant: str = "eager", device: str | torch.device | None = None, precision: str | None = None,
-                 seed: int = 0, random_weights: bool = False, teacher_path: str | Path | None = None,
-                 profile_steps: int = 2) -> dict[str, Any]:
+def profile_step(
+    teacher_name: str,
+    *,
+    batch_size: int = 32,
+    seq_len: int = 512,
+    steps: int = 10,
+    warmup: int = 3,
+    variant: str = "eager",
+    device: str | torch.device | None = None,
+    precision: str | None = None,
+    seed: int = 0,
+    random_weights: bool = False,
+    teacher_path: str | Path | None = None,
+    profile_steps: int = 2,
+) -> dict[str, Any]:
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
     ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``."""
     if steps < 1 or warmup < 0:
@@ -171,8 +202,10 @@ def profile_step(teacher_name: str, *, batch_size: int = 32, seq_len: int = 512,
         torch.cuda.reset_peak_memory_stats(device)
     student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
     generator = torch.Generator().manual_seed(seed)
-    batches = [torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator).to(device)
-               for _ in range(warmup + steps)]
+    batches = [
+        torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator).to(device)
+        for _ in range(warmup + steps)
+    ]
     step = _Step(variant, student, teacher, device, precision, batches[0], lr=1e-5)
     start = time.perf_counter()
     warm = _Timer(device)
@@ -188,17 +221,30 @@ def profile_step(teacher_name: str, *, batch_size: int = 32, seq_len: int = 512,
     tokens_per_s = batch_size * seq_len / (step_ms / 1e3)
     flops = 6 * distill.matmul_params(student) + 2 * distill.matmul_params(teacher)
     cuda = device.type == "cuda"
-    profile = kernel_summary(lambda i: step(batches[i % len(batches)], _Timer(device).phase), profile_steps) if (
-        cuda and profile_steps) else None
-    return {"teacher": teacher_name, "variant": variant, "batch_size": batch_size, "seq_len": seq_len,
-            "steps": steps, "precision": precision, "random_weights": random_weights,
-            "teacher_compiled": step.teacher_compiled,
-            "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-            "phase_ms": {k: round(v, 3) for k, v in ms.items()}, "step_ms": round(step_ms, 3),
-            "warmup_s": round(warmup_s, 1), "tokens_per_s": round(tokens_per_s, 1),
-            "flops_per_token": float(flops), "mfu": tokens_per_s * flops / distill.PEAK_BF16_FLOPS if cuda else None,
-            "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if cuda else None,
-            "profile": profile}
+    profile = (
+        kernel_summary(lambda i: step(batches[i % len(batches)], _Timer(device).phase), profile_steps)
+        if (cuda and profile_steps)
+        else None
+    )
+    return {
+        "teacher": teacher_name,
+        "variant": variant,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "steps": steps,
+        "precision": precision,
+        "random_weights": random_weights,
+        "teacher_compiled": step.teacher_compiled,
+        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "phase_ms": {k: round(v, 3) for k, v in ms.items()},
+        "step_ms": round(step_ms, 3),
+        "warmup_s": round(warmup_s, 1),
+        "tokens_per_s": round(tokens_per_s, 1),
+        "flops_per_token": float(flops),
+        "mfu": tokens_per_s * flops / distill.PEAK_BF16_FLOPS if cuda else None,
+        "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if cuda else None,
+        "profile": profile,
+    }
 
 
 def kernel_summary(run_step: Callable[[int], Any], steps: int, top: int = 12) -> dict[str, Any]:
@@ -215,10 +261,18 @@ def kernel_summary(run_step: Callable[[int], Any], steps: int, top: int = 12) ->
                 run_step(i)
         torch.cuda.synchronize()
     events = prof.events()
-    host_us = sum(e.time_range.elapsed_us() for e in events
-                  if e.name == "distill_step" and e.device_type == DeviceType.CPU)
-    kernels = [e for e in events if e.device_type == DeviceType.CUDA and e.name != "distill_step"
-               and not getattr(e, "is_user_annotation", False)]
+    host_us = sum(
+        e.time_range.elapsed_us()
+        for e in events
+        if e.name == "distill_step" and e.device_type == DeviceType.CPU
+    )
+    kernels = [
+        e
+        for e in events
+        if e.device_type == DeviceType.CUDA
+        and e.name != "distill_step"
+        and not getattr(e, "is_user_annotation", False)
+    ]
     families: dict[str, float] = {}
     by_name: dict[str, float] = {}
     for e in kernels:
@@ -228,10 +282,16 @@ def kernel_summary(run_step: Callable[[int], Any], steps: int, top: int = 12) ->
         by_name[e.name] = by_name.get(e.name, 0.0) + us
     gpu_us = sum(families.values())
     per_step = lambda us: round(us / steps / 1e3, 3)  # µs over all steps -> ms per step
-    return {"steps": steps, "kernels_per_step": round(len(kernels) / steps), "host_ms_per_step": per_step(host_us),
-            "gpu_ms_per_step": per_step(gpu_us),
-            "gpu_ms_by_family": {f: per_step(us) for f, us in sorted(families.items(), key=lambda kv: -kv[1])},
-            "top_kernels_ms": {n[:120]: per_step(us) for n, us in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]}}
+    return {
+        "steps": steps,
+        "kernels_per_step": round(len(kernels) / steps),
+        "host_ms_per_step": per_step(host_us),
+        "gpu_ms_per_step": per_step(gpu_us),
+        "gpu_ms_by_family": {f: per_step(us) for f, us in sorted(families.items(), key=lambda kv: -kv[1])},
+        "top_kernels_ms": {
+            n[:120]: per_step(us) for n, us in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]
+        },
+    }
 
 
 def kernel_family(name: str) -> str:
@@ -239,10 +299,20 @@ def kernel_family(name: str) -> str:
     return next((f for f, pattern in FAMILIES if re.search(pattern, name.lower())), "other")
 
 
-def loss_curves(teacher_name: str, variants: Sequence[str], *, steps: int = 200, batch_size: int = 32,
-                seq_len: int = 512, lr: float = 2e-4, seed: int = 0, random_weights: bool = False,
-                teacher_path: str | Path | None = None, device: str | torch.device | None = None,
-                precision: str | None = None) -> dict[str, Any]:
+def loss_curves(
+    teacher_name: str,
+    variants: Sequence[str],
+    *,
+    steps: int = 200,
+    batch_size: int = 32,
+    seq_len: int = 512,
+    lr: float = 2e-4,
+    seed: int = 0,
+    random_weights: bool = False,
+    teacher_path: str | Path | None = None,
+    device: str | torch.device | None = None,
+    precision: str | None = None,
+) -> dict[str, Any]:
     """Train a fresh student with each of ``variants`` for ``steps`` AdamW steps (constant ``lr``) on the same
     random batches; returns the loss per step per variant and the largest relative gap to the first."""
     device, precision = distill._resolve_device(device, precision)
@@ -251,21 +321,42 @@ def loss_curves(teacher_name: str, variants: Sequence[str], *, steps: int = 200,
     for variant in variants:
         student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
         generator.manual_seed(seed + 1)
-        batches = [torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator) for _ in range(steps)]
+        batches = [
+            torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator)
+            for _ in range(steps)
+        ]
         step = _Step(variant, student, teacher, device, precision, batches[0].to(device), lr=lr)
         losses = [step(ids.to(device), _Timer(device).phase) for ids in batches]
         curves[variant] = [float(x) for x in torch.stack(losses).cpu()]
         del student, teacher, step
     first = torch.tensor(curves[variants[0]])
     gaps = {v: float(((torch.tensor(c) - first).abs() / first.abs()).max()) for v, c in curves.items()}
-    return {"teacher": teacher_name, "steps": steps, "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
-            "precision": precision, "losses": curves, "max_rel_gap_to_first": gaps}
+    return {
+        "teacher": teacher_name,
+        "steps": steps,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "lr": lr,
+        "precision": precision,
+        "losses": curves,
+        "max_rel_gap_to_first": gaps,
+    }
 
 
-def train_speed(teacher_name: str, *, steps: int = 60, batch_size: int = 32, seq_len: int = 512,
-                strategy: str = "ddp", cuda_graphs: bool = True, out_dir: str | None = None,
-                stop_at: int | None = None, seed: int = 0, random_weights: bool = False,
-                teacher_path: str | Path | None = None) -> dict[str, Any] | None:
+def train_speed(
+    teacher_name: str,
+    *,
+    steps: int = 60,
+    batch_size: int = 32,
+    seq_len: int = 512,
+    strategy: str = "ddp",
+    cuda_graphs: bool = True,
+    out_dir: str | None = None,
+    stop_at: int | None = None,
+    seed: int = 0,
+    random_weights: bool = False,
+    teacher_path: str | Path | None = None,
+) -> dict[str, Any] | None:
     """The distillation trainer itself (:func:`hybridlib.train.train` on a
     :class:`~hybridlib.train.objectives.DistillationModel`, the chapters' learning rates) for ``steps`` steps of
     ``batch_size`` random sequences - in one process, or under ``torchrun`` (global batch split over the ranks,
@@ -274,20 +365,36 @@ def train_speed(teacher_name: str, *, steps: int = 60, batch_size: int = 32, seq
     killed job would. Returns (rank 0; other ranks None) the world size, median tokens/s over steps after the
     first 5, MFU and the loss per step."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else (
-        torch.device("cpu"))
+    device = (
+        torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        if torch.cuda.is_available()
+        else (torch.device("cpu"))
+    )
     device, precision = distill._resolve_device(device, None)
     student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
     cuda = device.type == "cuda"
     model = DistillationModel(student, teacher, compile=cuda, cuda_graphs=cuda and cuda_graphs and world == 1)
-    rows = torch.randint(0, teacher.config.vocab_size, (steps * batch_size, seq_len),
-                         generator=torch.Generator().manual_seed(seed))
+    rows = torch.randint(
+        0,
+        teacher.config.vocab_size,
+        (steps * batch_size, seq_len),
+        generator=torch.Generator().manual_seed(seed),
+    )
     r = distill.recipe(teacher_name)
-    config = TrainConfig(batch_size=batch_size, seq_len=seq_len, steps=steps, precision=precision,
-                         lrs={"recurrent": r.lr_recurrent, "rest": r.lr_rest},
-                         group_patterns={"recurrent": distill.RECURRENT_PATTERN}, warmup_frac=distill.WARMUP_FRAC,
-                         strategy=strategy, seed=seed, out_dir=out_dir,
-                         checkpoint_every_steps=max(1, steps // 4) if out_dir else None, progress=False)
+    config = TrainConfig(
+        batch_size=batch_size,
+        seq_len=seq_len,
+        steps=steps,
+        precision=precision,
+        lrs={"recurrent": r.lr_recurrent, "rest": r.lr_rest},
+        group_patterns={"recurrent": distill.RECURRENT_PATTERN},
+        warmup_frac=distill.WARMUP_FRAC,
+        strategy=strategy,
+        seed=seed,
+        out_dir=out_dir,
+        checkpoint_every_steps=max(1, steps // 4) if out_dir else None,
+        progress=False,
+    )
 
     def stop(step: int, _history: Any) -> None:
         if step == stop_at:
@@ -302,18 +409,28 @@ def train_speed(teacher_name: str, *, steps: int = 60, batch_size: int = 32, seq
     speeds = [h["tokens_per_s"] for h in history.train[5:] or history.train]
     tokens_per_s = float(torch.tensor(speeds).median())
     flops = 6 * distill.matmul_params(student) + 2 * distill.matmul_params(teacher)
-    return {"teacher": teacher_name, "world_size": world, "strategy": strategy if world > 1 else None,
-            "cuda_graphs": model.cuda_graphs, "batch_size": batch_size, "seq_len": seq_len, "steps": steps,
-            "first_step": history.train[0]["step"], "tokens_per_s": round(tokens_per_s, 1),
-            "mfu": tokens_per_s * flops / (world * distill.PEAK_BF16_FLOPS) if cuda else None,
-            "losses": [h["loss"] for h in history.train]}
+    return {
+        "teacher": teacher_name,
+        "world_size": world,
+        "strategy": strategy if world > 1 else None,
+        "cuda_graphs": model.cuda_graphs,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "steps": steps,
+        "first_step": history.train[0]["step"],
+        "tokens_per_s": round(tokens_per_s, 1),
+        "mfu": tokens_per_s * flops / (world * distill.PEAK_BF16_FLOPS) if cuda else None,
+        "losses": [h["loss"] for h in history.train],
+    }
 
 
 class _Stopped(Exception):
     """Ends a :func:`train_speed` run at ``stop_at``, as a killed job would."""
 
 
-def kl_chunk_timings(vocab: int, hidden: int, chunk_rows: Sequence[int], tokens: int = 16384) -> list[dict[str, Any]]:
+def kl_chunk_timings(
+    vocab: int, hidden: int, chunk_rows: Sequence[int], tokens: int = 16384
+) -> list[dict[str, Any]]:
     """Median milliseconds (``triton.testing.do_bench``) of :func:`~hybridlib.losses.linear_forward_kl` forward and
     backward under bf16 autocast per ``chunk_rows`` (CUDA; float32 student hidden states and head, bf16 teacher's,
     random), with the peak memory: how the chunk length trades speed against memory."""
@@ -325,6 +442,7 @@ def kl_chunk_timings(vocab: int, hidden: int, chunk_rows: Sequence[int], tokens:
     w_t = (torch.randn(vocab, hidden, device="cuda") * 0.02).bfloat16()
     rows = []
     for n in chunk_rows:
+
         def run(n: int = n) -> None:
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = linear_forward_kl(h_s, w_s, h_t, w_t, chunk_rows=n)
@@ -334,16 +452,25 @@ def kl_chunk_timings(vocab: int, hidden: int, chunk_rows: Sequence[int], tokens:
         torch.cuda.reset_peak_memory_stats()
         run()
         ms = triton.testing.do_bench(run, warmup=30, rep=200, return_mode="median")
-        rows.append({"vocab": vocab, "hidden": hidden, "tokens": tokens, "chunk_rows": n,
-                     "ms_forward_and_grads": round(ms, 2),
-                     "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)})
+        rows.append(
+            {
+                "vocab": vocab,
+                "hidden": hidden,
+                "tokens": tokens,
+                "chunk_rows": n,
+                "ms_forward_and_grads": round(ms, 2),
+                "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1),
+            }
+        )
     return rows
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m hybridlib.findings.layout.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m hybridlib.findings.layout.bench", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--teacher", required=True, choices=sorted(distill.RECIPES))
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=512)
@@ -353,23 +480,44 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--random-weights", action="store_true")
     parser.add_argument("--teacher-path")
     parser.add_argument("--fallback", choices=VARIANTS, help="variant to run in place of one that fails")
-    parser.add_argument("--curve-steps", type=int, default=0,
-                        help="also compare the loss curves of 'eager' and the last variant that ran")
+    parser.add_argument(
+        "--curve-steps",
+        type=int,
+        default=0,
+        help="also compare the loss curves of 'eager' and the last variant that ran",
+    )
     parser.add_argument("--tag", default="", help="suffix of the JSON file name")
-    parser.add_argument("--train-steps", type=int, default=0,
-                        help="instead: time the trainer itself (train_speed; works under torchrun)")
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=0,
+        help="instead: time the trainer itself (train_speed; works under torchrun)",
+    )
     parser.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp")
     parser.add_argument("--no-cuda-graphs", action="store_true")
     parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
-    common = {"batch_size": args.batch_size, "seq_len": args.seq_len, "random_weights": args.random_weights,
-              "teacher_path": args.teacher_path}
+    common = {
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "random_weights": args.random_weights,
+        "teacher_path": args.teacher_path,
+    }
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    path = results_dir("layout_distillation") / f"step_profile_{device}{'_' + args.tag if args.tag else ''}.json"
+    path = (
+        results_dir("layout_distillation") / f"step_profile_{device}{'_' + args.tag if args.tag else ''}.json"
+    )
     if args.train_steps:
-        row = train_speed(args.teacher, steps=args.train_steps, strategy=args.strategy, out_dir=args.out_dir,
-                          cuda_graphs=not args.no_cuda_graphs, stop_at=args.stop_at, **common)
+        row = train_speed(
+            args.teacher,
+            steps=args.train_steps,
+            strategy=args.strategy,
+            out_dir=args.out_dir,
+            cuda_graphs=not args.no_cuda_graphs,
+            stop_at=args.stop_at,
+            **common,
+        )
         if row is not None:
             print({k: v for k, v in row.items() if k != "losses"}, flush=True)
             write_json(path, {"rows": [row], "provenance": collect("bench", vars(args))})
@@ -383,8 +531,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     while queue:
         variant = queue.pop(0)
         try:
-            row = profile_step(args.teacher, steps=args.steps, variant=variant, profile_steps=args.profile_steps,
-                               **common)
+            row = profile_step(
+                args.teacher, steps=args.steps, variant=variant, profile_steps=args.profile_steps, **common
+            )
         except Exception as err:  # noqa: BLE001 - a failed variant is a result to report, not a crash
             row = {"teacher": args.teacher, "variant": variant, "error": f"{type(err).__name__}: {err}"}
             if args.fallback and args.fallback != variant and args.fallback not in queue:
@@ -396,7 +545,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         save(rows, None)  # after every variant: a run cut short keeps what it measured
     ran = [r["variant"] for r in rows if "error" not in r]
     if args.curve_steps and ran:
-        curves = loss_curves(args.teacher, list(dict.fromkeys(["eager", ran[-1]])), steps=args.curve_steps, **common)
+        curves = loss_curves(
+            args.teacher, list(dict.fromkeys(["eager", ran[-1]])), steps=args.curve_steps, **common
+        )
         print({k: v for k, v in curves.items() if k != "losses"}, flush=True)
         save(rows, curves)
 

@@ -59,14 +59,18 @@ PEAK_BF16_FLOPS = 694e12  # bf16 matmul ceiling measured on one H200 (8192^3 tor
 MIN_LR_RATIO = 0.5  # cosine floor = 0.5 * lr_rest (the paper: 1e-5 with lr_rest 2e-5)
 WARMUP_FRAC = 0.03
 MODEL_SEED = 0  # default conversion (new GDN parameters) and trainer seed
-CHECKPOINT_EVERY_S = 60.0  # a checkpoint (weights + AdamW state, 1.6 GB for SmolLM2) costs seconds: a kill loses <= 1 min
+CHECKPOINT_EVERY_S = (
+    60.0  # a checkpoint (weights + AdamW state, 1.6 GB for SmolLM2) costs seconds: a kill loses <= 1 min
+)
 _VERSION = 1  # bump when the recipe in this file changes meaning
 
 
 def recipe(teacher_name: str) -> Recipe:
     """The defaults for ``teacher_name``; an unknown teacher raises naming the known ones."""
     if teacher_name not in RECIPES:
-        raise ValueError(f"teacher_name={teacher_name!r} has no distillation recipe; allowed: {sorted(RECIPES)}")
+        raise ValueError(
+            f"teacher_name={teacher_name!r} has no distillation recipe; allowed: {sorted(RECIPES)}"
+        )
     return RECIPES[teacher_name]
 
 
@@ -143,7 +147,9 @@ class DistillRun:
     def final(self, metric: str = "ce") -> float:
         return float(self.evals[-1][metric])
 
-    def load_model(self, device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> PreTrainedModel:
+    def load_model(
+        self, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+    ) -> PreTrainedModel:
         """The trained student (eval mode) rebuilt from its cache folder."""
         return load_hybrid(Path(self.path) / "student", dtype=dtype).to(device)
 
@@ -158,15 +164,27 @@ class DistillRun:
 
 def _code_version() -> str:
     """Hash of the sources a student depends on (this module, the converter, losses, trainer, GDN layer)."""
-    return source_digest((inspect.getmodule(_code_version), convert, losses, _trainer, objectives, optim, gdn,
-                          inspect.getmodule(gated_delta_rule)))
+    return source_digest(
+        (
+            inspect.getmodule(_code_version),
+            convert,
+            losses,
+            _trainer,
+            objectives,
+            optim,
+            gdn,
+            inspect.getmodule(gated_delta_rule),
+        )
+    )
 
 
 def teacher_identity(model: PreTrainedModel) -> str:
     """Content hash of a loaded teacher: its folder's config and weight files (or its hub id and revision)."""
     source = Path(str(model.name_or_path))
     if not source.is_dir():
-        return hashlib.sha256(f"{model.name_or_path}@{getattr(model.config, '_commit_hash', None)}".encode()).hexdigest()[:20]
+        return hashlib.sha256(
+            f"{model.name_or_path}@{getattr(model.config, '_commit_hash', None)}".encode()
+        ).hexdigest()[:20]
     files = sorted(source.glob("*.json")) + sorted(source.glob("*.safetensors"))
     return _files_hash(tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
 
@@ -197,14 +215,27 @@ def heldout_ids(
 
     The cache (``cache_dir("heldout")``) lets a machine without the Bible database run on prepared ids.
     """
-    key = hashlib.sha256(json.dumps([tokenizer_fingerprint(tokenizer), card.bos_policy, card.bos_id, split,
-                                     list(languages or []), per_language, max_length]).encode()).hexdigest()[:20]
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                tokenizer_fingerprint(tokenizer),
+                card.bos_policy,
+                card.bos_id,
+                split,
+                list(languages or []),
+                per_language,
+                max_length,
+            ]
+        ).encode()
+    ).hexdigest()[:20]
     path = cache_dir("heldout") / f"{key}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
     docs = heldout_documents(split, languages, per_language=per_language)
-    records = [{"lang": lang, "doc_id": doc, "input_ids": encode(tokenizer, text, card)[:max_length]}
-               for lang, doc, text in zip(docs["lang"], docs["doc_id"], docs["text"])]
+    records = [
+        {"lang": lang, "doc_id": doc, "input_ids": encode(tokenizer, text, card)[:max_length]}
+        for lang, doc, text in zip(docs["lang"], docs["doc_id"], docs["text"])
+    ]
     write_json(path, records)
     return records
 
@@ -220,9 +251,14 @@ def scores_summary(frame: pd.DataFrame) -> dict[str, Any]:
     """Pooled (token-weighted) ce, ce_teacher, kl, delta and per-language ce / kl of an ``evaluate_pair`` frame."""
     w = frame["tokens"] / frame["tokens"].sum()
     by_lang = metrics.per_language(frame)
-    return {"ce": float((frame["ce_student"] * w).sum()), "ce_teacher": float((frame["ce_teacher"] * w).sum()),
-            "kl": float((frame["kl"] * w).sum()), "delta": metrics.ce_gap(frame),
-            "ce_by_lang": by_lang["ce_student"].round(6).to_dict(), "kl_by_lang": by_lang["kl"].round(6).to_dict()}
+    return {
+        "ce": float((frame["ce_student"] * w).sum()),
+        "ce_teacher": float((frame["ce_teacher"] * w).sum()),
+        "kl": float((frame["kl"] * w).sum()),
+        "delta": metrics.ce_gap(frame),
+        "ce_by_lang": by_lang["ce_student"].round(6).to_dict(),
+        "kl_by_lang": by_lang["kl"].round(6).to_dict(),
+    }
 
 
 def _autocast(device: torch.device, precision: str):
@@ -238,7 +274,9 @@ def _resolve_device(device: str | torch.device | None, precision: str | None) ->
 
 
 @functools.lru_cache(maxsize=1)
-def _device_teacher(teacher_name: str, teacher_path: str | Path | None, device: str, precision: str) -> PreTrainedModel:
+def _device_teacher(
+    teacher_name: str, teacher_path: str | Path | None, device: str, precision: str
+) -> PreTrainedModel:
     """The frozen teacher on ``device`` (bf16 weights under "bf16"), loaded once for consecutive runs, so
     ``torch.compile`` traces it once per process rather than once per layout (students are converted from the
     float32 copy that ``distill_layout`` loads)."""
@@ -247,7 +285,9 @@ def _device_teacher(teacher_name: str, teacher_path: str | Path | None, device: 
     return teacher.requires_grad_(False)
 
 
-def _compiled_teacher(teacher: nn.Module, example: torch.Tensor, device: torch.device, precision: str) -> tuple[nn.Module, bool]:
+def _compiled_teacher(
+    teacher: nn.Module, example: torch.Tensor, device: torch.device, precision: str
+) -> tuple[nn.Module, bool]:
     """``torch.compile(teacher)`` on CUDA if one forward on ``example`` works, else the eager teacher."""
     if device.type != "cuda":
         return teacher, False
@@ -256,7 +296,9 @@ def _compiled_teacher(teacher: nn.Module, example: torch.Tensor, device: torch.d
         with torch.no_grad(), _autocast(device, precision):
             compiled(input_ids=example.to(device))
     except Exception as err:  # noqa: BLE001 - any compiler failure falls back to the eager teacher
-        warnings.warn(f"torch.compile of the teacher failed ({type(err).__name__}: {err}); running it eagerly")
+        warnings.warn(
+            f"torch.compile of the teacher failed ({type(err).__name__}: {err}); running it eagerly"
+        )
         return teacher, False
     return compiled, True
 
@@ -313,100 +355,195 @@ def distill_layout(
     or "fp32". ``device``, ``teacher_path`` and ``progress`` do not enter the cache key.
     """
     r = recipe(teacher_name)
-    values = {k: v if v is not None else getattr(r, k) for k, v in {
-        "fa_fraction": fa_fraction, "train_tokens": train_tokens, "seq_len": seq_len, "batch_size": batch_size,
-        "lr_recurrent": lr_recurrent, "lr_rest": lr_rest, "tau": tau, "eval_every_tokens": eval_every_tokens,
-        "val_docs_per_language": val_docs_per_language, "swa_window": swa_window}.items()}
+    values = {
+        k: v if v is not None else getattr(r, k)
+        for k, v in {
+            "fa_fraction": fa_fraction,
+            "train_tokens": train_tokens,
+            "seq_len": seq_len,
+            "batch_size": batch_size,
+            "lr_recurrent": lr_recurrent,
+            "lr_rest": lr_rest,
+            "tau": tau,
+            "eval_every_tokens": eval_every_tokens,
+            "val_docs_per_language": val_docs_per_language,
+            "swa_window": swa_window,
+        }.items()
+    }
     _check_args(mixer, {"data_seed": data_seed, "init_seed": init_seed}, values)
     if mixer != "swa":
         values["swa_window"] = 0
     device, precision = _resolve_device(device, precision)
     teacher, tokenizer = load(teacher_name, path=teacher_path)
     layout = _layout(teacher, layout_name, values.pop("fa_fraction"))
-    settings = DistillSettings(teacher_name=teacher_name, teacher_identity=teacher_identity(teacher),
-                               fa_layers=layout.fa_layers, mixer=mixer, data_seed=data_seed, init_seed=init_seed,
-                               languages=tuple(languages) if languages else None, precision=precision, **values)
+    settings = DistillSettings(
+        teacher_name=teacher_name,
+        teacher_identity=teacher_identity(teacher),
+        fa_layers=layout.fa_layers,
+        mixer=mixer,
+        data_seed=data_seed,
+        init_seed=init_seed,
+        languages=tuple(languages) if languages else None,
+        precision=precision,
+        **values,
+    )
     folder = cache_dir("students", settings.key())
     if (folder / "run.json").is_file():
         return replace(DistillRun.read(folder), layout_name=layout_name)
     card = describe(teacher_name, path=teacher_path)
     run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress, teacher_path)
     run.save()
-    shutil.rmtree(folder / "train", ignore_errors=True)  # the checkpoint (with optimizer state) is no longer needed
+    shutil.rmtree(
+        folder / "train", ignore_errors=True
+    )  # the checkpoint (with optimizer state) is no longer needed
     return replace(DistillRun.read(folder), layout_name=layout_name)  # as a later cache hit returns it
 
 
-def load_student(teacher_name: str, layout_name: str, *, device: str | torch.device = "cpu",
-                 **kwargs: Any) -> PreTrainedModel:
+def load_student(
+    teacher_name: str, layout_name: str, *, device: str | torch.device = "cpu", **kwargs: Any
+) -> PreTrainedModel:
     """The student ``distill_layout(teacher_name, layout_name, **kwargs)`` caches (trained first if absent)."""
     return distill_layout(teacher_name, layout_name, **kwargs).load_model(device)
 
 
-def _corpus_batches(tokenizer: Any, card: Any, *, steps: int, batch_size: int, seq_len: int,
-                    languages: Sequence[str] | None, data_seed: int) -> PackedBatches:
+def _corpus_batches(
+    tokenizer: Any,
+    card: Any,
+    *,
+    steps: int,
+    batch_size: int,
+    seq_len: int,
+    languages: Sequence[str] | None,
+    data_seed: int,
+) -> PackedBatches:
     """``steps`` batches of packed training rows (the corpus is cached by ``training_corpus``)."""
-    corpus = training_corpus(tokenizer, tokens=steps * batch_size * seq_len, seq_len=seq_len, languages=languages,
-                             seed=data_seed, bos_token_id=start_token(tokenizer, card))
+    corpus = training_corpus(
+        tokenizer,
+        tokens=steps * batch_size * seq_len,
+        seq_len=seq_len,
+        languages=languages,
+        seed=data_seed,
+        bos_token_id=start_token(tokenizer, card),
+    )
     return PackedBatches.from_dataset(corpus, batch_size, seed=data_seed)
 
 
-def prepare_data(teacher_name: str, *, data_seeds: Sequence[int] = (0,), test_docs_per_language: int,
-                 languages: Sequence[str] | None = None, teacher_path: str | Path | None = None,
-                 **overrides: Any) -> None:
+def prepare_data(
+    teacher_name: str,
+    *,
+    data_seeds: Sequence[int] = (0,),
+    test_docs_per_language: int,
+    languages: Sequence[str] | None = None,
+    teacher_path: str | Path | None = None,
+    **overrides: Any,
+) -> None:
     """Build and cache the training corpora (one per data seed) and the validation / test token ids that
     ``distill_layout`` and :func:`heldout_scores` will read, so a machine without the Bible database (the
     GPU machine) can run from a copied ``$HYBRIDLIB_CACHE``. ``overrides``: recipe fields (train_tokens, ...).
     The caches are keyed by the tokenizer's path too: prepare under the same ``$HYBRIDLIB_CACHE`` path."""
     r = replace(recipe(teacher_name), **overrides)
-    tokenizer, card = load_tokenizer(teacher_name, path=teacher_path), describe(teacher_name, path=teacher_path)
+    tokenizer, card = (
+        load_tokenizer(teacher_name, path=teacher_path),
+        describe(teacher_name, path=teacher_path),
+    )
     steps = math.ceil(r.train_tokens / (r.batch_size * r.seq_len))
     for seed in data_seeds:
-        _corpus_batches(tokenizer, card, steps=steps, batch_size=r.batch_size, seq_len=r.seq_len,
-                        languages=languages, data_seed=seed)
+        _corpus_batches(
+            tokenizer,
+            card,
+            steps=steps,
+            batch_size=r.batch_size,
+            seq_len=r.seq_len,
+            languages=languages,
+            data_seed=seed,
+        )
     heldout_ids(tokenizer, card, "validation", languages, r.val_docs_per_language, r.seq_len)
     heldout_ids(tokenizer, card, "test", languages, test_docs_per_language, r.seq_len)
 
 
-def _distill(teacher: PreTrainedModel, tokenizer: Any, card: Any, layout: Layout, s: DistillSettings,
-             folder: Path, device: torch.device, progress: bool, teacher_path: str | Path | None) -> DistillRun:
+def _distill(
+    teacher: PreTrainedModel,
+    tokenizer: Any,
+    card: Any,
+    layout: Layout,
+    s: DistillSettings,
+    folder: Path,
+    device: torch.device,
+    progress: bool,
+    teacher_path: str | Path | None,
+) -> DistillRun:
     window = {"swa_window": s.swa_window} if s.mixer == "swa" else {}
     student = convert_to_hybrid(teacher, layout, s.mixer, seed=s.init_seed, **window).to(device)
     teacher = _device_teacher(s.teacher_name, teacher_path, str(device), s.precision)
     config = TrainConfig(
-        batch_size=s.batch_size, seq_len=s.seq_len, total_tokens=s.train_tokens,
-        lrs={"recurrent": s.lr_recurrent, "rest": s.lr_rest}, group_patterns={"recurrent": RECURRENT_PATTERN},
-        warmup_frac=WARMUP_FRAC, min_lr=MIN_LR_RATIO * min(s.lr_rest, s.lr_recurrent), precision=s.precision,
-        eval_every_tokens=s.eval_every_tokens, seed=s.init_seed, out_dir=str(folder / "train"),
-        checkpoint_every_s=CHECKPOINT_EVERY_S, progress=progress)
-    batches = _corpus_batches(tokenizer, card, steps=config.total_steps, batch_size=s.batch_size,
-                              seq_len=s.seq_len, languages=s.languages, data_seed=s.data_seed)
+        batch_size=s.batch_size,
+        seq_len=s.seq_len,
+        total_tokens=s.train_tokens,
+        lrs={"recurrent": s.lr_recurrent, "rest": s.lr_rest},
+        group_patterns={"recurrent": RECURRENT_PATTERN},
+        warmup_frac=WARMUP_FRAC,
+        min_lr=MIN_LR_RATIO * min(s.lr_rest, s.lr_recurrent),
+        precision=s.precision,
+        eval_every_tokens=s.eval_every_tokens,
+        seed=s.init_seed,
+        out_dir=str(folder / "train"),
+        checkpoint_every_s=CHECKPOINT_EVERY_S,
+        progress=progress,
+    )
+    batches = _corpus_batches(
+        tokenizer,
+        card,
+        steps=config.total_steps,
+        batch_size=s.batch_size,
+        seq_len=s.seq_len,
+        languages=s.languages,
+        data_seed=s.data_seed,
+    )
     val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)
     evaluate = _Validator(teacher, val_docs, device, s.precision)
     initial = _initial_eval(folder / "train" / "initial.json", student, evaluate)
-    compiled = device.type == "cuda"  # the fast path: fused linear-KL, compiled backbones, CUDA graphs on one GPU
+    compiled = (
+        device.type == "cuda"
+    )  # the fast path: fused linear-KL, compiled backbones, CUDA graphs on one GPU
     one_process = int(os.environ.get("WORLD_SIZE", "1")) == 1
     model = DistillationModel(student, teacher, s.tau, compile=compiled, cuda_graphs=compiled and one_process)
     steps_here: list[int] = []  # steps trained by this process (a resumed run did the others before)
     cpu0, wall0, eval_cpu0 = time.process_time(), time.perf_counter(), evaluate.cpu_s
-    history = train(model, batches, model_loss, config, evaluate=lambda m: evaluate(m.student),
-                    callbacks=[_stop_if_diverged, lambda step, _: steps_here.append(step)])
+    history = train(
+        model,
+        batches,
+        model_loss,
+        config,
+        evaluate=lambda m: evaluate(m.student),
+        callbacks=[_stop_if_diverged, lambda step, _: steps_here.append(step)],
+    )
     cpu = time.process_time() - cpu0 - (evaluate.cpu_s - eval_cpu0)
     wall = time.perf_counter() - wall0
     student.save_pretrained(folder / "student")
     tokens_per_s = float(pd.Series([r["tokens_per_s"] for r in history.train[1:] or history.train]).median())
     flops = 6 * matmul_params(student) + 2 * matmul_params(teacher)
     return DistillRun(
-        key=s.key(), path=str(folder), layout_name=layout.name, pattern=layout.pattern(), settings=asdict(s),
+        key=s.key(),
+        path=str(folder),
+        layout_name=layout.name,
+        pattern=layout.pattern(),
+        settings=asdict(s),
         evals=[{"step": 0, "tokens": 0, **initial}, *history.evals],
         train_loss=[(r["tokens"], r["loss"]) for r in history.train],
-        grad_norm_max=max(r["grad_norm"] for r in history.train), tokens_trained=history.train[-1]["tokens"],
-        tokens_per_s=tokens_per_s, flops_per_token=float(flops),
+        grad_norm_max=max(r["grad_norm"] for r in history.train),
+        tokens_trained=history.train[-1]["tokens"],
+        tokens_per_s=tokens_per_s,
+        flops_per_token=float(flops),
         mfu=tokens_per_s * flops / PEAK_BF16_FLOPS if device.type == "cuda" else None,
-        cpu_s_per_1m_tokens=cpu / (max(1, len(steps_here)) * config.tokens_per_step) * 1e6, wall_s=wall,
+        cpu_s_per_1m_tokens=cpu / (max(1, len(steps_here)) * config.tokens_per_step) * 1e6,
+        wall_s=wall,
         device=str(torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
         teacher_compiled=compiled,
-        n_params={"student": sum(p.numel() for p in student.parameters()), "student_matmul": matmul_params(student),
-                  "teacher_matmul": matmul_params(teacher)},
+        n_params={
+            "student": sum(p.numel() for p in student.parameters()),
+            "student_matmul": matmul_params(student),
+            "teacher_matmul": matmul_params(teacher),
+        },
     )
 
 
@@ -440,11 +577,19 @@ def _initial_eval(path: Path, student: nn.Module, evaluate: Callable) -> dict[st
 def _stop_if_diverged(step: int, history: _trainer.History) -> None:
     loss = history.train[-1]["loss"]
     if not math.isfinite(loss):
-        raise FloatingPointError(f"distillation diverged at step {step} (loss {loss}); lower lr_recurrent / lr_rest")
+        raise FloatingPointError(
+            f"distillation diverged at step {step} (loss {loss}); lower lr_recurrent / lr_rest"
+        )
 
 
-def heldout_scores(run: DistillRun, per_language: int, split: str = "test", *,
-                   device: str | torch.device | None = None, teacher_path: str | Path | None = None) -> pd.DataFrame:
+def heldout_scores(
+    run: DistillRun,
+    per_language: int,
+    split: str = "test",
+    *,
+    device: str | torch.device | None = None,
+    teacher_path: str | Path | None = None,
+) -> pd.DataFrame:
     """``evaluate_pair`` frame of the trained student vs its teacher on the first ``per_language`` held-out
     chapters of ``split`` per language (cut to the run's seq_len); cached in the student's folder."""
     path = Path(run.path) / f"{split}-{per_language}.json"
@@ -466,7 +611,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m hybridlib.findings.layout.distill prepare --teacher NAME [--data-seeds 0 1] [--train-tokens N]``."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m hybridlib.findings.layout.distill", description=prepare_data.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m hybridlib.findings.layout.distill", description=prepare_data.__doc__
+    )
     parser.add_argument("command", choices=("prepare",))
     parser.add_argument("--teacher", required=True, choices=sorted(RECIPES))
     parser.add_argument("--data-seeds", type=int, nargs="+", default=[0])
@@ -474,8 +621,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--test-docs-per-language", type=int, default=16)
     args = parser.parse_args(argv)
     overrides = {"train_tokens": args.train_tokens} if args.train_tokens else {}
-    prepare_data(args.teacher, data_seeds=args.data_seeds, test_docs_per_language=args.test_docs_per_language,
-                 **overrides)
+    prepare_data(
+        args.teacher,
+        data_seeds=args.data_seeds,
+        test_docs_per_language=args.test_docs_per_language,
+        **overrides,
+    )
 
 
 if __name__ == "__main__":

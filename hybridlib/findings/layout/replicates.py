@@ -22,8 +22,16 @@ from hybridlib.findings.layout.report import FA_FIRST
 from hybridlib.findings.layout.spec import replicate_seeds
 from hybridlib.layouts import BASELINE
 
-RECIPE_ARGS = ("fa_fraction", "train_tokens", "seq_len", "batch_size", "lr_recurrent", "lr_rest", "eval_every_tokens",
-               "swa_window")
+RECIPE_ARGS = (
+    "fa_fraction",
+    "train_tokens",
+    "seq_len",
+    "batch_size",
+    "lr_recurrent",
+    "lr_rest",
+    "eval_every_tokens",
+    "swa_window",
+)
 LR_ARGS = ("lr_recurrent", "lr_rest")
 
 
@@ -47,35 +55,53 @@ def best_fa_first(runs: Mapping[str, Sequence[DistillRun]]) -> str:
     return min(present, key=lambda n: float(np.mean([r.final("ce") for r in runs[n]])))
 
 
-def train(params: Mapping[str, Any], replicates: Sequence[int] | None = None, *,
-          labels: Sequence[str] | None = None, progress: bool = True) -> dict[str, list[DistillRun]]:
+def train(
+    params: Mapping[str, Any],
+    replicates: Sequence[int] | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    progress: bool = True,
+) -> dict[str, list[DistillRun]]:
     """The runs of ``replicates`` (default: all ``seeds``) of every arm (or of ``labels``), trained or loaded
     from the cache."""
     seeds = replicate_seeds(params["data_seed"], params["seeds"])
     chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
-    return {label: [distill_layout(params["teacher"], name, mixer=mixer, progress=progress, **s, **recipe(params))
-                    for s in chosen] for label, (name, mixer) in plans(params).items()
-            if labels is None or label in labels}
+    return {
+        label: [
+            distill_layout(params["teacher"], name, mixer=mixer, progress=progress, **s, **recipe(params))
+            for s in chosen
+        ]
+        for label, (name, mixer) in plans(params).items()
+        if labels is None or label in labels
+    }
 
 
-def train_lr_check(params: Mapping[str, Any], best: str, replicates: Sequence[int] | None = None,
-                   progress: bool = True) -> dict[str, list[DistillRun]]:
+def train_lr_check(
+    params: Mapping[str, Any], best: str, replicates: Sequence[int] | None = None, progress: bool = True
+) -> dict[str, list[DistillRun]]:
     """The baseline's and ``best``'s runs at ``lr_check_factor`` x the peak learning rates ({} when off)."""
     if params["lr_check_factor"] <= 0:
         return {}
     seeds = replicate_seeds(params["data_seed"], params["seeds"])
     chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
     low = recipe(params, params["lr_check_factor"])
-    return {name: [distill_layout(params["teacher"], name, progress=progress, **s, **low) for s in chosen]
-            for name in (BASELINE, best)}
+    return {
+        name: [distill_layout(params["teacher"], name, progress=progress, **s, **low) for s in chosen]
+        for name in (BASELINE, best)
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m hybridlib.findings.layout.replicates", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m hybridlib.findings.layout.replicates",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--preset", required=True, choices=("seminar", "gpu", "paper"))
     parser.add_argument("--replicates", type=int, nargs="+", help="replicate indices (default: all)")
-    parser.add_argument("--lr-check", action="store_true", help="train the learning-rate check's arms instead")
+    parser.add_argument(
+        "--lr-check", action="store_true", help="train the learning-rate check's arms instead"
+    )
     args = parser.parse_args(argv)
     params = chapter("layout_distillation").resolve(args.preset)
     if args.lr_check:

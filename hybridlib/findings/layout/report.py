@@ -56,17 +56,23 @@ UNIT = "distillation run (data-order and model-init seed)"
 R_PAPER = {"reverse_periodic": 0.697, "sandwich": 0.665}  # Qwen3-4B; Granite: reverse periodic 0.767
 R_RANGE = (0.66, 0.77)  # "all alternatives 23-34% lower KL"
 R_FACTOR = 2.0
-R_REASON = ("KL reduction 1 - R within 2x of the paper's: our students see 3-5 orders of magnitude fewer tokens "
-            "from 15-30x smaller teachers; the paper's own teachers differ 1.3x (0.30 vs 0.23) and its layouts "
-            "span 23-34%")
+R_REASON = (
+    "KL reduction 1 - R within 2x of the paper's: our students see 3-5 orders of magnitude fewer tokens "
+    "from 15-30x smaller teachers; the paper's own teachers differ 1.3x (0.30 vs 0.23) and its layouts "
+    "span 23-34%"
+)
 DELTA_PAPER = 0.045 - 0.071  # Qwen reverse periodic minus standard periodic; Granite 0.020 - 0.042
 DELTA_FACTOR = 3.0
-DELTA_REASON = ("within 3x: a gap in nats/token scales with how far students are from their teacher (ours are "
-                "trained 1000x shorter); the paper's two teachers give -0.026 and -0.022")
+DELTA_REASON = (
+    "within 3x: a gap in nats/token scales with how far students are from their teacher (ours are "
+    "trained 1000x shorter); the paper's two teachers give -0.026 and -0.022"
+)
 SPEEDUP_PAPER = {"reverse_periodic": 1 / 0.345}  # Qwen; Granite 1 / 0.425
 SPEEDUP_OTHERS = 1 / 0.40  # "each reaches the baseline's final CE with ~40% of the tokens"
-SPEEDUP_REASON = ("gain over 1x within 2x of the paper's: crossings are interpolated between validations, and the "
-                  "paper's teachers give 2.9x and 2.4x")
+SPEEDUP_REASON = (
+    "gain over 1x within 2x of the paper's: crossings are interpolated between validations, and the "
+    "paper's teachers give 2.9x and 2.4x"
+)
 IMPROVED_PAPER = 23 / 26
 IMPROVED_TOLERANCE = (0.75, 1.0)
 IMPROVED_REASON = "the paper: 23/26 (Qwen) and 25/26 (Granite); one language in four may go the other way"
@@ -79,8 +85,11 @@ def layout_plan(n_layers: int, n_full: int, layouts: Sequence[str]) -> pd.DataFr
     for name in layouts:
         layout = Layout.from_name(name, n_layers, n_full)
         first = owner.setdefault(layout.fa_layers, name)
-        rows[name] = {"fa_layers": list(layout.fa_layers), "pattern": layout.pattern(),
-                      "same_as": "" if first == name else first}
+        rows[name] = {
+            "fa_layers": list(layout.fa_layers),
+            "pattern": layout.pattern(),
+            "same_as": "" if first == name else first,
+        }
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -96,9 +105,16 @@ def arms(runs: Mapping[str, Sequence[DistillRun]], names: Sequence[str]) -> dict
 
 def curves(runs: Mapping[str, Sequence[DistillRun]]) -> pd.DataFrame:
     """Columns layout, replicate, tokens, ce, kl: one row per validation after training began (tokens > 0)."""
-    return pd.concat([pd.DataFrame({"layout": label, "replicate": i, "ce": r.curve("ce"), "kl": r.curve("kl")})
-                      .rename_axis("tokens").reset_index() for label, reps in runs.items()
-                      for i, r in enumerate(reps)], ignore_index=True)
+    return pd.concat(
+        [
+            pd.DataFrame({"layout": label, "replicate": i, "ce": r.curve("ce"), "kl": r.curve("kl")})
+            .rename_axis("tokens")
+            .reset_index()
+            for label, reps in runs.items()
+            for i, r in enumerate(reps)
+        ],
+        ignore_index=True,
+    )
 
 
 def speedup_table(runs: Mapping[str, DistillRun], baseline: str = BASELINE) -> pd.DataFrame:
@@ -111,9 +127,14 @@ def speedup_table(runs: Mapping[str, DistillRun], baseline: str = BASELINE) -> p
     rows = {}
     for label, r in runs.items():
         reach = metrics.reach_baseline(r.curve(), base)
-        rows[label] = {"final_ce": r.final("ce"), "final_kl": r.final("kl"), "tokens_to_baseline": reach.tokens,
-                       "pct_of_training": None if reach.fraction is None else 100 * reach.fraction,
-                       "speedup": reach.speedup, "at_first_eval": reach.tokens == r.curve().index[0]}
+        rows[label] = {
+            "final_ce": r.final("ce"),
+            "final_kl": r.final("kl"),
+            "tokens_to_baseline": reach.tokens,
+            "pct_of_training": None if reach.fraction is None else 100 * reach.fraction,
+            "speedup": reach.speedup,
+            "at_first_eval": reach.tokens == r.curve().index[0],
+        }
     return pd.DataFrame.from_dict(rows, orient="index").astype(float)
 
 
@@ -149,7 +170,9 @@ class _Replicate:
         (None: all documents once)."""
         logs = []
         for docs, pick in zip(self.by_lang, idx or [None] * len(self.by_lang)):
-            sums = self.wkl[:, docs].sum(-1) if pick is None else self.wkl[:, docs[pick]].sum(-1)  # [1+a(, m)]
+            sums = (
+                self.wkl[:, docs].sum(-1) if pick is None else self.wkl[:, docs[pick]].sum(-1)
+            )  # [1+a(, m)]
             logs.append(np.log(sums[1:]) - np.log(sums[0]))
         return np.moveaxis(np.mean(logs, axis=0), 0, -1)
 
@@ -159,28 +182,41 @@ class _Replicate:
 
     def ppl_change(self) -> np.ndarray:
         """``[n_arms, n_langs]`` per-language perplexity change vs the baseline (%), token-weighted CE."""
-        ce = np.stack([(self.ce[:, d] * self.tokens[d]).sum(-1) / self.tokens[d].sum() for d in self.by_lang], -1)
+        ce = np.stack(
+            [(self.ce[:, d] * self.tokens[d]).sum(-1) / self.tokens[d].sum() for d in self.by_lang], -1
+        )
         return 100 * np.expm1(ce[1:] - ce[0])
 
 
-def _replicates(scores: Mapping[str, Sequence[pd.DataFrame]], labels: Sequence[str],
-                baseline: str) -> list[_Replicate]:
+def _replicates(
+    scores: Mapping[str, Sequence[pd.DataFrame]], labels: Sequence[str], baseline: str
+) -> list[_Replicate]:
     n = len(scores[baseline])
     if any(len(scores[label]) != n for label in labels):
-        raise ValueError(f"every arm needs {n} replicates like the baseline, got "
-                         f"{ {label: len(scores[label]) for label in labels} }")
+        raise ValueError(
+            f"every arm needs {n} replicates like the baseline, got "
+            f"{ {label: len(scores[label]) for label in labels} }"
+        )
     return [_Replicate(scores[baseline][r], [scores[label][r] for label in labels]) for r in range(n)]
 
 
 def _r_interval(reps: Sequence[_Replicate], reduce, *, n_boot: int, seed: int):
     """Run-level interval of ``reduce(R [..., n_arms]) -> [...]`` over replicates, then documents."""
     values = [float(reduce(np.exp(rep.log_r()))) for rep in reps]
-    return statistic_bootstrap(values, lambda r, m, rng: reduce(np.exp(reps[r].resample_log_r(m, rng))),
-                               n_documents=sum(rep.tokens.size for rep in reps), n_boot=n_boot, seed=seed)
+    return statistic_bootstrap(
+        values,
+        lambda r, m, rng: reduce(np.exp(reps[r].resample_log_r(m, rng))),
+        n_documents=sum(rep.tokens.size for rep in reps),
+        n_boot=n_boot,
+        seed=seed,
+    )
 
 
-def replicate_table(runs: Mapping[str, Sequence[DistillRun]], scores: Mapping[str, Sequence[pd.DataFrame]],
-                    baseline: str = BASELINE) -> pd.DataFrame:
+def replicate_table(
+    runs: Mapping[str, Sequence[DistillRun]],
+    scores: Mapping[str, Sequence[pd.DataFrame]],
+    baseline: str = BASELINE,
+) -> pd.DataFrame:
     """One row per (arm, replicate) of the distinct arms in ``runs``: seeds, final validation CE, speed-up (NaN:
     never reached), at_first_eval, test R, delta (CE gap to the teacher), delta minus the baseline's
     (nats/token) and the largest gradient norm."""
@@ -195,13 +231,21 @@ def replicate_table(runs: Mapping[str, Sequence[DistillRun]], scores: Mapping[st
             run, frame = runs[name][r], scores[name][r]
             reach = metrics.reach_baseline(run.curve(), base_run.curve())
             tokens = frame["tokens"]
-            rows.append({"arm": label, "replicate": r, "data_seed": run.settings["data_seed"],
-                         "init_seed": run.settings.get("init_seed", 0), "final_ce": run.final("ce"),
-                         "speedup": np.nan if reach.speedup is None else reach.speedup,
-                         "at_first_eval": reach.tokens is not None and reach.tokens == run.curve().index[0],
-                         "R": float(np.exp(log_r[a])), "delta": metrics.ce_gap(frame),
-                         "delta_vs_base": float(((rep.ce[a + 1] - rep.ce[0]) * rep.tokens).sum() / tokens.sum()),
-                         "grad_norm_max": run.grad_norm_max})
+            rows.append(
+                {
+                    "arm": label,
+                    "replicate": r,
+                    "data_seed": run.settings["data_seed"],
+                    "init_seed": run.settings.get("init_seed", 0),
+                    "final_ce": run.final("ce"),
+                    "speedup": np.nan if reach.speedup is None else reach.speedup,
+                    "at_first_eval": reach.tokens is not None and reach.tokens == run.curve().index[0],
+                    "R": float(np.exp(log_r[a])),
+                    "delta": metrics.ce_gap(frame),
+                    "delta_vs_base": float(((rep.ce[a + 1] - rep.ce[0]) * rep.tokens).sum() / tokens.sum()),
+                    "grad_norm_max": run.grad_norm_max,
+                }
+            )
     return pd.DataFrame(rows).set_index(["arm", "replicate"])
 
 
@@ -228,49 +272,98 @@ def r_rule(names: Sequence[str]) -> tuple[Rule, str]:
     if known:
         value = R_PAPER[known[0]]
         tol = Tolerance.within_factor(value, R_FACTOR, R_REASON, null=1.0)
-        paper = f"{value} ({known[0]}, Qwen3-4B)" + (", 0.767 (Granite)" if known[0] == "reverse_periodic" else "")
+        paper = f"{value} ({known[0]}, Qwen3-4B)" + (
+            ", 0.767 (Granite)" if known[0] == "reverse_periodic" else ""
+        )
     elif any(n in FA_FIRST for n in names):
         value, paper = None, f"{R_RANGE[0]}-{R_RANGE[1]} (all four alternatives)"
         lo, hi = (1 - (1 - R_RANGE[1]) / R_FACTOR, 1 - (1 - R_RANGE[0]) * R_FACTOR)
         tol = Tolerance(min(lo, hi), max(lo, hi), R_REASON)
     else:
         value, paper = None, "not in the paper"
-        tol = Tolerance.any_magnitude("this book's ablation: only the direction of 'layer 0 is FA' is predicted")
-    rule = Rule(f"{' = '.join(names)} has lower KL to the teacher than standard periodic", "R (relative KL)",
-                UNIT, -1, tol, paper_value=value, null=1.0)
+        tol = Tolerance.any_magnitude(
+            "this book's ablation: only the direction of 'layer 0 is FA' is predicted"
+        )
+    rule = Rule(
+        f"{' = '.join(names)} has lower KL to the teacher than standard periodic",
+        "R (relative KL)",
+        UNIT,
+        -1,
+        tol,
+        paper_value=value,
+        null=1.0,
+    )
     return rule, paper
 
 
-EVERY_RULE = Rule("every FA-first layout has lower KL than standard periodic", "largest R of the four FA-first",
-                  UNIT, -1, Tolerance.within_factor(R_RANGE[1], R_FACTOR, R_REASON, null=1.0),
-                  paper_value=R_RANGE[1], null=1.0)
-DELTA_RULE = Rule("reverse periodic ends closer to the teacher's CE than standard periodic",
-                  "test CE difference to standard periodic (nats/token)", UNIT, -1,
-                  Tolerance.within_factor(DELTA_PAPER, DELTA_FACTOR, DELTA_REASON), paper_value=DELTA_PAPER)
-IMPROVED_RULE = Rule("reverse periodic lowers perplexity in most languages", "share of languages improved", UNIT, 1,
-                     Tolerance(*IMPROVED_TOLERANCE, IMPROVED_REASON), paper_value=IMPROVED_PAPER, null=0.5)
-SCRIPT_RULE = Rule("reverse periodic gains most in non-Latin scripts",
-                   "perplexity change, non-Latin minus Latin scripts (percentage points)", UNIT, -1,
-                   Tolerance.any_magnitude("the paper gives ranges (3-13% in non-Latin scripts, median ~1%), "
-                                           "not this difference"))
-LR_RULE = Rule("the best FA-first layout still beats standard periodic at a lower peak learning rate",
-               "R (relative KL) at the lower learning rate", UNIT, -1,
-               Tolerance.any_magnitude("a robustness check of the ordering; the paper trains at one learning rate"),
-               null=1.0)
+EVERY_RULE = Rule(
+    "every FA-first layout has lower KL than standard periodic",
+    "largest R of the four FA-first",
+    UNIT,
+    -1,
+    Tolerance.within_factor(R_RANGE[1], R_FACTOR, R_REASON, null=1.0),
+    paper_value=R_RANGE[1],
+    null=1.0,
+)
+DELTA_RULE = Rule(
+    "reverse periodic ends closer to the teacher's CE than standard periodic",
+    "test CE difference to standard periodic (nats/token)",
+    UNIT,
+    -1,
+    Tolerance.within_factor(DELTA_PAPER, DELTA_FACTOR, DELTA_REASON),
+    paper_value=DELTA_PAPER,
+)
+IMPROVED_RULE = Rule(
+    "reverse periodic lowers perplexity in most languages",
+    "share of languages improved",
+    UNIT,
+    1,
+    Tolerance(*IMPROVED_TOLERANCE, IMPROVED_REASON),
+    paper_value=IMPROVED_PAPER,
+    null=0.5,
+)
+SCRIPT_RULE = Rule(
+    "reverse periodic gains most in non-Latin scripts",
+    "perplexity change, non-Latin minus Latin scripts (percentage points)",
+    UNIT,
+    -1,
+    Tolerance.any_magnitude(
+        "the paper gives ranges (3-13% in non-Latin scripts, median ~1%), not this difference"
+    ),
+)
+LR_RULE = Rule(
+    "the best FA-first layout still beats standard periodic at a lower peak learning rate",
+    "R (relative KL) at the lower learning rate",
+    UNIT,
+    -1,
+    Tolerance.any_magnitude("a robustness check of the ordering; the paper trains at one learning rate"),
+    null=1.0,
+)
 
 
 def speedup_rule(names: Sequence[str]) -> tuple[Rule, str]:
     """The speed-up rule of an arm and the paper's number as text."""
     value = SPEEDUP_PAPER.get(names[0], SPEEDUP_OTHERS)
-    paper = ("34.5% (Qwen) / 42.5% (Granite) of the tokens" if names[0] == "reverse_periodic"
-             else "~40% of the tokens")
-    rule = Rule(f"{' = '.join(names)} reaches the baseline's final validation CE sooner",
-                "speed-up (baseline budget / tokens to reach its final CE)", UNIT, 1,
-                Tolerance.within_factor(value, 2.0, SPEEDUP_REASON, null=1.0), paper_value=value, null=1.0)
+    paper = (
+        "34.5% (Qwen) / 42.5% (Granite) of the tokens"
+        if names[0] == "reverse_periodic"
+        else "~40% of the tokens"
+    )
+    rule = Rule(
+        f"{' = '.join(names)} reaches the baseline's final validation CE sooner",
+        "speed-up (baseline budget / tokens to reach its final CE)",
+        UNIT,
+        1,
+        Tolerance.within_factor(value, 2.0, SPEEDUP_REASON, null=1.0),
+        paper_value=value,
+        null=1.0,
+    )
     return rule, f"{value:.2f}x ({paper})"
 
 
-def _speedups(runs: Mapping[str, Sequence[DistillRun]], name: str, baseline: str) -> tuple[list[float], Precondition]:
+def _speedups(
+    runs: Mapping[str, Sequence[DistillRun]], name: str, baseline: str
+) -> tuple[list[float], Precondition]:
     """Per-replicate speed-ups of ``name`` and the precondition that each one is measured (not a bound)."""
     values, first, never = [], [], []
     for r, (run, base) in enumerate(zip(runs[name], runs[baseline])):
@@ -280,15 +373,24 @@ def _speedups(runs: Mapping[str, Sequence[DistillRun]], name: str, baseline: str
         elif reach.tokens == run.curve().index[0]:
             first.append(r)
         values.append(np.nan if reach.speedup is None else reach.speedup)
-    why = (f"replicates reaching the baseline's final CE at the first validation (speed-up only a lower bound): "
-           f"{first or 'none'}; never within the budget (speed-up below 1, unmeasured): {never or 'none'}")
+    why = (
+        f"replicates reaching the baseline's final CE at the first validation (speed-up only a lower bound): "
+        f"{first or 'none'}; never within the budget (speed-up below 1, unmeasured): {never or 'none'}"
+    )
     return values, Precondition("speed-up measured", not first and not never, why)
 
 
-def judge(runs: Mapping[str, Sequence[DistillRun]], scores: Mapping[str, Sequence[pd.DataFrame]], *,
-          baseline: str = BASELINE, lr_runs: Mapping[str, Sequence[DistillRun]] | None = None,
-          lr_scores: Mapping[str, Sequence[pd.DataFrame]] | None = None, lr_factor: float = 0.0,
-          n_boot: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
+def judge(
+    runs: Mapping[str, Sequence[DistillRun]],
+    scores: Mapping[str, Sequence[pd.DataFrame]],
+    *,
+    baseline: str = BASELINE,
+    lr_runs: Mapping[str, Sequence[DistillRun]] | None = None,
+    lr_scores: Mapping[str, Sequence[pd.DataFrame]] | None = None,
+    lr_factor: float = 0.0,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """Every rule's row for ``notebook.paper_vs_book`` (keys metric, paper, verdict (a :class:`Verdict`), note,
     and ``paper_claim``: False for this book's own ablation). ``lr_runs`` / ``lr_scores``: the baseline and the
     best FA-first arm at ``lr_factor`` x the peak learning rates (None: not run)."""
@@ -298,7 +400,9 @@ def judge(runs: Mapping[str, Sequence[DistillRun]], scores: Mapping[str, Sequenc
     rows: list[dict[str, Any]] = []
 
     def add(metric: str, paper: str, verdict: Verdict, note: str = "", paper_claim: bool = True) -> None:
-        rows.append({"metric": metric, "paper": paper, "verdict": verdict, "note": note, "paper_claim": paper_claim})
+        rows.append(
+            {"metric": metric, "paper": paper, "verdict": verdict, "note": note, "paper_claim": paper_claim}
+        )
 
     for a, (label, names) in enumerate(groups.items()):
         rule, paper = r_rule(names)
@@ -308,43 +412,74 @@ def judge(runs: Mapping[str, Sequence[DistillRun]], scores: Mapping[str, Sequenc
     paper_arms = [a for a, names in enumerate(groups.values()) if any(n in FA_FIRST for n in names)]
     if paper_arms:
         iv = _r_interval(reps, lambda r: r[..., paper_arms].max(-1), n_boot=n_boot, seed=seed)
-        add("largest R of the FA-first layouts", f"<= {R_RANGE[1]} (all 23-34% lower)",
-            EVERY_RULE.decide(iv, [distinct("four distinct FA-first students", four, 4)]))
+        add(
+            "largest R of the FA-first layouts",
+            f"<= {R_RANGE[1]} (all 23-34% lower)",
+            EVERY_RULE.decide(iv, [distinct("four distinct FA-first students", four, 4)]),
+        )
     if "reverse_periodic" in runs:
         a = firsts.index(next(names[0] for names in groups.values() if "reverse_periodic" in names))
-        verdict = DELTA_RULE.judge_paired([rep.ce[a + 1] for rep in reps], [rep.ce[0] for rep in reps],
-                                          [rep.tokens for rep in reps], n_boot=n_boot, seed=seed)
-        add("test delta, reverse periodic minus standard periodic", "0.045 - 0.071 = -0.026 (Qwen); "
-            "0.020 - 0.042 (Granite)", verdict)
+        verdict = DELTA_RULE.judge_paired(
+            [rep.ce[a + 1] for rep in reps],
+            [rep.ce[0] for rep in reps],
+            [rep.tokens for rep in reps],
+            n_boot=n_boot,
+            seed=seed,
+        )
+        add(
+            "test delta, reverse periodic minus standard periodic",
+            "0.045 - 0.071 = -0.026 (Qwen); 0.020 - 0.042 (Granite)",
+            verdict,
+        )
     for names in groups.values():
         if any(n in FA_FIRST for n in names):
             rule, paper = speedup_rule(names)
             values, measured = _speedups(runs, names[0], baseline)
             finite = [v for v in values if np.isfinite(v)]
-            verdict = (rule.judge_repeats(finite, preconditions=[measured], n_boot=n_boot, seed=seed) if finite
-                       else rule.decide(None, [measured]))
+            verdict = (
+                rule.judge_repeats(finite, preconditions=[measured], n_boot=n_boot, seed=seed)
+                if finite
+                else rule.decide(None, [measured])
+            )
             add(f"speed-up, {' = '.join(names)}", paper, verdict)
     if "reverse_periodic" in runs:
         changes = [rep.ppl_change()[a] for rep in reps]
         latin = np.array([LANGUAGES[lang].script == "Latn" for lang in dict.fromkeys(reps[0].langs)])
-        add("languages whose perplexity improves, reverse periodic", "23/26 (Qwen), 25/26 (Granite)",
+        add(
+            "languages whose perplexity improves, reverse periodic",
+            "23/26 (Qwen), 25/26 (Granite)",
             IMPROVED_RULE.judge_repeats([float((c < 0).mean()) for c in changes], n_boot=n_boot, seed=seed),
-            note=f"{len(latin)} languages")
+            note=f"{len(latin)} languages",
+        )
         script = [float(c[~latin].mean() - c[latin].mean()) for c in changes]
-        add("perplexity change, non-Latin minus Latin scripts, reverse periodic",
+        add(
+            "perplexity change, non-Latin minus Latin scripts, reverse periodic",
             "largest gains (3-13%) in non-Latin scripts; median ~1%",
-            SCRIPT_RULE.judge_repeats(script, n_boot=n_boot, seed=seed))
-    add(f"R of the best FA-first layout, peak learning rates x {lr_factor:g}" if lr_factor > 0
-        else "R of the best FA-first layout at a lower peak learning rate", "not run in the paper",
-        _lr_verdict(lr_runs, lr_scores, lr_factor, baseline, n_boot, seed))
+            SCRIPT_RULE.judge_repeats(script, n_boot=n_boot, seed=seed),
+        )
+    add(
+        f"R of the best FA-first layout, peak learning rates x {lr_factor:g}"
+        if lr_factor > 0
+        else "R of the best FA-first layout at a lower peak learning rate",
+        "not run in the paper",
+        _lr_verdict(lr_runs, lr_scores, lr_factor, baseline, n_boot, seed),
+    )
     return rows
 
 
-def _lr_verdict(lr_runs: Mapping[str, Sequence[DistillRun]] | None,
-                lr_scores: Mapping[str, Sequence[pd.DataFrame]] | None, lr_factor: float, baseline: str,
-                n_boot: int, seed: int) -> Verdict:
-    ran = binds("learning-rate check run", bool(lr_runs) and bool(lr_scores) and lr_factor > 0,
-                f"lr_check_factor={lr_factor:g}" + ("" if lr_runs else "; no run at a lower learning rate"))
+def _lr_verdict(
+    lr_runs: Mapping[str, Sequence[DistillRun]] | None,
+    lr_scores: Mapping[str, Sequence[pd.DataFrame]] | None,
+    lr_factor: float,
+    baseline: str,
+    n_boot: int,
+    seed: int,
+) -> Verdict:
+    ran = binds(
+        "learning-rate check run",
+        bool(lr_runs) and bool(lr_scores) and lr_factor > 0,
+        f"lr_check_factor={lr_factor:g}" + ("" if lr_runs else "; no run at a lower learning rate"),
+    )
     if not ran.holds:
         return LR_RULE.decide(None, [ran])
     others = [label for label in lr_scores if label != baseline]
@@ -354,30 +489,51 @@ def _lr_verdict(lr_runs: Mapping[str, Sequence[DistillRun]] | None,
     return LR_RULE.decide(_r_interval(reps, lambda r: r[..., 0], n_boot=n_boot, seed=seed), [ran])
 
 
-def perplexity_by_script(scores: Mapping[str, pd.DataFrame],
-                         baseline: str = BASELINE) -> tuple[pd.DataFrame, pd.DataFrame]:
+def perplexity_by_script(
+    scores: Mapping[str, pd.DataFrame], baseline: str = BASELINE
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One replicate: (per layout and language: script, ppl_change_pct; per layout: languages improved "k/n",
     median change, and the mean change per script as columns). Negative change = lower perplexity than the
     baseline."""
-    per_lang = pd.concat({label: metrics.perplexity_change(frame, scores[baseline]).to_frame()
-                          for label, frame in scores.items() if label != baseline}, names=["layout", "lang"])
+    per_lang = pd.concat(
+        {
+            label: metrics.perplexity_change(frame, scores[baseline]).to_frame()
+            for label, frame in scores.items()
+            if label != baseline
+        },
+        names=["layout", "lang"],
+    )
     per_lang["script"] = [LANGUAGES[lang].script for lang in per_lang.index.get_level_values("lang")]
     grouped = per_lang.groupby("layout")["ppl_change_pct"]
-    summary = pd.DataFrame({
-        "improved": grouped.apply(lambda s: f"{int((s < 0).sum())}/{len(s)}"),
-        "median_pct": grouped.median(),
-    }).join(per_lang.pivot_table(index="layout", columns="script", values="ppl_change_pct", aggfunc="mean"))
+    summary = pd.DataFrame(
+        {
+            "improved": grouped.apply(lambda s: f"{int((s < 0).sum())}/{len(s)}"),
+            "median_pct": grouped.median(),
+        }
+    ).join(per_lang.pivot_table(index="layout", columns="script", values="ppl_change_pct", aggfunc="mean"))
     return per_lang, summary
 
 
 def run_stats(runs: Mapping[str, DistillRun]) -> pd.DataFrame:
     """Per run: pattern, seeds, tokens trained, tokens/s, CPU s per 1M tokens, MFU, wall s, max gradient norm."""
-    return pd.DataFrame.from_dict({label: {
-        "pattern": r.pattern, "data_seed": r.settings["data_seed"], "init_seed": r.settings.get("init_seed", 0),
-        "lr_recurrent": r.settings["lr_recurrent"], "tokens": r.tokens_trained, "tokens_per_s": r.tokens_per_s,
-        "cpu_s_per_1M_tok": r.cpu_s_per_1m_tokens, "mfu_pct": None if r.mfu is None else 100 * r.mfu,
-        "wall_s": r.wall_s, "grad_norm_max": r.grad_norm_max,
-    } for label, r in runs.items()}, orient="index")
+    return pd.DataFrame.from_dict(
+        {
+            label: {
+                "pattern": r.pattern,
+                "data_seed": r.settings["data_seed"],
+                "init_seed": r.settings.get("init_seed", 0),
+                "lr_recurrent": r.settings["lr_recurrent"],
+                "tokens": r.tokens_trained,
+                "tokens_per_s": r.tokens_per_s,
+                "cpu_s_per_1M_tok": r.cpu_s_per_1m_tokens,
+                "mfu_pct": None if r.mfu is None else 100 * r.mfu,
+                "wall_s": r.wall_s,
+                "grad_norm_max": r.grad_norm_max,
+            }
+            for label, r in runs.items()
+        },
+        orient="index",
+    )
 
 
 def layout_table(scores: Mapping[str, pd.DataFrame], baseline: str = BASELINE) -> pd.DataFrame:
@@ -388,8 +544,11 @@ def layout_table(scores: Mapping[str, pd.DataFrame], baseline: str = BASELINE) -
     log_r = rep.log_r()
     rows = {baseline: {"R": 1.0, "delta": metrics.ce_gap(scores[baseline]), "delta_vs_base": 0.0}}
     for a, label in enumerate(labels):
-        rows[label] = {"R": float(np.exp(log_r[a])), "delta": metrics.ce_gap(scores[label]),
-                       "delta_vs_base": float(((rep.ce[a + 1] - rep.ce[0]) * rep.tokens).sum() / rep.tokens.sum())}
+        rows[label] = {
+            "R": float(np.exp(log_r[a])),
+            "delta": metrics.ce_gap(scores[label]),
+            "delta_vs_base": float(((rep.ce[a + 1] - rep.ce[0]) * rep.tokens).sum() / rep.tokens.sum()),
+        }
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -403,8 +562,16 @@ def run_to_run(history: Sequence[tuple[str, Mapping]]) -> pd.DataFrame:
     for label, result in history:
         for layout, speed in result["speedup"].items():
             test = result["test"].get(layout, {})
-            rows.append({"run": label, "layout": layout, "final_ce": speed["final_ce"], "speedup": speed["speedup"],
-                         **{k: test.get(k, np.nan) for k in _RUN_STATS}, "verdict": result["verdict"]["status"]})
+            rows.append(
+                {
+                    "run": label,
+                    "layout": layout,
+                    "final_ce": speed["final_ce"],
+                    "speedup": speed["speedup"],
+                    **{k: test.get(k, np.nan) for k in _RUN_STATS},
+                    "verdict": result["verdict"]["status"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -412,14 +579,20 @@ def run_spread(between: pd.DataFrame) -> pd.DataFrame:
     """Per layout (index) over the runs of :func:`run_to_run`: the range (max - min) of final validation CE,
     test delta and R, and the number of runs."""
     grouped = between.groupby("layout")
-    spread = pd.DataFrame({f"{col} range": grouped[col].max() - grouped[col].min() for col in ("final_ce", "delta", "R")})
+    spread = pd.DataFrame(
+        {f"{col} range": grouped[col].max() - grouped[col].min() for col in ("final_ce", "delta", "R")}
+    )
     spread["runs"] = grouped.size()
     return spread
 
 
 def curves_by_run(history: Sequence[tuple[str, Mapping]]) -> pd.DataFrame:
     """Columns run, layout, tokens, ce: the committed validation curves after training began (tokens > 0)."""
-    rows = [{"run": label, "layout": layout, "tokens": point["tokens"], "ce": point["ce"]}
-            for label, result in history for layout, points in result["curves"].items() for point in points
-            if point["tokens"] > 0]
+    rows = [
+        {"run": label, "layout": layout, "tokens": point["tokens"], "ce": point["ce"]}
+        for label, result in history
+        for layout, points in result["curves"].items()
+        for point in points
+        if point["tokens"] > 0
+    ]
     return pd.DataFrame(rows)

@@ -24,7 +24,9 @@ class Recipe:
     eval_every_tokens: int
     val_docs_per_language: int
     tau: float = 1.0
-    swa_window: int = 32  # the sliding-window control's window (tokens); GDN students ignore it; must stay well
+    swa_window: int = (
+        32  # the sliding-window control's window (tokens); GDN students ignore it; must stay well
+    )
     # below the probe lengths of the first-FA chapter (its spec checks it), or the control attends to everything
     note: str = ""
 
@@ -33,18 +35,51 @@ RECIPES: dict[str, Recipe] = {
     # 8 layers, d=128, ~2M parameters (2 FA layers at 25%). CPU cost is set by FLOPs (8 N a token, student +
     # teacher): ~800 CPU s per 1M tokens on one shared core, so the seminar affords ~25k tokens (48 steps of
     # 4 x 128) per layout; short runs on a tiny model take 30x the paper's peaks (ratio 3.5 : 1).
-    "tiny-teacher": Recipe(0.25, 16_384, 128, 4, 2.1e-3, 6e-4, 2_048, 1, swa_window=16,
-                           note="30x the paper's lrs, ratio 3.5:1; 32 steps of 512 tokens; SWA window 1/8 of seq"),
+    "tiny-teacher": Recipe(
+        0.25,
+        16_384,
+        128,
+        4,
+        2.1e-3,
+        6e-4,
+        2_048,
+        1,
+        swa_window=16,
+        note="30x the paper's lrs, ratio 3.5:1; 32 steps of 512 tokens; SWA window 1/8 of seq",
+    ),
     # 30 layers, 135M parameters, 1M tokens: 9 runs plus the second teacher's 2 must fit one session's 30 H200
     # minutes with everything else (~45k tokens/s unoptimised); 10x the paper's peaks, GDN below
     # the 1e-3 that diverged.
-    "smollm2-135m": Recipe(0.25, 1_048_576, 512, 32, 7e-4, 2e-4, 65_536, 4, swa_window=32,
-                           note="10x the paper's lrs; GDN 1e-3 diverged in an earlier run"),
-    "gemma3-270m": Recipe(0.25, 1_048_576, 512, 32, 3.5e-4, 1e-4, 65_536, 4, swa_window=32,
-                          note="5x the paper's lrs: wider model, 262k vocabulary"),
-    "qwen3-4b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"),
-    "granite-4.1-3b-base": Recipe(0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256,
-                                  note="the paper's"),
+    "smollm2-135m": Recipe(
+        0.25,
+        1_048_576,
+        512,
+        32,
+        7e-4,
+        2e-4,
+        65_536,
+        4,
+        swa_window=32,
+        note="10x the paper's lrs; GDN 1e-3 diverged in an earlier run",
+    ),
+    "gemma3-270m": Recipe(
+        0.25,
+        1_048_576,
+        512,
+        32,
+        3.5e-4,
+        1e-4,
+        65_536,
+        4,
+        swa_window=32,
+        note="5x the paper's lrs: wider model, 262k vocabulary",
+    ),
+    "qwen3-4b-base": Recipe(
+        0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"
+    ),
+    "granite-4.1-3b-base": Recipe(
+        0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"
+    ),
 }
 
 
@@ -56,8 +91,14 @@ def _recipe_defaults(field: str) -> dict:
     return {preset: getattr(RECIPES[teacher], field) for preset, teacher in PRESET_TEACHERS.items()}
 
 
-LAYOUTS = ("standard_periodic", "reverse_periodic", "sandwich", "interleaved_sandwich", "endpoint_spread",
-           "periodic_first_at_0")
+LAYOUTS = (
+    "standard_periodic",
+    "reverse_periodic",
+    "sandwich",
+    "interleaved_sandwich",
+    "endpoint_spread",
+    "periodic_first_at_0",
+)
 _ALL = ("seminar", "gpu", "paper")
 
 SPEC = ChapterSpec(
@@ -69,45 +110,136 @@ SPEC = ChapterSpec(
         "multilingual modelling from a full-attention teacher much faster than the standard periodic layout."
     ),
     params=(
-        Param("teacher", str, "full-attention teacher", choices=("tiny-teacher", "smollm2-135m", "gemma3-270m",
-                                                                  "qwen3-4b-base", "granite-4.1-3b-base"),
-              defaults=dict(PRESET_TEACHERS)),
-        Param("layouts", list, "full-attention layouts raced", item=str, choices=LAYOUTS,
-              defaults={p: list(LAYOUTS) for p in _ALL}),
-        Param("fa_fraction", float, "share of layers kept full attention (rounded half up)", minimum=0.0,
-              exclusive_minimum=True, maximum=1.0,
-              defaults=_recipe_defaults("fa_fraction")),
-        Param("train_tokens", int, "distillation tokens per layout", minimum=1, unit="tokens",
-              defaults=_recipe_defaults("train_tokens")),
-        Param("seq_len", int, "packed sequence length", minimum=16, unit="tokens",
-              defaults=_recipe_defaults("seq_len")),
-        Param("batch_size", int, "sequences per optimizer step", minimum=1, unit="sequences",
-              defaults=_recipe_defaults("batch_size")),
-        Param("lr_recurrent", float, "peak learning rate of the Gated DeltaNet parameters", minimum=0.0,
-              defaults=_recipe_defaults("lr_recurrent")),
-        Param("lr_rest", float, "peak learning rate of every other parameter", minimum=0.0,
-              defaults=_recipe_defaults("lr_rest")),
-        Param("eval_every_tokens", int, "validation interval", minimum=1, unit="tokens",
-              defaults=_recipe_defaults("eval_every_tokens")),
-        Param("swa_window", int, "window of the sliding-window control's non-FA layers", minimum=1, unit="tokens",
-              defaults=_recipe_defaults("swa_window")),
-        Param("data_seed", int, "training-data shuffle seed (the held-out split does not depend on it)", minimum=0,
-              defaults={p: 0 for p in _ALL}),
-        Param("swa_control", bool, "also distil the sliding-window control (standard periodic layout)",
-              defaults={p: True for p in _ALL}),
-        Param("seeds", int, "independent replicates per arm: replicate r uses data_seed + r and model-init seed r",
-              minimum=1, defaults={"seminar": 1, "gpu": 3, "paper": 3}),
-        Param("lr_check_factor", float, "learning-rate check: the baseline and the best FA-first layout again at "
-              "this factor x both peak learning rates, every seed (0: off)", minimum=0.0,
-              defaults={"seminar": 0.0, "gpu": 0.3, "paper": 0.0}),
-        Param("other_teachers", list, "more teachers distilled into the baseline and the best FA-first layout "
-              "(each with its own recipe)", item=str, choices=("tiny-teacher", "smollm2-135m", "gemma3-270m",
-                                                               "qwen3-4b-base", "granite-4.1-3b-base"),
-              defaults={"seminar": [], "gpu": ["gemma3-270m"], "paper": ["granite-4.1-3b-base"]}),
-        Param("test_docs_per_language", int, "test chapters per language for R and delta", minimum=1,
-              unit="documents", defaults={"seminar": 4, "gpu": 16, "paper": 1000}),
-        Param("bootstrap", int, "bootstrap resamples over test documents", minimum=10,
-              defaults={"seminar": 300, "gpu": 1000, "paper": 1000}),
+        Param(
+            "teacher",
+            str,
+            "full-attention teacher",
+            choices=("tiny-teacher", "smollm2-135m", "gemma3-270m", "qwen3-4b-base", "granite-4.1-3b-base"),
+            defaults=dict(PRESET_TEACHERS),
+        ),
+        Param(
+            "layouts",
+            list,
+            "full-attention layouts raced",
+            item=str,
+            choices=LAYOUTS,
+            defaults={p: list(LAYOUTS) for p in _ALL},
+        ),
+        Param(
+            "fa_fraction",
+            float,
+            "share of layers kept full attention (rounded half up)",
+            minimum=0.0,
+            exclusive_minimum=True,
+            maximum=1.0,
+            defaults=_recipe_defaults("fa_fraction"),
+        ),
+        Param(
+            "train_tokens",
+            int,
+            "distillation tokens per layout",
+            minimum=1,
+            unit="tokens",
+            defaults=_recipe_defaults("train_tokens"),
+        ),
+        Param(
+            "seq_len",
+            int,
+            "packed sequence length",
+            minimum=16,
+            unit="tokens",
+            defaults=_recipe_defaults("seq_len"),
+        ),
+        Param(
+            "batch_size",
+            int,
+            "sequences per optimizer step",
+            minimum=1,
+            unit="sequences",
+            defaults=_recipe_defaults("batch_size"),
+        ),
+        Param(
+            "lr_recurrent",
+            float,
+            "peak learning rate of the Gated DeltaNet parameters",
+            minimum=0.0,
+            defaults=_recipe_defaults("lr_recurrent"),
+        ),
+        Param(
+            "lr_rest",
+            float,
+            "peak learning rate of every other parameter",
+            minimum=0.0,
+            defaults=_recipe_defaults("lr_rest"),
+        ),
+        Param(
+            "eval_every_tokens",
+            int,
+            "validation interval",
+            minimum=1,
+            unit="tokens",
+            defaults=_recipe_defaults("eval_every_tokens"),
+        ),
+        Param(
+            "swa_window",
+            int,
+            "window of the sliding-window control's non-FA layers",
+            minimum=1,
+            unit="tokens",
+            defaults=_recipe_defaults("swa_window"),
+        ),
+        Param(
+            "data_seed",
+            int,
+            "training-data shuffle seed (the held-out split does not depend on it)",
+            minimum=0,
+            defaults={p: 0 for p in _ALL},
+        ),
+        Param(
+            "swa_control",
+            bool,
+            "also distil the sliding-window control (standard periodic layout)",
+            defaults={p: True for p in _ALL},
+        ),
+        Param(
+            "seeds",
+            int,
+            "independent replicates per arm: replicate r uses data_seed + r and model-init seed r",
+            minimum=1,
+            defaults={"seminar": 1, "gpu": 3, "paper": 3},
+        ),
+        Param(
+            "lr_check_factor",
+            float,
+            "learning-rate check: the baseline and the best FA-first layout again at "
+            "this factor x both peak learning rates, every seed (0: off)",
+            minimum=0.0,
+            defaults={"seminar": 0.0, "gpu": 0.3, "paper": 0.0},
+        ),
+        Param(
+            "other_teachers",
+            list,
+            "more teachers distilled into the baseline and the best FA-first layout "
+            "(each with its own recipe)",
+            item=str,
+            choices=("tiny-teacher", "smollm2-135m", "gemma3-270m", "qwen3-4b-base", "granite-4.1-3b-base"),
+            defaults={"seminar": [], "gpu": ["gemma3-270m"], "paper": ["granite-4.1-3b-base"]},
+        ),
+        Param(
+            "test_docs_per_language",
+            int,
+            "test chapters per language for R and delta",
+            minimum=1,
+            unit="documents",
+            defaults={"seminar": 4, "gpu": 16, "paper": 1000},
+        ),
+        Param(
+            "bootstrap",
+            int,
+            "bootstrap resamples over test documents",
+            minimum=10,
+            defaults={"seminar": 300, "gpu": 1000, "paper": 1000},
+        ),
     ),
 )
 

@@ -53,8 +53,16 @@ class Budget:
         return self.transfer_steps + self.lora_steps if self.step_matched else self.lora_steps
 
     def config(self, steps: int, lr: float) -> TrainConfig:
-        return TrainConfig(batch_size=self.batch_size, seq_len=self.seq_len, steps=steps, lrs={"rest": lr},
-                           warmup_frac=0.1, precision=self.precision, seed=self.seed, progress=False)
+        return TrainConfig(
+            batch_size=self.batch_size,
+            seq_len=self.seq_len,
+            steps=steps,
+            lrs={"rest": lr},
+            warmup_frac=0.1,
+            precision=self.precision,
+            seed=self.seed,
+            progress=False,
+        )
 
 
 @dataclass
@@ -71,23 +79,39 @@ class Evaluation:
 
     def __call__(self, model: nn.Module) -> dict[str, Any]:
         nll, hits = sequence_nll(model, self.sequences), cloze_hits(model, self.cloze)
-        return {"ppl": math.exp(sum(nll) / len(nll)), "cloze": sum(hits) / len(hits), "nll": nll, "hits": hits}
+        return {
+            "ppl": math.exp(sum(nll) / len(nll)),
+            "cloze": sum(hits) / len(hits),
+            "nll": nll,
+            "hits": hits,
+        }
 
 
-def transferred(teacher: PreTrainedModel, batches: Sequence[Batch], budget: Budget, *, steps: int | None = None,
-                **variant: Any) -> tuple[PreTrainedModel, dict[str, Any]]:
+def transferred(
+    teacher: PreTrainedModel,
+    batches: Sequence[Batch],
+    budget: Budget,
+    *,
+    steps: int | None = None,
+    **variant: Any,
+) -> tuple[PreTrainedModel, dict[str, Any]]:
     """A linearised copy of ``teacher`` (``variant``: :func:`linearize` arguments) after ``steps`` (default
     ``budget.transfer_steps``) of attention transfer; info holds the loss curve and the wall time."""
     steps = budget.transfer_steps if steps is None else steps
     student = linearize(teacher, **variant)
     start = time.perf_counter()
-    history = attention_transfer(student, batches, budget.config(steps, budget.transfer_lr)) if steps else None
-    return student, {"transfer_loss": [r["loss"] for r in history.train] if history else [],
-                     "transfer_s": time.perf_counter() - start}
+    history = (
+        attention_transfer(student, batches, budget.config(steps, budget.transfer_lr)) if steps else None
+    )
+    return student, {
+        "transfer_loss": [r["loss"] for r in history.train] if history else [],
+        "transfer_s": time.perf_counter() - start,
+    }
 
 
-def adapted(student: PreTrainedModel, batches: Sequence[Batch], budget: Budget, *, steps: int | None = None
-            ) -> tuple[nn.Module, dict[str, Any]]:
+def adapted(
+    student: PreTrainedModel, batches: Sequence[Batch], budget: Budget, *, steps: int | None = None
+) -> tuple[nn.Module, dict[str, Any]]:
     """LoRA-adapted copy of ``student`` after ``steps`` (default ``budget.lora_steps``); the student itself is
     left as it is."""
     start = time.perf_counter()
@@ -97,18 +121,24 @@ def adapted(student: PreTrainedModel, batches: Sequence[Batch], budget: Budget, 
     return model, {"lora_loss": [r["loss"] for r in history.train], "lora_s": time.perf_counter() - start}
 
 
-def _per_layer(model: nn.Module, batches: Sequence[torch.Tensor], stage: str) -> dict[str, list[float] | None]:
+def _per_layer(
+    model: nn.Module, batches: Sequence[torch.Tensor], stage: str
+) -> dict[str, list[float] | None]:
     """``mse_<stage>`` and ``window_share_<stage>`` per linearised layer over ``batches`` (None without batches)."""
-    return {f"mse_{stage}": mse_by_layer(model, batches) if batches else None,
-            f"window_share_{stage}": window_share_by_layer(model, batches) if batches else None}
+    return {
+        f"mse_{stage}": mse_by_layer(model, batches) if batches else None,
+        f"window_share_{stage}": window_share_by_layer(model, batches) if batches else None,
+    }
 
 
-def ablation(teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evaluation, budget: Budget,
-             **variant: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def ablation(
+    teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evaluation, budget: Budget, **variant: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Evaluate the four :data:`STAGES` of one variant.
 
     Returns one row per stage (variant fields, stage, its transfer and LoRA optimiser steps, the
-    :class:`Evaluation` scores, train seconds) and extras: the per-layer MSE and softmax-window share of the attention weight before/after transfer (``mse_swap``, ``mse_transfer``,
+    :class:`Evaluation` scores, train seconds) and extras: the per-layer MSE and softmax-window share of the
+    attention weight before/after transfer (``mse_swap``, ``mse_transfer``,
     ``window_share_swap``, ``window_share_transfer``), loss curves, and ``model`` (transfer + LoRA).
     """
     label = ", ".join(f"{k}={v}" for k, v in variant.items())
@@ -118,30 +148,63 @@ def ablation(teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evalu
         extras: dict[str, Any] = _per_layer(swapped, evaluate.mse_batches, "swap")
         bar.update()
         moved, info = transferred(teacher, batches, budget, **variant)
-        rows.append({"stage": "transfer", "transfer_steps": budget.transfer_steps, "lora_steps": 0, **evaluate(moved),
-                     "train_s": info["transfer_s"]})
+        rows.append(
+            {
+                "stage": "transfer",
+                "transfer_steps": budget.transfer_steps,
+                "lora_steps": 0,
+                **evaluate(moved),
+                "train_s": info["transfer_s"],
+            }
+        )
         extras |= _per_layer(moved, evaluate.mse_batches, "transfer") | info
         bar.update()
         lora_only, lora_info = adapted(swapped, batches, budget, steps=budget.lora_only_steps)
-        rows.append({"stage": "lora", "transfer_steps": 0, "lora_steps": budget.lora_only_steps,
-                     **evaluate(lora_only), "train_s": lora_info["lora_s"]})
+        rows.append(
+            {
+                "stage": "lora",
+                "transfer_steps": 0,
+                "lora_steps": budget.lora_only_steps,
+                **evaluate(lora_only),
+                "train_s": lora_info["lora_s"],
+            }
+        )
         bar.update()
         del swapped, lora_only
         full, full_info = adapted(moved, batches, budget)
-        rows.append({"stage": "transfer+lora", "transfer_steps": budget.transfer_steps,
-                     "lora_steps": budget.lora_steps, **evaluate(full),
-                     "train_s": info["transfer_s"] + full_info["lora_s"]})
+        rows.append(
+            {
+                "stage": "transfer+lora",
+                "transfer_steps": budget.transfer_steps,
+                "lora_steps": budget.lora_steps,
+                **evaluate(full),
+                "train_s": info["transfer_s"] + full_info["lora_s"],
+            }
+        )
         bar.update()
     extras |= {"lora_only_loss": lora_info["lora_loss"], "lora_loss": full_info["lora_loss"], "model": full}
     return [{**variant, **row} for row in rows], extras
 
 
-def converted(teacher: PreTrainedModel, batches: Sequence[Batch], evaluate: Evaluation, budget: Budget, *,
-              steps: int | None = None, **variant: Any) -> tuple[dict[str, Any], nn.Module]:
+def converted(
+    teacher: PreTrainedModel,
+    batches: Sequence[Batch],
+    evaluate: Evaluation,
+    budget: Budget,
+    *,
+    steps: int | None = None,
+    **variant: Any,
+) -> tuple[dict[str, Any], nn.Module]:
     """One transfer + LoRA conversion (``steps`` transfer steps, default ``budget.transfer_steps``): its row
     (as :func:`ablation`'s ``transfer+lora`` row) and the model."""
     steps = budget.transfer_steps if steps is None else steps
     student, info = transferred(teacher, batches, budget, steps=steps, **variant)
     model, lora_info = adapted(student, batches, budget)
-    return {**variant, "stage": "transfer+lora", "transfer_steps": steps, "lora_steps": budget.lora_steps,
-            **evaluate(model), "train_s": info["transfer_s"] + lora_info["lora_s"]}, model
+    return {
+        **variant,
+        "stage": "transfer+lora",
+        "transfer_steps": steps,
+        "lora_steps": budget.lora_steps,
+        **evaluate(model),
+        "train_s": info["transfer_s"] + lora_info["lora_s"],
+    }, model

@@ -71,8 +71,15 @@ class LinearizedAttention(nn.Module):
         terraced: terraced blocks of ``window`` instead of a sliding window.
     """
 
-    def __init__(self, attn: nn.Module, *, feature_map: str = "hedgehog", feature_dim: int | None = None,
-                 window: int = 0, terraced: bool = False) -> None:
+    def __init__(
+        self,
+        attn: nn.Module,
+        *,
+        feature_map: str = "hedgehog",
+        feature_dim: int | None = None,
+        window: int = 0,
+        terraced: bool = False,
+    ) -> None:
         super().__init__()
         check_feature_map(feature_map)
         if not isinstance(window, int) or window < 0:
@@ -85,8 +92,12 @@ class LinearizedAttention(nn.Module):
         self.window, self.terraced, self.feature_map = window, terraced, feature_map
         feature_dim = feature_dim or (self.head_dim // 2 if feature_map == "hedgehog" else self.head_dim)
         like = attn.q_proj.weight
-        self.phi_q, self.phi_k = (FEATURE_MAPS[feature_map](self.head_dim, feature_dim, self.num_heads).to(
-            device=like.device, dtype=like.dtype) for _ in range(2))
+        self.phi_q, self.phi_k = (
+            FEATURE_MAPS[feature_map](self.head_dim, feature_dim, self.num_heads).to(
+                device=like.device, dtype=like.dtype
+            )
+            for _ in range(2)
+        )
         self.window_factors = nn.Parameter(torch.zeros(self.num_heads, device=like.device, dtype=like.dtype))
         self._rope = importlib.import_module(type(attn).__module__).apply_rotary_pos_emb
         self.use_softmax = False
@@ -94,48 +105,90 @@ class LinearizedAttention(nn.Module):
     def extra_repr(self) -> str:
         return f"feature_map={self.feature_map!r}, window={self.window}, terraced={self.terraced}"
 
-    def forward(self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
-                attention_mask: torch.Tensor | None = None, cache: Cache | None = None, **kwargs
-                ) -> tuple[torch.Tensor, None]:
-        cache = cache if cache is not None else kwargs.pop("past_key_values", None)  # transformers < 5.2x name
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        attention_mask: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, None]:
+        cache = (
+            cache if cache is not None else kwargs.pop("past_key_values", None)
+        )  # transformers < 5.2x name
         if self.use_softmax:
-            return self.attn(hidden_states, position_embeddings=position_embeddings, attention_mask=attention_mask,
-                             cache=cache, **kwargs)
+            return self.attn(
+                hidden_states,
+                position_embeddings=position_embeddings,
+                attention_mask=attention_mask,
+                cache=cache,
+                **kwargs,
+            )
         slot = self._cache_slot(cache) if cache is not None else None
-        y, state = self.heads(hidden_states, position_embeddings, state=slot.state if slot else None,
-                              output_state=slot is not None)
+        y, state = self.heads(
+            hidden_states,
+            position_embeddings,
+            state=slot.state if slot else None,
+            output_state=slot is not None,
+        )
         if slot is not None:
             slot.state = state
         return self.attn.o_proj(y), None
 
-    def heads(self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor],
-              state: WindowLinearState | None = None, output_state: bool = False
-              ) -> tuple[torch.Tensor, WindowLinearState | None]:
+    def heads(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        state: WindowLinearState | None = None,
+        output_state: bool = False,
+    ) -> tuple[torch.Tensor, WindowLinearState | None]:
         """Attention output before ``o_proj``: hidden_states [B, T, d] -> y [B, T, H * head_dim] (and state)."""
         q, k, v = self.qkv(hidden_states, position_embeddings)
         y, state = window_linear_attention(
-            q, k, v, self.phi_q(q), self.phi_k(k), window=self.window, terraced=self.terraced,
-            softmax_weight=torch.sigmoid(self.window_factors), scale=self.attn.scaling, state=state,
-            output_state=output_state)
+            q,
+            k,
+            v,
+            self.phi_q(q),
+            self.phi_k(k),
+            window=self.window,
+            terraced=self.terraced,
+            softmax_weight=torch.sigmoid(self.window_factors),
+            scale=self.attn.scaling,
+            state=state,
+            output_state=output_state,
+        )
         return y.flatten(2), state
 
-    def window_share(self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
-                     ) -> torch.Tensor:
+    def window_share(
+        self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
         """Share of each query's attention weight that the softmax window carries: [B, T, H] (all 0 without
         a window). See :func:`kernels.window_weight_share`."""
         q, k, _ = self.qkv(hidden_states, position_embeddings)
         if self.window == 0:
             return torch.zeros(q.shape[:3], device=q.device)
-        return window_weight_share(q, k, self.phi_q(q), self.phi_k(k), window=self.window, terraced=self.terraced,
-                                   softmax_weight=torch.sigmoid(self.window_factors), scale=self.attn.scaling)
+        return window_weight_share(
+            q,
+            k,
+            self.phi_q(q),
+            self.phi_k(k),
+            window=self.window,
+            terraced=self.terraced,
+            softmax_weight=torch.sigmoid(self.window_factors),
+            scale=self.attn.scaling,
+        )
 
-    def qkv(self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def qkv(
+        self, hidden_states: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The teacher's queries and keys (normed if it norms them, after RoPE) and values, K/V repeated to
         every query head: three [B, T, H, head_dim]."""
         attn = self.attn
         shape = (*hidden_states.shape[:-1], -1, self.head_dim)
-        q, k, v = (proj(hidden_states).view(shape).transpose(1, 2) for proj in (attn.q_proj, attn.k_proj, attn.v_proj))
+        q, k, v = (
+            proj(hidden_states).view(shape).transpose(1, 2)
+            for proj in (attn.q_proj, attn.k_proj, attn.v_proj)
+        )
         if hasattr(attn, "q_norm"):
             q, k = attn.q_norm(q), attn.k_norm(k)
         q, k = self._rope(q, k, *position_embeddings)

@@ -25,8 +25,15 @@ from hybridlib.data.tokenizers import encode_batch
 from hybridlib.progress import progress_bar
 
 
-def heldout_sequences(tokenizer: Any, *, seq_len: int, per_language: int, languages: Sequence[str],
-                      start: Sequence[int] = (), split: str = "validation") -> torch.Tensor:
+def heldout_sequences(
+    tokenizer: Any,
+    *,
+    seq_len: int,
+    per_language: int,
+    languages: Sequence[str],
+    start: Sequence[int] = (),
+    split: str = "validation",
+) -> torch.Tensor:
     """``per_language`` sequences of ``seq_len`` ids per language from held-out chapters: ``start`` (the model's
     start tokens, ``hybridlib.models.encode(tokenizer, "", card)``) then the chapters' tokens joined by EOS,
     cut into consecutive chunks. Returns [n_languages * per_language, seq_len]."""
@@ -42,9 +49,11 @@ def heldout_sequences(tokenizer: Any, *, seq_len: int, per_language: int, langua
             if len(stream) >= per_language * body:
                 break
         if len(stream) < per_language * body:
-            raise ValueError(f"held-out {split} text of {lang!r} has {len(stream)} tokens, fewer than "
-                             f"per_language * seq_len = {per_language * body}")
-        rows += [list(start) + stream[i * body:(i + 1) * body] for i in range(per_language)]
+            raise ValueError(
+                f"held-out {split} text of {lang!r} has {len(stream)} tokens, fewer than "
+                f"per_language * seq_len = {per_language * body}"
+            )
+        rows += [list(start) + stream[i * body : (i + 1) * body] for i in range(per_language)]
     return torch.tensor(rows, dtype=torch.long)
 
 
@@ -55,7 +64,7 @@ def sequence_nll(model: nn.Module, sequences: torch.Tensor, batch_size: int = 8)
     device = next(model.parameters()).device
     out: list[float] = []
     for i in range(0, len(sequences), batch_size):
-        ids = sequences[i:i + batch_size].to(device)
+        ids = sequences[i : i + batch_size].to(device)
         logits = model(input_ids=ids).logits[:, :-1].float()
         nll = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # [b, T-1]
         out += nll.mean(1).tolist()
@@ -79,8 +88,17 @@ class ClozeItem:
     answer: int
 
 
-def cloze_items(tokenizer: Any, *, languages: Sequence[str], per_language: int, context_verses: int = 3,
-                n_choices: int = 4, start: Sequence[int] = (), split: str = "test", seed: int = 0) -> list[ClozeItem]:
+def cloze_items(
+    tokenizer: Any,
+    *,
+    languages: Sequence[str],
+    per_language: int,
+    context_verses: int = 3,
+    n_choices: int = 4,
+    start: Sequence[int] = (),
+    split: str = "test",
+    seed: int = 0,
+) -> list[ClozeItem]:
     """Verse-cloze items from held-out chapters (see the module docstring); seeded, the same for every model."""
     if n_choices < 2 or context_verses < 1:
         raise ValueError(f"need n_choices >= 2 and context_verses >= 1, got {n_choices}, {context_verses}")
@@ -88,9 +106,13 @@ def cloze_items(tokenizer: Any, *, languages: Sequence[str], per_language: int, 
     for lang in languages:
         rng = random.Random(f"{seed}:{lang}")
         chapters = [t.split("\n") for t in heldout_documents(split, [lang])["text"]]
-        usable = [c for c in chapters if len(c) > context_verses and all(v.strip() for v in c[:context_verses + 1])]
+        usable = [
+            c for c in chapters if len(c) > context_verses and all(v.strip() for v in c[: context_verses + 1])
+        ]
         if len(usable) < max(per_language, n_choices):
-            raise ValueError(f"{lang!r} has {len(usable)} usable held-out chapters; per_language={per_language}")
+            raise ValueError(
+                f"{lang!r} has {len(usable)} usable held-out chapters; per_language={per_language}"
+            )
         for i, chapter in enumerate(usable[:per_language]):
             others = [c[context_verses] for j, c in enumerate(usable) if j != i]
             wrong = rng.sample(others, n_choices - 1)
@@ -102,8 +124,9 @@ def cloze_items(tokenizer: Any, *, languages: Sequence[str], per_language: int, 
     return items
 
 
-def continuation_logits(model: nn.Module, prefix: Sequence[int], continuations: Sequence[Sequence[int]],
-                        pad_id: int = 0) -> list[torch.Tensor]:
+def continuation_logits(
+    model: nn.Module, prefix: Sequence[int], continuations: Sequence[Sequence[int]], pad_id: int = 0
+) -> list[torch.Tensor]:
     """Logits [len(c), V] predicting each token of each continuation ``c`` after ``prefix`` (one right-padded batch)."""
     device = next(model.parameters()).device
     rows = [list(prefix) + list(c) for c in continuations]
@@ -111,7 +134,7 @@ def continuation_logits(model: nn.Module, prefix: Sequence[int], continuations: 
     ids = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], device=device)
     logits = model(input_ids=ids).logits.float()
     n = len(prefix)
-    return [logits[i, n - 1:n - 1 + len(c)] for i, c in enumerate(continuations)]
+    return [logits[i, n - 1 : n - 1 + len(c)] for i, c in enumerate(continuations)]
 
 
 @torch.no_grad()
@@ -120,8 +143,10 @@ def cloze_hits(model: nn.Module, items: Sequence[ClozeItem], progress: bool = Fa
     hits = []
     for item in progress_bar(items, desc="cloze", disable=not progress):
         logits = continuation_logits(model, item.context, item.choices)
-        scores = [F.log_softmax(lg, -1).gather(-1, torch.tensor(c, device=lg.device)[:, None]).mean().item()
-                  for lg, c in zip(logits, item.choices)]
+        scores = [
+            F.log_softmax(lg, -1).gather(-1, torch.tensor(c, device=lg.device)[:, None]).mean().item()
+            for lg, c in zip(logits, item.choices)
+        ]
         hits.append(max(range(len(scores)), key=scores.__getitem__) == item.answer)
     return hits
 

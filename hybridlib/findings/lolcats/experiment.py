@@ -45,32 +45,59 @@ def data(name: str, P: Params) -> Data:
     """:class:`Data` of model ``name`` (the corpus is built and cached on the first call)."""
     tok = load_tokenizer(name)
     start = encode(tok, "", describe(name))
-    n_seq = (P["transfer_steps"] + P["lora_steps"]) * P["batch_size"]  # step-matched LoRA-only sees no repeats
-    corpus = training_corpus(tok, tokens=n_seq * P["seq_len"], seq_len=P["seq_len"], languages=P["languages"],
-                             english_share=0.3, seed=P["seed"], bos_token_id=start[0] if start else None)
-    held = evals.heldout_sequences(tok, seq_len=P["seq_len"], per_language=P["eval_sequences"],
-                                   languages=P["languages"], start=start)
-    items = evals.cloze_items(tok, languages=P["languages"], per_language=P["cloze_items"], start=start,
-                              seed=P["seed"])
-    evaluation = Evaluation(held, items, mse_batches=[held[0::len(P["languages"])][:4]])
-    return Data(torch.tensor(corpus["input_ids"], dtype=torch.long), evaluation,
-                passkey_training_rows(tok, n=n_seq, seq_len=P["seq_len"], start=start, seed=P["seed"]),
-                passkey_items(tok, lengths=P["passkey_lengths"], depths=P["passkey_depths"],
-                              per_cell=P["passkey_per_cell"], start=start, seed=P["seed"] + 1))
+    n_seq = (P["transfer_steps"] + P["lora_steps"]) * P[
+        "batch_size"
+    ]  # step-matched LoRA-only sees no repeats
+    corpus = training_corpus(
+        tok,
+        tokens=n_seq * P["seq_len"],
+        seq_len=P["seq_len"],
+        languages=P["languages"],
+        english_share=0.3,
+        seed=P["seed"],
+        bos_token_id=start[0] if start else None,
+    )
+    held = evals.heldout_sequences(
+        tok, seq_len=P["seq_len"], per_language=P["eval_sequences"], languages=P["languages"], start=start
+    )
+    items = evals.cloze_items(
+        tok, languages=P["languages"], per_language=P["cloze_items"], start=start, seed=P["seed"]
+    )
+    evaluation = Evaluation(held, items, mse_batches=[held[0 :: len(P["languages"])][:4]])
+    return Data(
+        torch.tensor(corpus["input_ids"], dtype=torch.long),
+        evaluation,
+        passkey_training_rows(tok, n=n_seq, seq_len=P["seq_len"], start=start, seed=P["seed"]),
+        passkey_items(
+            tok,
+            lengths=P["passkey_lengths"],
+            depths=P["passkey_depths"],
+            per_cell=P["passkey_per_cell"],
+            start=start,
+            seed=P["seed"] + 1,
+        ),
+    )
 
 
 def budget(P: Params, seed: int, device: str, lora_lr: float | None = None) -> Budget:
     """The conversion budget of replicate ``seed`` (bf16 autocast on CUDA, float32 on CPU)."""
-    return Budget(transfer_steps=P["transfer_steps"], lora_steps=P["lora_steps"], batch_size=P["batch_size"],
-                  seq_len=P["seq_len"], lora_lr=P["lora_lr"] if lora_lr is None else lora_lr,
-                  step_matched=P["step_matched"], precision="bf16" if device.startswith("cuda") else "fp32",
-                  seed=seed)
+    return Budget(
+        transfer_steps=P["transfer_steps"],
+        lora_steps=P["lora_steps"],
+        batch_size=P["batch_size"],
+        seq_len=P["seq_len"],
+        lora_lr=P["lora_lr"] if lora_lr is None else lora_lr,
+        step_matched=P["step_matched"],
+        precision="bf16" if device.startswith("cuda") else "fp32",
+        seed=seed,
+    )
 
 
 def replicate(P: Params, name: str, seed: int, device: str, *, keep_model: bool = False) -> dict[str, Any]:
     """Every arm of model ``name`` for replicate ``seed`` on ``device`` (see the module docstring).
 
-    Returns ``teacher`` (its held-out perplexity and cloze accuracy), ``rows`` (one per scored arm: the :func:`ablation` row plus ``model``, ``lora_lr``, ``seed``),
+    Returns ``teacher`` (its held-out perplexity and cloze accuracy), ``rows`` (one per scored arm: the
+    :func:`ablation` row plus ``model``, ``lora_lr``, ``seed``),
     ``per_layer`` (per ablation: its per-layer MSE / window-share curves and loss curves, with ``model``,
     ``feature_map``, ``window``, ``seed``), ``passkey_hits`` (main model only: per item, for the teacher and the
     students converted with corpus text and with passkey data) and ``model`` (the main model's corpus-converted
@@ -97,52 +124,110 @@ def replicate(P: Params, name: str, seed: int, device: str, *, keep_model: bool 
 
     for w in (0, window) if main else (window,):
         for fm in fms:
-            got, extras = ablation(teacher, batches(), d.evaluation, budget(P, seed, device), feature_map=fm,
-                                   window=w, terraced=terraced and w > 0)
+            got, extras = ablation(
+                teacher,
+                batches(),
+                d.evaluation,
+                budget(P, seed, device),
+                feature_map=fm,
+                window=w,
+                terraced=terraced and w > 0,
+            )
             rows += [tag(r, P["lora_lr"]) for r in got]
-            per_layer.append({"model": name, "feature_map": fm, "window": w, "seed": seed,
-                              **{k: v for k, v in extras.items() if k != "model"}})
+            per_layer.append(
+                {
+                    "model": name,
+                    "feature_map": fm,
+                    "window": w,
+                    "seed": seed,
+                    **{k: v for k, v in extras.items() if k != "model"},
+                }
+            )
             if main and (w, fm) == (window, fms[0]):
                 kept = extras["model"]
     if not main:
         return {"teacher": scores, "rows": rows, "per_layer": per_layer, "passkey_hits": None, "model": None}
     for lr in [lr for lr in P["lora_lr_sweep"] if lr != P["lora_lr"]]:
-        got, _ = ablation(teacher, batches(), d.evaluation, budget(P, seed, device, lr), feature_map=fms[0], window=0,
-                          terraced=False)
+        got, _ = ablation(
+            teacher,
+            batches(),
+            d.evaluation,
+            budget(P, seed, device, lr),
+            feature_map=fms[0],
+            window=0,
+            terraced=False,
+        )
         rows += [tag(r, lr) for r in got]
     sweep = [(w, False) for w in sorted(set(P["window_sweep"]) - {window})] + [(window, not terraced)]
     for w, t in sweep:  # Table 18: sliding windows, and the other form of `window`
-        row, _ = converted(teacher, batches(), d.evaluation, budget(P, seed, device), feature_map=fms[0], window=w,
-                           terraced=t)
+        row, _ = converted(
+            teacher,
+            batches(),
+            d.evaluation,
+            budget(P, seed, device),
+            feature_map=fms[0],
+            window=w,
+            terraced=t,
+        )
         rows.append(tag(row, P["lora_lr"]))
     for steps in sorted(set(P["transfer_sweep"]) - {P["transfer_steps"]}):  # Table 23
-        row, _ = converted(teacher, batches(), d.evaluation, budget(P, seed, device), steps=steps,
-                           feature_map=fms[0], window=window, terraced=terraced)
+        row, _ = converted(
+            teacher,
+            batches(),
+            d.evaluation,
+            budget(P, seed, device),
+            steps=steps,
+            feature_map=fms[0],
+            window=window,
+            terraced=terraced,
+        )
         rows.append(tag(row, P["lora_lr"]))
-    _, pk_model = converted(teacher, batches(d.passkey_rows), d.evaluation, budget(P, seed, device),
-                            feature_map=fms[0], window=window, terraced=terraced)
-    hits = {"teacher (softmax)": passkey_hits(teacher, d.passkey_items),
-            "converted with corpus text": passkey_hits(kept, d.passkey_items),
-            "converted with passkey data": passkey_hits(pk_model, d.passkey_items)}
-    return {"teacher": scores, "rows": rows, "per_layer": per_layer, "passkey_hits": hits,
-            "model": kept if keep_model else None}
+    _, pk_model = converted(
+        teacher,
+        batches(d.passkey_rows),
+        d.evaluation,
+        budget(P, seed, device),
+        feature_map=fms[0],
+        window=window,
+        terraced=terraced,
+    )
+    hits = {
+        "teacher (softmax)": passkey_hits(teacher, d.passkey_items),
+        "converted with corpus text": passkey_hits(kept, d.passkey_items),
+        "converted with passkey data": passkey_hits(pk_model, d.passkey_items),
+    }
+    return {
+        "teacher": scores,
+        "rows": rows,
+        "per_layer": per_layer,
+        "passkey_hits": hits,
+        "model": kept if keep_model else None,
+    }
 
 
-def replicates(P: Params, tasks: Sequence[tuple[str, int]], devices: Sequence[str], parallel: int
-               ) -> list[dict[str, Any]]:
+def replicates(
+    P: Params, tasks: Sequence[tuple[str, int]], devices: Sequence[str], parallel: int
+) -> list[dict[str, Any]]:
     """:func:`replicate` of every ``(model, seed)`` task, in task order. The first runs in this process and
     keeps its model; with ``parallel > 1`` the others run at the same time in up to ``parallel - 1`` spawned
     processes, task ``i`` on ``devices[i % len(devices)]`` (the first on ``devices[0]``)."""
     if not tasks or not devices or parallel < 1:
-        raise ValueError(f"need tasks, devices and parallel >= 1, got {len(tasks)}, {list(devices)}, {parallel}")
+        raise ValueError(
+            f"need tasks, devices and parallel >= 1, got {len(tasks)}, {list(devices)}, {parallel}"
+        )
     for name in dict.fromkeys(n for n, _ in tasks):
         data(name, P)  # convert each GGUF and build each corpus once, before processes race to write them
     (name, seed), rest = tasks[0], tasks[1:]
     if parallel == 1 or not rest:
         return [replicate(P, name, seed, devices[0], keep_model=True)] + [
-            replicate(P, n, s, devices[0]) for n, s in rest]
-    with ProcessPoolExecutor(max_workers=parallel - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(replicate, dict(P), n, s, devices[i % len(devices)])
-                   for i, (n, s) in enumerate(rest, start=1)]
+            replicate(P, n, s, devices[0]) for n, s in rest
+        ]
+    with ProcessPoolExecutor(
+        max_workers=parallel - 1, mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
+        futures = [
+            pool.submit(replicate, dict(P), n, s, devices[i % len(devices)])
+            for i, (n, s) in enumerate(rest, start=1)
+        ]
         first = replicate(P, name, seed, devices[0], keep_model=True)
         return [first] + [f.result() for f in futures]

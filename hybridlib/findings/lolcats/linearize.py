@@ -26,8 +26,15 @@ def alternate_layers(n_layers: int) -> tuple[int, ...]:
     return tuple(range(0, n_layers, 2))
 
 
-def linearize(teacher: PreTrainedModel, *, feature_map: str = "hedgehog", window: int = 0, terraced: bool = False,
-              feature_dim: int | None = None, softmax_layers: Sequence[int] = ()) -> PreTrainedModel:
+def linearize(
+    teacher: PreTrainedModel,
+    *,
+    feature_map: str = "hedgehog",
+    window: int = 0,
+    terraced: bool = False,
+    feature_dim: int | None = None,
+    softmax_layers: Sequence[int] = (),
+) -> PreTrainedModel:
     """A deep copy of ``teacher`` with every attention module outside ``softmax_layers`` linearised.
 
     The new feature maps and softmax weights are the only parameters that require gradients; the copy is
@@ -35,7 +42,9 @@ def linearize(teacher: PreTrainedModel, *, feature_map: str = "hedgehog", window
     """
     model_type = teacher.config.get_text_config().model_type
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"teacher model_type={model_type!r} is not supported; allowed: {SUPPORTED_MODEL_TYPES}")
+        raise ValueError(
+            f"teacher model_type={model_type!r} is not supported; allowed: {SUPPORTED_MODEL_TYPES}"
+        )
     check_feature_map(feature_map)
     layers = teacher.model.layers
     bad = [i for i in softmax_layers if not (isinstance(i, int) and 0 <= i < len(layers))]
@@ -45,8 +54,13 @@ def linearize(teacher: PreTrainedModel, *, feature_map: str = "hedgehog", window
     student.requires_grad_(False)
     for idx, layer in enumerate(student.model.layers):
         if idx not in softmax_layers:
-            layer.self_attn = LinearizedAttention(layer.self_attn, feature_map=feature_map, feature_dim=feature_dim,
-                                                  window=window, terraced=terraced)
+            layer.self_attn = LinearizedAttention(
+                layer.self_attn,
+                feature_map=feature_map,
+                feature_dim=feature_dim,
+                window=window,
+                terraced=terraced,
+            )
     return student
 
 
@@ -57,7 +71,11 @@ def linearized_modules(model: nn.Module) -> list[LinearizedAttention]:
 
 def attention_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
     """The parameters attention transfer trains: feature maps and softmax weights, by name."""
-    return {n: p for n, p in model.named_parameters() if ".phi_q." in n or ".phi_k." in n or n.endswith("window_factors")}
+    return {
+        n: p
+        for n, p in model.named_parameters()
+        if ".phi_q." in n or ".phi_k." in n or n.endswith("window_factors")
+    }
 
 
 @contextlib.contextmanager

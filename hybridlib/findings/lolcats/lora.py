@@ -15,8 +15,14 @@ from hybridlib.train.batches import Batch
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
-def add_lora(model: nn.Module, *, r: int = 8, alpha: int = 16, targets: Sequence[str] = LORA_TARGETS,
-             dropout: float = 0.0) -> PeftModel:
+def add_lora(
+    model: nn.Module,
+    *,
+    r: int = 8,
+    alpha: int = 16,
+    targets: Sequence[str] = LORA_TARGETS,
+    dropout: float = 0.0,
+) -> PeftModel:
     """Wrap ``model`` (in place) with LoRA adapters (rank ``r``, scale ``alpha / r``) on the linear layers
     whose names end in ``targets``; only the adapters require gradients."""
     if not isinstance(r, int) or r < 1:
@@ -24,14 +30,25 @@ def add_lora(model: nn.Module, *, r: int = 8, alpha: int = 16, targets: Sequence
     unknown = sorted(set(targets) - set(LORA_TARGETS))
     if not targets or unknown:
         raise ValueError(f"targets must be a non-empty subset of {LORA_TARGETS}, got {list(targets)}")
-    config = LoraConfig(r=r, lora_alpha=alpha, target_modules=list(targets), lora_dropout=dropout, bias="none")
+    config = LoraConfig(
+        r=r, lora_alpha=alpha, target_modules=list(targets), lora_dropout=dropout, bias="none"
+    )
     with warnings.catch_warnings():  # peft reads transformers' deprecated `is_gradient_checkpointing`
-        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        warnings.filterwarnings(
+            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
         return get_peft_model(model, config)
 
 
-def lora_finetune(model: nn.Module, batches: Sequence[Batch], config: TrainConfig, *, r: int = 8, alpha: int = 16,
-                  targets: Sequence[str] = LORA_TARGETS) -> tuple[PeftModel, History]:
+def lora_finetune(
+    model: nn.Module,
+    batches: Sequence[Batch],
+    config: TrainConfig,
+    *,
+    r: int = 8,
+    alpha: int = 16,
+    targets: Sequence[str] = LORA_TARGETS,
+) -> tuple[PeftModel, History]:
     """Add LoRA to ``model`` (modified in place) and train the adapters with next-token cross-entropy.
 
     Returns the PEFT model (eval mode, adapters active) and the training history.

@@ -46,12 +46,15 @@ def _sentences() -> list[str]:
     return [" " + s.strip() + "." for s in FILLER.split(".") if s.strip()]
 
 
-def passkey_item(tokenizer: Any, *, length: int, depth: float, key: str, start: Sequence[int] = ()) -> PasskeyItem:
+def passkey_item(
+    tokenizer: Any, *, length: int, depth: float, key: str, start: Sequence[int] = ()
+) -> PasskeyItem:
     """An item whose prompt + answer is at most ``length`` tokens (as many whole filler sentences as fit)."""
     if not 0.0 <= depth <= 1.0:
         raise ValueError(f"depth must be in [0, 1], got {depth!r}")
     intro, needle, question, answer = encode_batch(
-        tokenizer, [INTRO, NEEDLE.format(key=key), QUESTION, ANSWER.format(key=key)])
+        tokenizer, [INTRO, NEEDLE.format(key=key), QUESTION, ANSWER.format(key=key)]
+    )
     sentences = encode_batch(tokenizer, _sentences())
     budget = length - len(start) - len(intro) - len(needle) - len(question) - len(answer)
     filler: list[list[int]] = []
@@ -65,27 +68,51 @@ def passkey_item(tokenizer: Any, *, length: int, depth: float, key: str, start: 
     after = [i for s in filler[cut:] for i in s]
     head = list(start) + intro
     prompt = head + before + needle + after + question
-    return PasskeyItem(prompt, answer, key, length, depth, len(head) + len(before),
-                       (len(head), len(head) + len(before) + len(needle) + len(after)))
+    return PasskeyItem(
+        prompt,
+        answer,
+        key,
+        length,
+        depth,
+        len(head) + len(before),
+        (len(head), len(head) + len(before) + len(needle) + len(after)),
+    )
 
 
-def passkey_items(tokenizer: Any, *, lengths: Sequence[int], depths: Sequence[float], per_cell: int,
-                  start: Sequence[int] = (), seed: int = 0) -> list[PasskeyItem]:
+def passkey_items(
+    tokenizer: Any,
+    *,
+    lengths: Sequence[int],
+    depths: Sequence[float],
+    per_cell: int,
+    start: Sequence[int] = (),
+    seed: int = 0,
+) -> list[PasskeyItem]:
     """``per_cell`` items with random keys for every (length, depth)."""
     rng = random.Random(seed)
-    return [passkey_item(tokenizer, length=n, depth=d, key=str(rng.randrange(10_000, 100_000)), start=start)
-            for n in lengths for d in depths for _ in range(per_cell)]
+    return [
+        passkey_item(tokenizer, length=n, depth=d, key=str(rng.randrange(10_000, 100_000)), start=start)
+        for n in lengths
+        for d in depths
+        for _ in range(per_cell)
+    ]
 
 
-def passkey_training_rows(tokenizer: Any, *, n: int, seq_len: int, start: Sequence[int] = (), seed: int = 0
-                          ) -> torch.Tensor:
+def passkey_training_rows(
+    tokenizer: Any, *, n: int, seq_len: int, start: Sequence[int] = (), seed: int = 0
+) -> torch.Tensor:
     """[n, seq_len] conversion data: prompts at random depths with their answers, topped up with filler."""
     rng = random.Random(f"train:{seed}")
     filler = [i for s in encode_batch(tokenizer, _sentences()) for i in s]
     rows = []
     for _ in range(n):
-        item = passkey_item(tokenizer, length=seq_len, depth=rng.random(), key=str(rng.randrange(10_000, 100_000)),
-                            start=start)
+        item = passkey_item(
+            tokenizer,
+            length=seq_len,
+            depth=rng.random(),
+            key=str(rng.randrange(10_000, 100_000)),
+            start=start,
+        )
         row = item.prompt + item.answer
         rows.append((row + filler * (seq_len // len(filler) + 1))[:seq_len])
     return torch.tensor(rows, dtype=torch.long)
@@ -94,16 +121,24 @@ def passkey_training_rows(tokenizer: Any, *, n: int, seq_len: int, start: Sequen
 @torch.no_grad()
 def passkey_hits(model: nn.Module, items: Sequence[PasskeyItem], progress: bool = False) -> list[bool]:
     """Per item: greedy exact match of the answer (one teacher-forced pass)."""
-    return [continuation_logits(model, item.prompt, [item.answer])[0].argmax(-1).tolist() == item.answer
-            for item in progress_bar(items, desc="passkey", disable=not progress)]
+    return [
+        continuation_logits(model, item.prompt, [item.answer])[0].argmax(-1).tolist() == item.answer
+        for item in progress_bar(items, desc="passkey", disable=not progress)
+    ]
 
 
-def passkey_accuracy(model: nn.Module | None, items: Sequence[PasskeyItem], progress: bool = False,
-                     hits: Sequence[bool] | None = None) -> pd.DataFrame:
+def passkey_accuracy(
+    model: nn.Module | None,
+    items: Sequence[PasskeyItem],
+    progress: bool = False,
+    hits: Sequence[bool] | None = None,
+) -> pd.DataFrame:
     """Exact-match accuracy per (length, depth): columns length, depth, accuracy, n (from ``hits`` when given,
     else from :func:`passkey_hits` of ``model``)."""
     hits = passkey_hits(model, items, progress) if hits is None else hits
     if len(hits) != len(items):
         raise ValueError(f"hits must have one value per item ({len(items)}), got {len(hits)}")
-    frame = pd.DataFrame([{"length": i.length, "depth": i.depth, "hit": bool(h)} for i, h in zip(items, hits)])
+    frame = pd.DataFrame(
+        [{"length": i.length, "depth": i.depth, "hit": bool(h)} for i, h in zip(items, hits)]
+    )
     return frame.groupby(["length", "depth"], as_index=False).agg(accuracy=("hit", "mean"), n=("hit", "size"))

@@ -24,11 +24,17 @@ from hybridlib.progress import progress_bar
 
 def _cache_kwargs(model: nn.Module, cache: Cache) -> dict[str, object]:
     params = inspect.signature(type(model).forward).parameters
-    return {"cache" if "cache" in params else "past_key_values": cache, "use_cache": True, "logits_to_keep": 1}
+    return {
+        "cache" if "cache" in params else "past_key_values": cache,
+        "use_cache": True,
+        "logits_to_keep": 1,
+    }
 
 
 @torch.no_grad()
-def prefill(model: nn.Module, input_ids: torch.Tensor, chunk: int | None = None) -> tuple[Cache, torch.Tensor]:
+def prefill(
+    model: nn.Module, input_ids: torch.Tensor, chunk: int | None = None
+) -> tuple[Cache, torch.Tensor]:
     """Run the prompt ids [B, T] through the model, in pieces of ``chunk`` tokens (None: all at once; chunked
     prefill bounds the temporaries by the chunk, as serving systems do): the filled cache and the last
     position's logits [B, vocab]."""
@@ -66,8 +72,11 @@ def cache_nbytes(cache: Cache) -> int:
         if hasattr(layer, "nbytes"):
             total += layer.nbytes
         else:
-            total += sum(t.numel() * t.element_size() for t in (getattr(layer, "keys", None),
-                                                               getattr(layer, "values", None)) if t is not None)
+            total += sum(
+                t.numel() * t.element_size()
+                for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                if t is not None
+            )
     return total
 
 
@@ -81,11 +90,22 @@ def _timed(device: torch.device, fn, *args) -> tuple[object, float, float | None
     result = fn(*args)
     if cuda:
         torch.cuda.synchronize(device)
-    return result, time.perf_counter() - start, torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None
+    return (
+        result,
+        time.perf_counter() - start,
+        torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None,
+    )
 
 
-def generation_throughput(model: nn.Module, batch_sizes: Sequence[int], *, prompt_len: int, new_tokens: int,
-                          prefill_chunk: int | None = None, seed: int = 0) -> list[dict[str, object]]:
+def generation_throughput(
+    model: nn.Module,
+    batch_sizes: Sequence[int],
+    *,
+    prompt_len: int,
+    new_tokens: int,
+    prefill_chunk: int | None = None,
+    seed: int = 0,
+) -> list[dict[str, object]]:
     """Per batch size: prefill seconds (in pieces of ``prefill_chunk`` tokens), decoded tokens/s (decoding
     only), peak memory of each phase (GiB, CUDA only) and the cache's size after the last token (GiB); or
     ``status="oom"`` and ``oom_in``."""
@@ -95,17 +115,28 @@ def generation_throughput(model: nn.Module, batch_sizes: Sequence[int], *, promp
     rows = []
     for batch in progress_bar(batch_sizes, desc="throughput"):
         prompt = torch.randint(vocab, (batch, prompt_len), generator=generator).to(device)
-        row: dict[str, object] = {"batch": batch, "prompt_len": prompt_len, "prefill_chunk": prefill_chunk,
-                                  "new_tokens": new_tokens, "status": "oom", "oom_in": "prefill"}
+        row: dict[str, object] = {
+            "batch": batch,
+            "prompt_len": prompt_len,
+            "prefill_chunk": prefill_chunk,
+            "new_tokens": new_tokens,
+            "status": "oom",
+            "oom_in": "prefill",
+        }
         if device.type == "cuda":
             torch.cuda.empty_cache()
         try:
             (cache, logits), prefill_s, prefill_peak = _timed(device, prefill, model, prompt, prefill_chunk)
             row |= {"prefill_s": prefill_s, "prefill_peak_gib": prefill_peak, "oom_in": "decode"}
             _, decode_s, decode_peak = _timed(device, decode_steps, model, cache, logits, new_tokens)
-            row |= {"status": "ok", "oom_in": None, "decode_s": decode_s,
-                    "tokens_per_s": batch * new_tokens / decode_s, "decode_peak_gib": decode_peak,
-                    "cache_gib": cache_nbytes(cache) / 2**30}
+            row |= {
+                "status": "ok",
+                "oom_in": None,
+                "decode_s": decode_s,
+                "tokens_per_s": batch * new_tokens / decode_s,
+                "decode_peak_gib": decode_peak,
+                "cache_gib": cache_nbytes(cache) / 2**30,
+            }
         except torch.OutOfMemoryError:
             pass  # the row says where; the tensors of the failed point are freed with the exception
         cache = logits = None
@@ -138,6 +169,14 @@ def throughput_comparison(softmax: Sequence[dict], linear: Sequence[dict]) -> di
         soft_seq, lin_seq = (row["cache_gib"] * 2**30 / batch for row in (soft, lin))
         tokens = soft["prompt_len"] + soft["new_tokens"]
     memory_win = any(b in l_ok for b, _ in oom(softmax))
-    return {"batch": batch, "speedup": speedup, "cache_ratio": soft_seq / lin_seq, "softmax_cache_per_seq": soft_seq,
-            "linear_cache_per_seq": lin_seq, "break_even_tokens": lin_seq / (soft_seq / tokens),
-            "softmax_oom": oom(softmax), "linear_oom": oom(linear), "memory_win": memory_win}
+    return {
+        "batch": batch,
+        "speedup": speedup,
+        "cache_ratio": soft_seq / lin_seq,
+        "softmax_cache_per_seq": soft_seq,
+        "linear_cache_per_seq": lin_seq,
+        "break_even_tokens": lin_seq / (soft_seq / tokens),
+        "softmax_oom": oom(softmax),
+        "linear_oom": oom(linear),
+        "memory_win": memory_win,
+    }

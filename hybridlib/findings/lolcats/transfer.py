@@ -25,10 +25,13 @@ def _teacher_pass(model: nn.Module, input_ids: torch.Tensor) -> list[dict[str, o
     before ``o_proj`` ``y`` [B, T, H*D], from one forward of ``model`` run as the teacher."""
     modules = linearized_modules(model)
     if not modules:
-        raise ValueError("model has no linearised attention layer (use hybridlib.findings.lolcats.linearize.linearize first)")
+        raise ValueError(
+            "model has no linearised attention layer (use hybridlib.findings.lolcats.linearize.linearize first)"
+        )
     records: list[dict[str, object]] = [{} for _ in modules]
     hooks = []
     for record, module in zip(records, modules):
+
         def take_input(_, args, kwargs, record=record):
             record["h"] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
             record["pe"] = kwargs.get("position_embeddings", args[1] if len(args) > 1 else None)
@@ -51,8 +54,10 @@ def layer_mse(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     """MSE between each linearised layer's output and the teacher's softmax output (both before ``o_proj``),
     teacher-forced: ``[n_linearised_layers]`` float32, differentiable in the feature maps."""
     records = _teacher_pass(model, input_ids)
-    losses = [F.mse_loss(module.heads(r["h"], r["pe"])[0].float(), r["y"].float())
-              for module, r in zip(linearized_modules(model), records)]
+    losses = [
+        F.mse_loss(module.heads(r["h"], r["pe"])[0].float(), r["y"].float())
+        for module, r in zip(linearized_modules(model), records)
+    ]
     return torch.stack(losses)
 
 
@@ -65,8 +70,12 @@ def layer_window_share(model: nn.Module, input_ids: torch.Tensor) -> torch.Tenso
     """Mean share of the attention weight carried by each linearised layer's softmax window, teacher-forced:
     ``[n_linearised_layers]`` float32 (0 for layers without a window)."""
     records = _teacher_pass(model, input_ids)
-    return torch.stack([module.window_share(r["h"], r["pe"]).float().mean()
-                        for module, r in zip(linearized_modules(model), records)])
+    return torch.stack(
+        [
+            module.window_share(r["h"], r["pe"]).float().mean()
+            for module, r in zip(linearized_modules(model), records)
+        ]
+    )
 
 
 @torch.no_grad()
@@ -97,7 +106,9 @@ def attention_transfer(model: nn.Module, batches: Sequence[Batch], config: Train
     """
     trainable = attention_parameters(model)
     if not trainable:
-        raise ValueError("model has no feature-map parameters to train (use hybridlib.findings.lolcats.linearize.linearize first)")
+        raise ValueError(
+            "model has no feature-map parameters to train (use hybridlib.findings.lolcats.linearize.linearize first)"
+        )
     model.requires_grad_(False)
     for param in trainable.values():
         param.requires_grad_(True)

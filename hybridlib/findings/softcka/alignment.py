@@ -49,8 +49,17 @@ REFERENCE = "eng"
 PAIRINGS = ("parallel", "shuffled")
 SIGNALS = ("attn_in", "attn_delta")
 KINDS = ("full attention", "hybrid GDN", "hybrid SWA", "random init", "observed")
-STUDENT_ARGS = ("fa_fraction", "train_tokens", "seq_len", "batch_size", "lr_recurrent", "lr_rest",
-                "eval_every_tokens", "data_seed", "swa_window")
+STUDENT_ARGS = (
+    "fa_fraction",
+    "train_tokens",
+    "seq_len",
+    "batch_size",
+    "lr_recurrent",
+    "lr_rest",
+    "eval_every_tokens",
+    "data_seed",
+    "swa_window",
+)
 
 
 @dataclass
@@ -90,14 +99,22 @@ def random_init_like(model: nn.Module, seed: int = 0) -> nn.Module:
     return AutoModelForCausalLM.from_config(model.config).eval()
 
 
-def load_models(teacher: str, layouts: Sequence[str], *, preset: str, swa_control: bool = True,
-                random_init: bool = False, observed: Sequence[str] = (), seed: int = 0,
-                device: str | torch.device = "cpu") -> list[Probed]:
+def load_models(
+    teacher: str,
+    layouts: Sequence[str],
+    *,
+    preset: str,
+    swa_control: bool = True,
+    random_init: bool = False,
+    observed: Sequence[str] = (),
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+) -> list[Probed]:
     """Teacher, its distilled GDN students (one per layout, the layout chapter's recipe for ``preset``), the
     SWA student (standard periodic), a random-init copy of the teacher and extra ``observed`` models.
 
-    Students come from :func:`hybridlib.findings.layout.distill.distill_layout` (trained first if not cached). Models are
-    moved to ``device``; :func:`measure` computes SoftCKA there, in float64.
+    Students come from :func:`hybridlib.findings.layout.distill.distill_layout` (trained first if not cached).
+    Models are moved to ``device``; :func:`measure` computes SoftCKA there, in float64.
     """
     bad = [name for name in layouts if name not in LAYOUT_NAMES]
     if bad:
@@ -105,23 +122,54 @@ def load_models(teacher: str, layouts: Sequence[str], *, preset: str, swa_contro
     model, tokenizer = load(teacher, device=device)
     card = describe(teacher)
     identity = distill.teacher_identity(model)
-    out = [Probed(teacher, "full attention", model.eval(), tokenizer, card, full_attention_layers(card), identity)]
+    out = [
+        Probed(
+            teacher, "full attention", model.eval(), tokenizer, card, full_attention_layers(card), identity
+        )
+    ]
     args = student_args(preset)
     plans = [(name, "gdn") for name in layouts] + ([(BASELINE, "swa")] if swa_control else [])
     for name, mixer in plans:
         run = distill.distill_layout(teacher, name, mixer=mixer, **args)
         label = name if mixer == "gdn" else f"{name}+swa"
         kind = "hybrid GDN" if mixer == "gdn" else "hybrid SWA"
-        out.append(Probed(label, kind, run.load_model(device).eval(), tokenizer, card,
-                          tuple(run.settings["fa_layers"]), run.key))
+        out.append(
+            Probed(
+                label,
+                kind,
+                run.load_model(device).eval(),
+                tokenizer,
+                card,
+                tuple(run.settings["fa_layers"]),
+                run.key,
+            )
+        )
     if random_init:
-        out.append(Probed("random-init", "random init", random_init_like(model, seed).to(device), tokenizer, card,
-                          full_attention_layers(card), f"{identity}-random{seed}"))
+        out.append(
+            Probed(
+                "random-init",
+                "random init",
+                random_init_like(model, seed).to(device),
+                tokenizer,
+                card,
+                full_attention_layers(card),
+                f"{identity}-random{seed}",
+            )
+        )
     for name in observed:
         obs, obs_tok = load(name, device=device)
         obs_card = describe(name)
-        out.append(Probed(name, "observed", obs.eval(), obs_tok, obs_card, full_attention_layers(obs_card),
-                          distill.teacher_identity(obs)))
+        out.append(
+            Probed(
+                name,
+                "observed",
+                obs.eval(),
+                obs_tok,
+                obs_card,
+                full_attention_layers(obs_card),
+                distill.teacher_identity(obs),
+            )
+        )
     return out
 
 
@@ -131,7 +179,9 @@ def udhr_texts(languages: Sequence[str], articles: int) -> dict[str, list[str]]:
         raise ValueError(f"articles must be in 2..30 (UDHR has 30 articles), got {articles}")
     codes = [REFERENCE] + [code for code in languages if code != REFERENCE]
     if len(codes) < 2:
-        raise ValueError(f"languages must name at least one language besides {REFERENCE!r}, got {list(languages)}")
+        raise ValueError(
+            f"languages must name at least one language besides {REFERENCE!r}, got {list(languages)}"
+        )
     data = load_udhr(codes)
     texts: dict[str, list[str]] = {code: [] for code in codes}
     for lang, number, text in zip(data["lang"], data["article"], data["text"]):
@@ -175,8 +225,10 @@ class Alignment:
         key = (signal, lang, pairing)
         if key not in self.terms:
             known = sorted({k[0] for k in self.terms}), self.languages
-            raise ValueError(f"{self.label}: no terms for signal={signal!r}, lang={lang!r}, pairing={pairing!r}; "
-                             f"signals {known[0]}, languages {known[1]}, pairings {PAIRINGS}")
+            raise ValueError(
+                f"{self.label}: no terms for signal={signal!r}, lang={lang!r}, pairing={pairing!r}; "
+                f"signals {known[0]}, languages {known[1]}, pairings {PAIRINGS}"
+            )
         return self.terms[key]
 
 
@@ -185,7 +237,9 @@ def _code_version() -> str:
 
 
 def _cache_key(probed: Probed, texts: dict[str, list[str]], settings: dict[str, Any]) -> str:
-    payload = json.dumps([probed.identity, texts, settings, _code_version()], sort_keys=True, ensure_ascii=False)
+    payload = json.dumps(
+        [probed.identity, texts, settings, _code_version()], sort_keys=True, ensure_ascii=False
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -213,13 +267,23 @@ def _states(probed: Probed, texts: list[str], max_tokens: int, signals: Sequence
     special = set(probed.tokenizer.all_special_ids)
     ids = [encode(probed.tokenizer, text, probed.card) for text in texts]
     full = [sum(1 for t in seq if t not in special) for seq in ids]
-    captured = probe.capture(probed.model, probed.tokenizer, [seq[:max_tokens] for seq in ids],
-                             signals=signals, progress=False)
+    captured = probe.capture(
+        probed.model, probed.tokenizer, [seq[:max_tokens] for seq in ids], signals=signals, progress=False
+    )
     return captured, full
 
 
-def measure(probed: Probed, texts: dict[str, list[str]], *, max_tokens: int, bandwidth: str = "median",
-            seed: int = 0, signals: Sequence[str] = SIGNALS, workers: int = 1, progress: bool = True) -> Alignment:
+def measure(
+    probed: Probed,
+    texts: dict[str, list[str]],
+    *,
+    max_tokens: int,
+    bandwidth: str = "median",
+    seed: int = 0,
+    signals: Sequence[str] = SIGNALS,
+    workers: int = 1,
+    progress: bool = True,
+) -> Alignment:
     """SoftCKA terms (parallel and shuffled) and linear-CKA curves of ``probed`` for English vs every other
     language of ``texts`` (``{lang: [article texts]}``, English first); cached. SoftCKA runs in float64 where
     the model is (a GPU's float64 units are far faster); on the CPU ``workers`` > 1 computes layers in that
@@ -245,15 +309,38 @@ def measure(probed: Probed, texts: dict[str, list[str]], *, max_tokens: int, ban
     n_workers = (workers or os.cpu_count() or 1) if device.type == "cpu" else 1
     with ThreadPoolExecutor(n_workers) if n_workers > 1 else nullcontext() as pool:
         for lang in progress_bar(langs, desc=f"alignment {probed.label}", unit="lang", disable=not progress):
-            _measure_language(result, ref, ref_len, *_states(probed, texts[lang], max_tokens, signals), lang, perm,
-                              max_tokens=max_tokens, bandwidth=bandwidth, signals=signals, pool=pool, device=device)
+            _measure_language(
+                result,
+                ref,
+                ref_len,
+                *_states(probed, texts[lang], max_tokens, signals),
+                lang,
+                perm,
+                max_tokens=max_tokens,
+                bandwidth=bandwidth,
+                signals=signals,
+                pool=pool,
+                device=device,
+            )
     _save(path, result)
     return result
 
 
-def _measure_language(result: Alignment, ref, ref_len: list[int], other, other_len: list[int], lang: str,
-                      perm: np.ndarray, *, max_tokens: int, bandwidth: str, signals: Sequence[str], pool,
-                      device: torch.device) -> None:
+def _measure_language(
+    result: Alignment,
+    ref,
+    ref_len: list[int],
+    other,
+    other_len: list[int],
+    lang: str,
+    perm: np.ndarray,
+    *,
+    max_tokens: int,
+    bandwidth: str,
+    signals: Sequence[str],
+    pool,
+    device: torch.device,
+) -> None:
     """Fill ``result`` with the terms and linear-CKA curves of English vs ``lang`` (states already captured)."""
     n = len(ref_len)
     for pairing, order in (("parallel", np.arange(n)), ("shuffled", perm)):
@@ -265,11 +352,13 @@ def _measure_language(result: Alignment, ref, ref_len: list[int], other, other_l
             side_a = [[ref[signal][l][a][:ka] for a, (ka, _) in enumerate(cuts)] for l in layers]
             side_b = [[other[signal][l][b][:kb] for b, (_, kb) in zip(order, cuts)] for l in layers]
             result.terms[(signal, lang, pairing)] = softcka.layerwise_soft_cka_terms(
-                side_a, side_b, bandwidth=bandwidth, device=device, pool=pool)
+                side_a, side_b, bandwidth=bandwidth, device=device, pool=pool
+            )
             if pairing == "parallel":
                 for pooling in softcka.POOLINGS:
-                    result.linear[(signal, lang, pooling)] = softcka.layerwise_linear_cka(side_a, side_b,
-                                                                                          pooling=pooling)
+                    result.linear[(signal, lang, pooling)] = softcka.layerwise_linear_cka(
+                        side_a, side_b, pooling=pooling
+                    )
 
 
 def curves(alignments: Sequence[Alignment]) -> pd.DataFrame:
@@ -278,15 +367,22 @@ def curves(alignments: Sequence[Alignment]) -> pd.DataFrame:
     for al in alignments:
         for (signal, lang, pairing), terms in al.terms.items():
             for layer, score in enumerate(softcka.aggregate(terms)):
-                rows.append((al.label, al.kind, signal, lang, pairing, layer, layer in al.fa_layers, float(score)))
-    return pd.DataFrame(rows, columns=["model", "kind", "signal", "lang", "pairing", "layer", "is_fa", "softcka"])
+                rows.append(
+                    (al.label, al.kind, signal, lang, pairing, layer, layer in al.fa_layers, float(score))
+                )
+    return pd.DataFrame(
+        rows, columns=["model", "kind", "signal", "lang", "pairing", "layer", "is_fa", "softcka"]
+    )
 
 
 def linear_curves(alignments: Sequence[Alignment]) -> pd.DataFrame:
     """Tidy linear CKA of the parallel pairs: model, kind, signal, lang, pooling, layer, linear_cka."""
-    rows = [(al.label, al.kind, signal, lang, pooling, layer, float(v))
-            for al in alignments for (signal, lang, pooling), values in al.linear.items()
-            for layer, v in enumerate(values)]
+    rows = [
+        (al.label, al.kind, signal, lang, pooling, layer, float(v))
+        for al in alignments
+        for (signal, lang, pooling), values in al.linear.items()
+        for layer, v in enumerate(values)
+    ]
     return pd.DataFrame(rows, columns=["model", "kind", "signal", "lang", "pooling", "layer", "linear_cka"])
 
 
@@ -298,8 +394,16 @@ def summary(alignments: Sequence[Alignment], signal: str = "attn_in") -> pd.Data
         par = np.mean([al.scores(signal, lang) for lang in al.languages], axis=0)
         shuf = np.mean([al.scores(signal, lang, "shuffled") for lang in al.languages], axis=0)
         rough = float(np.abs(np.diff(par, 2)).mean()) if len(par) > 2 else float("nan")
-        rows.append({"model": al.label, "kind": al.kind, "parallel": float(par.mean()), "shuffled": float(shuf.mean()),
-                     "gap": float((par - shuf).mean()), "jaggedness": rough})
+        rows.append(
+            {
+                "model": al.label,
+                "kind": al.kind,
+                "parallel": float(par.mean()),
+                "shuffled": float(shuf.mean()),
+                "gap": float((par - shuf).mean()),
+                "jaggedness": rough,
+            }
+        )
     return pd.DataFrame(rows).set_index("model")
 
 
@@ -318,8 +422,16 @@ def jump_statistic(layer: int, n_layers: int) -> Callable[[np.ndarray], np.ndarr
     return lambda s: s[..., layer] - s[..., neighbours].mean(-1)
 
 
-def jump(al: Alignment, layer: int, *, signal: str = "attn_delta", reference: Alignment | None = None,
-         n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+def jump(
+    al: Alignment,
+    layer: int,
+    *,
+    signal: str = "attn_delta",
+    reference: Alignment | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> pd.DataFrame:
     """Jump of the parallel SoftCKA at ``layer`` relative to its neighbours, per language and averaged over
     languages (``"mean"`` row; articles resampled jointly across languages), with bootstrap intervals.
 
@@ -338,8 +450,9 @@ def jump(al: Alignment, layer: int, *, signal: str = "attn_delta", reference: Al
     rows = []
     for group in [[lang] for lang in langs] + [langs]:
         terms = np.concatenate([m.get(signal, lang) for m in models for lang in group])
-        point, low, high = softcka.bootstrap_pairs(terms, statistic=partial(stat, n_langs=len(group)), n_boot=n_boot,
-                                                seed=seed, level=level)
+        point, low, high = softcka.bootstrap_pairs(
+            terms, statistic=partial(stat, n_langs=len(group)), n_boot=n_boot, seed=seed, level=level
+        )
         rows.append((group[0] if len(group) == 1 else "mean", float(point), float(low), float(high)))
     frame = pd.DataFrame(rows, columns=["lang", "jump", "low", "high"]).set_index("lang")
     frame.insert(0, "layer", layer)
@@ -350,8 +463,10 @@ def jump(al: Alignment, layer: int, *, signal: str = "attn_delta", reference: Al
 def jump_profile(al: Alignment, *, signal: str = "attn_delta") -> pd.Series:
     """Language-mean jump (no intervals) at every layer: where is the largest event?"""
     scores = np.stack([al.scores(signal, lang) for lang in al.languages])  # [n_langs, L]
-    return pd.Series({layer: float(jump_statistic(layer, al.n_layers)(scores).mean())
-                      for layer in range(al.n_layers)}, name=al.label).rename_axis("layer")
+    return pd.Series(
+        {layer: float(jump_statistic(layer, al.n_layers)(scores).mean()) for layer in range(al.n_layers)},
+        name=al.label,
+    ).rename_axis("layer")
 
 
 def first_fa_layer(al: Alignment, reference_layer: int | None = None) -> int:
@@ -359,5 +474,7 @@ def first_fa_layer(al: Alignment, reference_layer: int | None = None) -> int:
     if len(al.fa_layers) < al.n_layers:
         return al.fa_layers[0]
     if reference_layer is None:
-        raise ValueError(f"{al.label} has no recurrent layer: pass reference_layer (a hybrid's first FA layer)")
+        raise ValueError(
+            f"{al.label} has no recurrent layer: pass reference_layer (a hybrid's first FA layer)"
+        )
     return reference_layer

@@ -21,8 +21,9 @@ def seeds(preset: str) -> list[dict[str, int]]:
     return replicate_seeds(values["data_seed"], values["seeds"])
 
 
-def load(teacher: str, probed: Sequence[Probed], *, preset: str,
-         device: str | torch.device = "cpu") -> dict[str, list[Probed]]:
+def load(
+    teacher: str, probed: Sequence[Probed], *, preset: str, device: str | torch.device = "cpu"
+) -> dict[str, list[Probed]]:
     """Per distilled student of ``probed`` (label ``layout`` or ``layout+swa``): its replicates 1, 2, ... as
     :class:`Probed` (trained first if not cached), with the layout chapter's recipe for ``preset``."""
     args = student_args(preset)
@@ -34,6 +35,15 @@ def load(teacher: str, probed: Sequence[Probed], *, preset: str,
         out[m.label] = []
         for s in seeds(preset)[1:]:
             run = distill.distill_layout(teacher, layout, mixer=STUDENT_KINDS[m.kind], **(args | s))
-            out[m.label].append(Probed(m.label, m.kind, run.load_model(device).eval(), m.tokenizer, m.card,
-                                       tuple(run.settings["fa_layers"]), run.key))
+            out[m.label].append(
+                Probed(
+                    m.label,
+                    m.kind,
+                    run.load_model(device).eval(),
+                    m.tokenizer,
+                    m.card,
+                    tuple(run.settings["fa_layers"]),
+                    run.key,
+                )
+            )
     return out
