@@ -14,6 +14,7 @@ NBVAL := -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanit
 book: html
 
 test: env data browser
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 	$(PY) -m pytest $(NBVAL) --ignore-glob='notebooks/.*' tests notebooks  # .*: temp files a killed run left
 
 # The suite's CPU-dependent parts under another ATen CPU capability (default: the portable scalar kernels; also
