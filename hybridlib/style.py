@@ -10,10 +10,12 @@ set rcParams themselves.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib as mpl
 import seaborn as sns
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.ticker import MultipleLocator
 
 TEXT_WIDTH_PX = 784  # the main column of the book's pages (sphinx-book-theme, desktop)
@@ -86,3 +88,20 @@ def layer_ticks(ax: Axes, n_layers: int, every: int = 5) -> None:
     ax.xaxis.set_major_locator(MultipleLocator(every if n_layers > 2 * every else 1))
     ax.xaxis.set_minor_locator(MultipleLocator(1))
     ax.set_xlim(-0.5, n_layers - 0.5)
+
+
+def fit(obj: Any) -> Figure:
+    """Shrink a matplotlib ``Figure`` or a seaborn grid to the text column: width :data:`COLUMN_WIDTH_IN`, height
+    scaled by the same factor, a grid's legend moved below its panels (where it adds height, not width)."""
+    fig = getattr(obj, "figure", obj)
+    if not isinstance(fig, Figure):
+        raise TypeError(f"obj must be a matplotlib Figure or a seaborn grid, got {type(obj).__name__}")
+    width, height = fig.get_size_inches()
+    legend = getattr(obj, "legend", None)
+    if legend is not None and not callable(legend):  # a FacetGrid's figure-level legend
+        entries = len(legend.get_texts())
+        sns.move_legend(obj, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(entries, 5), frameon=False)
+    if width > COLUMN_WIDTH_IN:
+        fig.set_size_inches(COLUMN_WIDTH_IN, height * COLUMN_WIDTH_IN / width)
+    fig.tight_layout()
+    return fig

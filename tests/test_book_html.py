@@ -255,12 +255,6 @@ KNOWN: dict[tuple[str, str], str] = {
         "cut cells",
     ): "5 computed cells the H200 run cut at 50 characters, in no committed "
     "file; the gpu re-run prints them whole",
-    ("notebooks/02_softcka", "widgets"): "the ipywidgets explorer needs a kernel: notebook 02 should show "
-    "plots.curve_selector(frame, shade=fa_layers) instead",
-    ("notebooks/01_efficiency", "widgets"): "a tqdm progress-bar widget stored by the seminar run (no widget "
-    "manager offline): the runner should store text bars or none",
-    ("notebooks/04_lolcats", "widgets"): "4 tqdm progress-bar widgets stored by the seminar run (no widget "
-    "manager offline): the runner should store text bars or none",
 }
 
 

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+import seaborn as sns  # noqa: E402
 
 from hybridlib import plots, style  # noqa: E402
 
@@ -139,3 +140,18 @@ def test_curve_selector_embeds_precomputed_curves():
     assert html == plots.curve_selector(frame, shade={"m1": [1], "m2": []}, title="SoftCKA </b>").html
     with pytest.raises(ValueError, match="shade_by"):
         plots.curve_selector(frame, controls=("lang",), shade={"m1": [1]})
+
+
+def test_fit_shrinks_a_wide_grid_to_the_column_and_puts_its_legend_below():
+    frame = pd.DataFrame({"x": [0, 1] * 8, "y": range(16), "col": [c for c in "abcd" for _ in range(4)],
+                          "hue": ["u", "v"] * 8})
+    grid = sns.relplot(data=frame, x="x", y="y", col="col", hue="hue", col_wrap=4, kind="line", height=3)
+    width, height = grid.figure.get_size_inches()
+    fig = style.fit(grid)
+    assert fig.get_size_inches() == pytest.approx([style.COLUMN_WIDTH_IN, height * style.COLUMN_WIDTH_IN / width])
+    assert grid.legend.get_bbox_to_anchor().y0 <= fig.bbox.y0 + 1  # anchored at the panels' bottom edge
+    narrow = plt.figure(figsize=(4, 3))
+    assert list(style.fit(narrow).get_size_inches()) == [4, 3]  # never enlarged
+    with pytest.raises(TypeError, match="obj must be"):
+        style.fit("figure")
+    plt.close("all")
