@@ -98,8 +98,8 @@ def fit(obj: Any) -> Figure:
         raise TypeError(f"obj must be a matplotlib Figure or a seaborn grid, got {type(obj).__name__}")
     width, height = fig.get_size_inches()
     legend = getattr(obj, "legend", None)
-    if legend is not None and not callable(legend):  # a FacetGrid's figure-level legend
-        entries = len(legend.get_texts())
+    entries = len(legend.get_texts()) if legend is not None and not callable(legend) else 0  # a grid's legend
+    if entries:
         sns.move_legend(obj, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(entries, 5), frameon=False)
     if width > COLUMN_WIDTH_IN:
         fig.set_size_inches(COLUMN_WIDTH_IN, height * COLUMN_WIDTH_IN / width)

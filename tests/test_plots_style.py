@@ -150,6 +150,8 @@ def test_fit_shrinks_a_wide_grid_to_the_column_and_puts_its_legend_below():
     fig = style.fit(grid)
     assert fig.get_size_inches() == pytest.approx([style.COLUMN_WIDTH_IN, height * style.COLUMN_WIDTH_IN / width])
     assert grid.legend.get_bbox_to_anchor().y0 <= fig.bbox.y0 + 1  # anchored at the panels' bottom edge
+    plain = sns.catplot(data=frame, x="x", y="y", col="col", col_wrap=4, kind="bar", height=3)  # no legend
+    assert style.fit(plain).get_size_inches()[0] == pytest.approx(style.COLUMN_WIDTH_IN)
     narrow = plt.figure(figsize=(4, 3))
     assert list(style.fit(narrow).get_size_inches()) == [4, 3]  # never enlarged
     with pytest.raises(TypeError, match="obj must be"):
