@@ -5,9 +5,7 @@ Models and alignment settings mirror the SoftCKA chapter (same preset), so its c
 checked below for every preset; on ``gpu`` that means longer probes than the SoftCKA chapter's).
 """
 
-from hybridlib.findings.layout.spec import LAYOUTS
 from hybridlib.findings.layout.spec import SPEC as DISTILLATION
-from hybridlib.findings.softcka.spec import GPU_LAYOUTS
 from hybridlib.findings.softcka.spec import SPEC as SOFTCKA
 from hybridlib.params import ChapterSpec, Param
 
@@ -25,24 +23,8 @@ SPEC = ChapterSpec(
     ),
     params=(
         SOFTCKA.param("teacher"),
-        Param(
-            "layouts",
-            list,
-            "Gated DeltaNet students probed (distilled by the layout chapter)",
-            item=str,
-            choices=LAYOUTS,
-            defaults={
-                "seminar": ["standard_periodic", "reverse_periodic"],
-                "gpu": list(GPU_LAYOUTS),
-                "paper": list(LAYOUTS[:5]),
-            },
-        ),
-        Param(
-            "swa_control",
-            bool,
-            "also probe the sliding-window student (standard periodic layout)",
-            defaults={p: True for p in _ALL},
-        ),
+        SOFTCKA.param("layouts"),
+        SOFTCKA.param("swa_control"),
         *(SOFTCKA.param(name) for name in _SHARED),
         Param(
             "max_tokens",
