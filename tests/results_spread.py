@@ -61,8 +61,12 @@ def compared(path: Path_, value: Any) -> bool:
     """Whether a leaf is held by the check (see the module doc for what is left out and why); any key naming a
     verdict or status is a verdict word, wherever a chapter puts it."""
     keys = [p for p in path if isinstance(p, str)]
-    return not (keys[0] in SKIP_SECTIONS or SKIP_LEAF.search(keys[-1]) or isinstance(value, bool)
-                or any(VERDICT_KEY.search(k) for k in keys))
+    return not (
+        keys[0] in SKIP_SECTIONS
+        or SKIP_LEAF.search(keys[-1])
+        or isinstance(value, bool)
+        or any(VERDICT_KEY.search(k) for k in keys)
+    )
 
 
 def _number(value: Any) -> bool:
@@ -104,22 +108,35 @@ def tolerance(chapter_spread: Mapping[str, float], name: str) -> float:
     return FACTOR * measured + FLOOR
 
 
-def differences(reference: Mapping[str, Any], fresh: Mapping[str, Any], chapter_spread: Mapping[str, float],
-                unstable: tuple[str, ...] | list[str] = ()) -> list[str]:
+def differences(
+    reference: Mapping[str, Any],
+    fresh: Mapping[str, Any],
+    chapter_spread: Mapping[str, float],
+    unstable: tuple[str, ...] | list[str] = (),
+) -> list[str]:
     """What ``fresh`` does beyond the measured spread of ``reference`` (empty: within it); text fields listed
     in ``unstable`` (see :func:`moved`) are left out."""
     ref, new = dict(leaves(reference)), dict(leaves(fresh))
-    problems = [f"{'/'.join(map(str, p))}: only in the committed result" for p in ref.keys() - new.keys()
-                if compared(p, ref[p])]
-    problems += [f"{'/'.join(map(str, p))}: not in the committed result" for p in new.keys() - ref.keys()
-                 if compared(p, new[p])]
+    problems = [
+        f"{'/'.join(map(str, p))}: only in the committed result"
+        for p in ref.keys() - new.keys()
+        if compared(p, ref[p])
+    ]
+    problems += [
+        f"{'/'.join(map(str, p))}: not in the committed result"
+        for p in new.keys() - ref.keys()
+        if compared(p, new[p])
+    ]
     for path in sorted(ref.keys() & new.keys(), key=str):
         x, y = ref[path], new[path]
         if not compared(path, x) or field(path) in unstable:
             continue
         label = "/".join(map(str, path))
-        if _number(x) and _number(y) and (isinstance(x, float) or isinstance(y, float)
-                                          or chapter_spread.get(field(path), 0) > 0):
+        if (
+            _number(x)
+            and _number(y)
+            and (isinstance(x, float) or isinstance(y, float) or chapter_spread.get(field(path), 0) > 0)
+        ):
             tol = tolerance(chapter_spread, field(path))
             if not (abs(x - y) <= tol or (math.isnan(x) and math.isnan(y)) or x == y):
                 problems.append(f"{label}: {y!r} vs committed {x!r} (|diff| {abs(x - y):.3g} > {tol:.3g})")
@@ -142,8 +159,9 @@ def main() -> None:
         results = [json.loads((d / name / "seminar.json").read_text()) for d in args.dirs]
         chapters[name] = {"numbers": spread(results), "unstable": moved(results)}
         for label, r in zip(args.label, results):
-            runs.setdefault(label, {})[name] = {k: r.get("provenance", {}).get(k)
-                                                for k in ("device", "git_commit", "date_utc")}
+            runs.setdefault(label, {})[name] = {
+                k: r.get("provenance", {}).get(k) for k in ("device", "git_commit", "date_utc")
+            }
     record = {"method": args.method, "factor": FACTOR, "floor": FLOOR, "runs": runs, "spread": chapters}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")

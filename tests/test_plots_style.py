@@ -143,12 +143,15 @@ def test_curve_selector_embeds_precomputed_curves():
 
 
 def test_fit_shrinks_a_wide_grid_to_the_column_and_puts_its_legend_below():
-    frame = pd.DataFrame({"x": [0, 1] * 8, "y": range(16), "col": [c for c in "abcd" for _ in range(4)],
-                          "hue": ["u", "v"] * 8})
+    frame = pd.DataFrame(
+        {"x": [0, 1] * 8, "y": range(16), "col": [c for c in "abcd" for _ in range(4)], "hue": ["u", "v"] * 8}
+    )
     grid = sns.relplot(data=frame, x="x", y="y", col="col", hue="hue", col_wrap=4, kind="line", height=3)
     width, height = grid.figure.get_size_inches()
     fig = style.fit(grid)
-    assert fig.get_size_inches() == pytest.approx([style.COLUMN_WIDTH_IN, height * style.COLUMN_WIDTH_IN / width])
+    assert fig.get_size_inches() == pytest.approx(
+        [style.COLUMN_WIDTH_IN, height * style.COLUMN_WIDTH_IN / width]
+    )
     assert grid.legend.get_bbox_to_anchor().y0 <= fig.bbox.y0 + 1  # anchored at the panels' bottom edge
     plain = sns.catplot(data=frame, x="x", y="y", col="col", col_wrap=4, kind="bar", height=3)  # no legend
     assert style.fit(plain).get_size_inches()[0] == pytest.approx(style.COLUMN_WIDTH_IN)

@@ -43,10 +43,18 @@ def test_spread_file_states_its_method_and_covers_every_trained_chapter():
 
 
 def test_spread_and_differences_on_hand_made_results():
-    a = {"provenance": {"date_utc": "x"}, "table": [{"ppl": 100.0, "n": 4, "lang": "eng", "lower": True}],
-         "verdicts": {"chapter": "reproduced"}, "wall_s": 3.0}
-    b = {"provenance": {"date_utc": "y"}, "table": [{"ppl": 101.5, "n": 4, "lang": "eng", "lower": False}],
-         "verdicts": {"chapter": "contradicted"}, "wall_s": 9.0}
+    a = {
+        "provenance": {"date_utc": "x"},
+        "table": [{"ppl": 100.0, "n": 4, "lang": "eng", "lower": True}],
+        "verdicts": {"chapter": "reproduced"},
+        "wall_s": 3.0,
+    }
+    b = {
+        "provenance": {"date_utc": "y"},
+        "table": [{"ppl": 101.5, "n": 4, "lang": "eng", "lower": False}],
+        "verdicts": {"chapter": "contradicted"},
+        "wall_s": 9.0,
+    }
     measured = rs.spread([a, b])
     assert measured == {"table/ppl": 1.5, "table/n": 0}  # timings, verdicts, booleans and strings left out
     assert rs.tolerance(measured, "table/ppl") == rs.FACTOR * 1.5 + rs.FLOOR

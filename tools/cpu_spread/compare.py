@@ -25,8 +25,10 @@ SETTINGS = {
     "cbwr_avx2": ({"MKL_CBWR": "AVX2"}, []),
     "default+cbwr_avx2": ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2"}, []),
     "avx2+cbwr_avx2": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}, []),
-    "avx2+cbwr_avx2+onednn_avx2": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2",
-                                    "ONEDNN_MAX_CPU_ISA": "AVX2"}, []),
+    "avx2+cbwr_avx2+onednn_avx2": (
+        {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+        [],
+    ),
     "cbwr_compatible": ({"MKL_CBWR": "COMPATIBLE"}, []),
     "threads1": ({"OMP_NUM_THREADS": "1"}, []),
     "threads1+cbwr_avx2": ({"OMP_NUM_THREADS": "1", "MKL_CBWR": "AVX2"}, []),
@@ -40,10 +42,17 @@ def run(name: str, out: Path) -> dict:
     if done_before.exists() and (out / f"{name}.npz").exists():  # resume an interrupted comparison
         return json.loads(done_before.read_text())
     shell, inproc = SETTINGS[name]
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS")} | shell
-    cmd = [sys.executable, str(HERE / "probe.py"), str(out / f"{name}.npz"),
-           *[f"--set-env={kv}" for kv in inproc]]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS")
+    } | shell
+    cmd = [
+        sys.executable,
+        str(HERE / "probe.py"),
+        str(out / f"{name}.npz"),
+        *[f"--set-env={kv}" for kv in inproc],
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     record = json.loads(done.stdout.strip().splitlines()[-1])
     done_before.write_text(json.dumps(record))
@@ -58,8 +67,15 @@ def main() -> None:
     for name in names:
         records[name] = run(name, out)
         r = records[name]
-        print(name, r["capability"], r["threads"], r["llama_full_sha"], r["llama_micro1_sha"],
-              r["teacher_sha"], flush=True)
+        print(
+            name,
+            r["capability"],
+            r["threads"],
+            r["llama_full_sha"],
+            r["llama_micro1_sha"],
+            r["teacher_sha"],
+            flush=True,
+        )
     pairs = []
     for a, b in itertools.combinations(names, 2):
         wa, wb = np.load(out / f"{a}.npz"), np.load(out / f"{b}.npz")

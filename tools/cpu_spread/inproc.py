@@ -21,9 +21,13 @@ def fingerprint(torch) -> dict:
     aten = torch.log_softmax(x, -1).sum(-1)
     mkl = a @ b
     digest = lambda t: hashlib.sha256(t.numpy().tobytes()).hexdigest()[:12]
-    return {"capability": torch.backends.cpu.get_cpu_capability(),
-            "randn": digest(torch.cat([x.flatten(), a.flatten()])),
-            "aten": digest(aten), "mkl": digest(mkl), "mkl_same_inputs": digest(a.double().float() @ b)}
+    return {
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "randn": digest(torch.cat([x.flatten(), a.flatten()])),
+        "aten": digest(aten),
+        "mkl": digest(mkl),
+        "mkl_same_inputs": digest(a.double().float() @ b),
+    }
 
 
 def main() -> None:
