@@ -231,16 +231,8 @@ def page_report(doc: str, server: str, browser, html_root: Path) -> dict:
 
 #: (page, check) -> why it is expected to fail until the page's notebook is re-executed (strict=False: a pass
 #: after re-execution is fine).
-_SEMINAR_STYLE = (
-    "drawn before hybridlib.style: passes once the notebook is re-executed with notebook.start's "
-    "style and its figures use style.figsize / the plots helpers"
-)
 _GPU_STYLE = "drawn by the H200 run before hybridlib.style: the gpu re-run draws them at the column's width"
 KNOWN: dict[tuple[str, str], str] = {
-    **{
-        (f"notebooks/{n}", "figure fonts"): _SEMINAR_STYLE
-        for n in ("01_efficiency", "02_softcka", "03_first_fa", "04_lolcats", "05_layout_distillation")
-    },
     **{
         (f"book/gpu/{n}", "figure fonts"): _GPU_STYLE
         for n in ("01_efficiency", "02_softcka", "03_first_fa", "04_lolcats", "05_layout_distillation")
