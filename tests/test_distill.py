@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from fake_runs import distill_run
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from hybridlib.convert import is_recurrent_parameter
@@ -170,24 +171,7 @@ def test_fa_count_and_recurrent_group():
 def fake_run(label, ce, kl, mixer="gdn"):
     tokens = [0, 100, 200, 400, 800]
     evals = [{"tokens": t, "ce": c, "kl": k, "delta": c - 1.0} for t, c, k in zip(tokens, ce, kl)]
-    return distill.DistillRun(
-        key=label,
-        path="",
-        layout_name=label,
-        pattern="",
-        settings={"mixer": mixer},
-        evals=evals,
-        train_loss=[],
-        grad_norm_max=1.0,
-        tokens_trained=800,
-        tokens_per_s=1.0,
-        flops_per_token=1.0,
-        mfu=None,
-        cpu_s_per_1m_tokens=1.0,
-        wall_s=1.0,
-        device="cpu",
-        teacher_compiled=False,
-    )
+    return distill_run(label, label, evals, {"mixer": mixer})
 
 
 def test_speedup_table():

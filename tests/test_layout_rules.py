@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from fake_runs import distill_run
 
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import distill, replicates, report
@@ -31,24 +32,7 @@ def run(label: str, key: str, ce: list[float], replicate: int = 0) -> distill.Di
     tokens = [0, 100, 200, 400, 800]
     evals = [{"tokens": t, "ce": c, "kl": 1.0} for t, c in zip(tokens, ce)]
     settings = {"mixer": "gdn", "data_seed": replicate, "init_seed": replicate, "lr_recurrent": 1e-3}
-    return distill.DistillRun(
-        key=f"{key}-{replicate}",
-        path="",
-        layout_name=label,
-        pattern="",
-        settings=settings,
-        evals=evals,
-        train_loss=[],
-        grad_norm_max=1.0,
-        tokens_trained=800,
-        tokens_per_s=1.0,
-        flops_per_token=1.0,
-        mfu=None,
-        cpu_s_per_1m_tokens=1.0,
-        wall_s=1.0,
-        device="cpu",
-        teacher_compiled=False,
-    )
+    return distill_run(f"{key}-{replicate}", label, evals, settings)
 
 
 BASE_CE = [9, 4, 3, 2.5, 2.0]
