@@ -240,3 +240,27 @@ def test_arms_recipe_and_best_layout_of_the_chapter():
     assert replicates.best_fa_first(runs) == "sandwich"
     assert params["seeds"] == 3 and params["lr_check_factor"] > 0
     assert chapter("layout_distillation").resolve("seminar")["lr_check_factor"] == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--arms", "sandwich", "nope"], "--arms: ['nope'] not among"),
+        (["--replicates", "0", "3"], "--replicates: [3] outside 0..2"),
+        (["--lr-check", "--other-teachers"], "not allowed with argument"),
+    ],
+)
+def test_replicates_cli_refuses_bad_input_before_any_work(argv, named, capsys, monkeypatch):
+    monkeypatch.setattr(replicates, "distill_layout", lambda *a, **k: pytest.fail("trained before checking"))
+    with pytest.raises(SystemExit):
+        replicates.main(["--preset", "gpu", *argv])
+    assert named in capsys.readouterr().err
+
+
+def test_other_teachers_get_the_baseline_and_best_layout_with_replicate_0_seeds(monkeypatch):
+    calls = []
+    monkeypatch.setattr(replicates, "distill_layout", lambda t, n, **k: calls.append((t, n, k)) or (t, n))
+    params = chapter("layout_distillation").resolve("gpu")
+    out = replicates.train_other_teachers(params, "sandwich", progress=False)
+    assert out == {"gemma3-270m": {n: ("gemma3-270m", n) for n in ("standard_periodic", "sandwich")}}
+    assert [c[2] for c in calls] == [{"progress": False, "data_seed": 0, "init_seed": 0}] * 2

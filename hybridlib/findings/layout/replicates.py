@@ -3,9 +3,11 @@
     CUDA_VISIBLE_DEVICES=1 python -m hybridlib.findings.layout.replicates --preset gpu --replicates 1
 
 trains every arm of replicate 1 (the chapter's layouts and the SWA control) with the chapter's resolved parameters
-into the shared student cache; the notebook (and the first-FA chapter) then load them. ``--lr-check`` trains the
-learning-rate check's arms of those replicates; it needs every replicate of the FA-first layouts cached, since the
-best of them is chosen on mean validation CE.
+into the shared student cache; the notebook (and the SoftCKA and first-FA chapters) then load them. ``--arms``
+trains only some arms (two GPUs split the arms, so each compiles only its own layouts), ``--score`` also scores
+each run on the test documents (cached beside it). ``--lr-check`` trains the learning-rate check's arms of those
+replicates and ``--other-teachers`` the other teachers' two students; both choose the best FA-first layout on
+mean validation CE, so they train every replicate of the FA-first layouts first if it is not cached.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from hybridlib.findings import chapter
-from hybridlib.findings.layout.distill import DistillRun, distill_layout
+from hybridlib.findings.layout.distill import DistillRun, distill_layout, heldout_scores
 from hybridlib.findings.layout.report import FA_FIRST
 from hybridlib.findings.layout.spec import replicate_seeds
 from hybridlib.layouts import BASELINE
@@ -91,6 +93,18 @@ def train_lr_check(
     }
 
 
+def train_other_teachers(
+    params: Mapping[str, Any], best: str, progress: bool = True
+) -> dict[str, dict[str, DistillRun]]:
+    """Per teacher of ``other_teachers``: its baseline and ``best`` students (replicate 0's seeds, that teacher's
+    own recipe)."""
+    first = replicate_seeds(params["data_seed"], params["seeds"])[0]
+    return {
+        other: {n: distill_layout(other, n, progress=progress, **first) for n in (BASELINE, best)}
+        for other in params["other_teachers"]
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m hybridlib.findings.layout.replicates",
@@ -99,18 +113,37 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--preset", required=True, choices=("seminar", "gpu", "paper"))
     parser.add_argument("--replicates", type=int, nargs="+", help="replicate indices (default: all)")
-    parser.add_argument(
-        "--lr-check", action="store_true", help="train the learning-rate check's arms instead"
+    parser.add_argument("--arms", nargs="+", metavar="ARM", help="arm labels to train (default: all)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--lr-check", action="store_true", help="train the learning-rate check's arms instead")
+    group.add_argument(
+        "--other-teachers", action="store_true", help="train the other teachers' two students instead"
     )
+    parser.add_argument("--score", action="store_true", help="also score every run on the test documents")
     args = parser.parse_args(argv)
     params = chapter("layout_distillation").resolve(args.preset)
-    if args.lr_check:
+    n_seeds, arms = params["seeds"], list(plans(params))
+    if bad := [r for r in args.replicates or () if not 0 <= r < n_seeds]:
+        parser.error(f"--replicates: {bad} outside 0..{n_seeds - 1} (the preset's seeds = {n_seeds})")
+    if bad := sorted(set(args.arms or ()) - set(arms)):
+        parser.error(f"--arms: {bad} not among the preset's arms {arms}")
+    if args.lr_check or args.other_teachers:
         best = best_fa_first(train(params, labels=FA_FIRST))
-        runs = train_lr_check(params, best, args.replicates)
+        if args.lr_check:
+            runs = train_lr_check(params, best, args.replicates)
+        else:
+            runs = {
+                f"{n}@{t}": [r]
+                for t, pair in train_other_teachers(params, best).items()
+                for n, r in pair.items()
+            }
     else:
-        runs = train(params, args.replicates)
+        runs = train(params, args.replicates, labels=args.arms)
     for label, reps in runs.items():
         print(label, [f"{r.key} {r.wall_s:.0f} s" for r in reps], flush=True)
+        if args.score:
+            for r in reps:
+                heldout_scores(r, params["test_docs_per_language"])
 
 
 if __name__ == "__main__":
