@@ -27,6 +27,39 @@ parts:
           - file: book/gpu/05_layout_distillation
             title: "On one H200"
 """
+#: TOC after integrating 02_softcka (new) and 05_layout_distillation (an H200 section before: it leads now).
+TOC_AFTER = """format: jb-book
+root: book/intro
+parts:
+  - caption: Findings
+    chapters:
+      - file: notebooks/01_efficiency
+      - file: book/gpu/02_softcka
+        sections:
+          - file: notebooks/02_softcka
+            title: "Seminar preset on a CPU"
+      - file: book/gpu/05_layout_distillation
+        title: "On one H200"
+        sections:
+          - file: notebooks/05_layout_distillation
+            title: "Seminar preset on a CPU"
+"""
+TITLED = """parts:
+  - caption: Findings
+    chapters:
+      - file: book/scoreboard
+        title: "Scoreboard: what reproduces"
+      - file: notebooks/01_efficiency
+        title: "Efficiency: seminar preset on a CPU"
+        sections:
+          - file: book/extra
+      - file: book/gpu/02_softcka
+        title: "SoftCKA alignment on one H200"
+        sections:
+          - file: notebooks/02_softcka
+            title: "SoftCKA alignment: seminar preset on a CPU"
+  - caption: Using this book
+"""
 
 
 def _notebook(preset: str = "gpu", error: bool = False) -> dict:
@@ -79,17 +112,42 @@ def test_notebooks_json_and_toc_sections(tmp_path, repo):
     assert json.loads((repo / "data/results/softcka/gpu.json").read_text()) == {"x": 1}
     assert json.loads((repo / "data/results/first_fa/gpu.json").read_text()) == {"x": 2}
     toc = (repo / "_toc.yml").read_text()
-    assert (
-        toc.count("file: book/gpu/02_softcka\n") == 1
-        and toc.count("file: book/gpu/05_layout_distillation\n") == 1
-    )
-    assert (
-        "      - file: notebooks/02_softcka\n        sections:\n          - file: book/gpu/02_softcka\n"
-        in toc
-    )
-    assert sum("new toc section" in line for line in placed) == 1
+    assert toc == TOC_AFTER  # each H200 page leads its chapter, the seminar run its section
+    assert sum("new toc section" in line for line in placed) == 2
     integrate.integrate(archive, repo)  # a second time changes nothing
     assert (repo / "_toc.yml").read_text() == toc
+
+
+def test_toc_h200_page_leads_its_chapter(tmp_path):
+    toc = tmp_path / "_toc.yml"
+    toc.write_text(TITLED)
+    assert integrate.add_toc_section(toc, "01_efficiency.ipynb")
+    assert not integrate.add_toc_section(toc, "01_efficiency.ipynb")
+    assert not integrate.add_toc_section(toc, "02_softcka.ipynb")  # already leads
+    assert toc.read_text() == TITLED.replace(
+        """      - file: notebooks/01_efficiency
+        title: "Efficiency: seminar preset on a CPU"
+        sections:
+          - file: book/extra
+""",
+        """      - file: book/gpu/01_efficiency
+        title: "Efficiency on one H200"
+        sections:
+          - file: notebooks/01_efficiency
+            title: "Efficiency: seminar preset on a CPU"
+          - file: book/extra
+""",
+    )
+    with pytest.raises(ValueError, match="no chapter notebooks/04_lolcats"):
+        integrate.add_toc_section(toc, "04_lolcats.ipynb")
+
+
+def test_repository_toc_leads_with_h200_pages():
+    """Every chapter of the book's _toc.yml is its H200 page with the seminar run as a section."""
+    toc = (ROOT / "_toc.yml").read_text()
+    for spec in integrate.CHAPTERS.values():
+        stem = Path(spec.notebook).stem
+        assert f"      - file: book/gpu/{stem}\n" in toc and f"          - file: notebooks/{stem}\n" in toc
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,10 @@
 
 The archive is what ``collect.sh`` packs: per chapter group a folder with its log and, per chapter that
 finished, ``<chapter>/`` with the executed ``gpu`` notebook and result JSON files. Each notebook goes to
-``book/gpu/`` and gets a section under its chapter in ``_toc.yml`` (if it has none yet); each JSON file goes to
-``data/results/<chapter>/``, and the run it replaces to ``previous_runs/`` there (``hybridlib.results``). A
-notebook with an error output or without provenance is refused, so a failed or stale run never reaches the book.
+``book/gpu/`` and becomes its chapter's page in ``_toc.yml``, the seminar notebook its section (if it is not
+yet); each JSON file goes to ``data/results/<chapter>/``, and the run it replaces to ``previous_runs/`` there
+(``hybridlib.results``). A notebook with an error output or without provenance is refused, so a failed or stale
+run never reaches the book.
 Each notebook is cleaned for the page (``clean``), so that an integrated notebook needs no edit by hand: a
 log-mode run's (``--log-output``) text progress bars (every redraw, ``compact_progress``, then the last state,
 ``drop_progress_bars``), kernel libraries' log lines and progress-bar widgets are dropped; the all-None
@@ -25,13 +26,18 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from hybridlib.findings import CHAPTERS  # noqa: E402 - after the repository is on the path
 from hybridlib.results import archive_previous  # noqa: E402
 
-SECTION_TITLE = "On one H200 (gpu preset)"
+SECTION_TITLE = "Seminar preset on a CPU"
+"""The seminar section's title in the navigation when its chapter has no title to derive it from."""
+SEMINAR_SUFFIX = ": seminar preset on a CPU"
+GPU_SUFFIX = " on one H200"
 _BAR = re.compile(r"^(?P<desc>.*?)\s*(?P<pct>\d+)%\|.*\|\s*[\d.]+\w?/(?P<total>[\d.]+\w?)\b")
 
 
@@ -290,24 +296,67 @@ def check_notebook(path: Path) -> str:
     return str(record.get("git_commit"))
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _title(line: str) -> str:
+    """The value of a ``title:`` line of the toc."""
+    return str(yaml.safe_load(line.strip()[len("title:") :]))
+
+
 def add_toc_section(toc: Path, notebook: str) -> bool:
-    """Add ``book/gpu/<notebook>`` as a section of ``notebooks/<notebook>`` in ``toc``; False if already there."""
+    """Make ``book/gpu/<notebook>`` its chapter's page in ``toc``, with ``notebooks/<notebook>`` (the seminar
+    run a teacher re-runs) as its first section; False if the H200 page already leads its chapter.
+
+    Titles: a seminar title ``"<Chapter>: seminar preset on a CPU"`` (or ``"<Chapter>"``) gives ``"<Chapter> on
+    one H200"`` and the seminar section ``"<Chapter>: seminar preset on a CPU"`` (an H200 page that was a section
+    keeps its title); a chapter without a title keeps none (the page's H1 says "(on one
+    H200)") and its seminar section is called :data:`SECTION_TITLE`. The chapter's other sections follow."""
     stem = Path(notebook).stem
-    text = toc.read_text(encoding="utf-8")
-    if f"file: book/gpu/{stem}\n" in text:
+    lines = toc.read_text(encoding="utf-8").splitlines(keepends=True)
+    where = {line.strip(): i for i, line in enumerate(lines)}
+    gpu, seminar = where.get(f"- file: book/gpu/{stem}"), where.get(f"- file: notebooks/{stem}")
+    if gpu is not None and (seminar is None or _indent(lines[gpu]) < _indent(lines[seminar])):
         return False
-    lines = text.splitlines(keepends=True)
-    at = next(i for i, line in enumerate(lines) if line.strip() == f"- file: notebooks/{stem}")
-    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
-    block = [
-        f"{indent}  sections:\n",
-        f"{indent}    - file: book/gpu/{stem}\n",
-        f'{indent}      title: "{SECTION_TITLE}"\n',
+    if seminar is None:
+        raise ValueError(f"{toc} has no chapter notebooks/{stem}: add it before integrating its H200 run")
+    at, indent = seminar, _indent(lines[seminar])
+    end = next(
+        (i for i in range(at + 1, len(lines)) if lines[i].strip() and _indent(lines[i]) <= indent), len(lines)
+    )
+    title, gpu_title, other, sections, item = None, None, [], [], None
+    for line in lines[at + 1 : end]:
+        depth = _indent(line) - indent
+        if depth == 2 and line.strip().startswith("title:"):
+            title = _title(line)
+        elif depth == 2 and line.strip() == "sections:":
+            item = []
+        elif item is not None and depth >= 4:
+            if depth == 4 and line.strip().startswith("- "):
+                item = [line]
+                sections.append(item)
+            else:
+                item.append(line)
+        else:
+            other.append(line)
+    for section in list(sections):
+        if section[0].strip() == f"- file: book/gpu/{stem}":  # the H200 page as a section: it leads now
+            sections.remove(section)
+            gpu_title = next((_title(x) for x in section[1:] if x.strip().startswith("title:")), None)
+    base = title.removesuffix(SEMINAR_SUFFIX) if title else None
+    gpu_title = gpu_title or (base + GPU_SUFFIX if base else None)
+    pad = " " * indent
+    block = [f"{pad}- file: book/gpu/{stem}\n"]
+    block += [f"{pad}  title: {json.dumps(gpu_title, ensure_ascii=False)}\n"] if gpu_title else []
+    block += other
+    block += [
+        f"{pad}  sections:\n",
+        f"{pad}    - file: notebooks/{stem}\n",
+        f"{pad}      title: {json.dumps(base + SEMINAR_SUFFIX if base else SECTION_TITLE, ensure_ascii=False)}\n",
     ]
-    if at + 1 < len(lines) and lines[at + 1].strip() == "sections:":
-        block = block[1:]
-        at += 1
-    lines[at + 1 : at + 1] = block
+    block += [line for section in sections for line in section]
+    lines[at:end] = block
     toc.write_text("".join(lines), encoding="utf-8")
     return True
 
