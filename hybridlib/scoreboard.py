@@ -102,12 +102,21 @@ def _status_lines(records: Mapping[str, Any], old: str | None) -> list[str]:
     return lines
 
 
+def aliases(metric: str) -> list[str]:
+    """The claims one row stands for: ``"R, a = b"`` (arms that coincide in that run) -> ``["R, a", "R, b"]``."""
+    head, sep, tail = metric.rpartition(", ")
+    return [f"{head}, {name}" for name in tail.split(" = ")] if sep and " = " in tail else [metric]
+
+
 def _claims(records: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]]]:
-    """Each claim (metric) with its row on each preset that reported it, in reporting order."""
+    """Each claim (metric) with its row on each preset that reported it, in reporting order. A row whose arms
+    coincide (:func:`aliases`) fills each arm's claim that another preset reports on its own."""
+    reported = [(p, row) for p, _ in PRESETS for row in (records[p] or {}).get("rows", [])]
+    metrics = {row["metric"] for _, row in reported}
     rows: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for p, _ in PRESETS:
-        for row in (records[p] or {}).get("rows", []):
-            rows.setdefault(row["metric"], {})[p] = row
+    for p, row in reported:
+        for claim in [a for a in aliases(row["metric"]) if a in metrics] or [row["metric"]]:
+            rows.setdefault(claim, {})[p] = row
     return rows
 
 

@@ -264,3 +264,10 @@ def test_other_teachers_get_the_baseline_and_best_layout_with_replicate_0_seeds(
     out = replicates.train_other_teachers(params, "sandwich", progress=False)
     assert out == {"gemma3-270m": {n: ("gemma3-270m", n) for n in ("standard_periodic", "sandwich")}}
     assert [c[2] for c in calls] == [{"progress": False, "data_seed": 0, "init_seed": 0}] * 2
+
+
+def test_run_stats_keep_the_learning_rate_readable_after_rounding():
+    runs = {"a": run("a", "k", BASE_CE)}
+    runs["a"].settings["lr_recurrent"] = 7e-4  # round(3) of 7e-4 would read 0.001
+    stats = report.run_stats(runs).round(3)
+    assert stats.loc["a", "lr_recurrent_1e-4"] == pytest.approx(7.0)

@@ -203,3 +203,13 @@ def test_committed_pages_are_current():
     for c in chapters:
         box = REPO_ROOT / "book" / "summaries" / f"{c.name}.md"
         assert box.read_text() == scoreboard.render_summary(c, results, gpu), stale
+
+
+def test_a_row_of_coinciding_arms_fills_each_arms_claim():
+    assert scoreboard.aliases("R, a = b") == ["R, a", "R, b"]
+    assert scoreboard.aliases("test delta, a minus b") == ["test delta, a minus b"]
+    gpu = {"rows": [{"metric": "R, a"}, {"metric": "R, b"}, {"metric": "speed-up, a = b"}]}
+    seminar = {"rows": [{"metric": "R, a = b"}, {"metric": "speed-up, a = b"}]}
+    claims = scoreboard._claims({"gpu": gpu, "seminar": seminar})
+    assert list(claims) == ["R, a", "R, b", "speed-up, a = b"]  # nobody reports speed-up of a alone
+    assert claims["R, b"] == {"gpu": gpu["rows"][1], "seminar": seminar["rows"][0]}

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Usage: chapter.sh SECONDS CHAPTER... : run the gpu preset of CHAPTERs (in order) within SECONDS; the notebook
+# Usage: chapter.sh SECONDS CHAPTER... [-p NAME=VALUE ...] : run the gpu preset of CHAPTERs (in order) within
+# SECONDS, with the book runner's parameter overrides after the chapters; the notebook
 # and result JSON each chapter wrote in this run go to $OUT/<chapter>/ (default OUT: ./gpu-out), the log (cell
 # output streamed as it runs) to $OUT. Outputs are kept in /tmp/keep so later calls (fresh working-tree copies) see them.
 set -uo pipefail
 source tools/offline_gpu/env.sh
 limit=$1; shift
+chapters=(); while [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; do chapters+=("$1"); shift; done  # the rest: overrides
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 mkdir -p /tmp/keep/book/gpu /tmp/keep/data/results book/gpu
 cp -r --update=none /tmp/keep/book/gpu/. book/gpu/ ; cp -r --update=none /tmp/keep/data/results/. data/results/
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 marker=$(mktemp)  # only files written after it are this run's results (never the committed ones)
-log=/tmp/log-$1.txt
-timeout "$limit" python3 -m hybridlib.book run "$@" --preset gpu --no-deps --log-output > "$log" 2>&1
+log=/tmp/log-${chapters[0]}.txt
+timeout "$limit" python3 -m hybridlib.book run "${chapters[@]}" "$@" --preset gpu --no-deps --log-output > "$log" 2>&1
 echo "rc $?; students: $(ls /tmp/hlcache/students 2>/dev/null | wc -l)"
-tr '\r' '\n' < "$log" | grep -v "^Executing" | tail -n 400 > "$OUT/log-$1.txt"
-tail -n 25 "$OUT/log-$1.txt"
-for c in "$@"; do
+tr '\r' '\n' < "$log" | grep -v "^Executing" | tail -n 400 > "$OUT/log-${chapters[0]}.txt"
+tail -n 25 "$OUT/log-${chapters[0]}.txt"
+for c in "${chapters[@]}"; do
   nb=book/gpu/$(python3 -c 'import sys; from hybridlib.findings import chapter; print(chapter(sys.argv[1]).notebook)' "$c")
   for f in "$nb" data/results/"$c"/*gpu*.json; do
     if [ -f "$f" ] && [ "$f" -nt "$marker" ]; then mkdir -p "$OUT/$c" && cp -f "$f" "$OUT/$c/" && cp --parents -f "$f" /tmp/keep/; fi

@@ -515,14 +515,15 @@ def perplexity_by_script(
 
 
 def run_stats(runs: Mapping[str, DistillRun]) -> pd.DataFrame:
-    """Per run: pattern, seeds, tokens trained, tokens/s, CPU s per 1M tokens, MFU, wall s, max gradient norm."""
+    """Per run: pattern, seeds, the GDN peak learning rate in units of 1e-4 (so it survives rounding to 3
+    decimals), tokens trained, tokens/s, CPU s per 1M tokens, MFU, wall s, max gradient norm."""
     return pd.DataFrame.from_dict(
         {
             label: {
                 "pattern": r.pattern,
                 "data_seed": r.settings["data_seed"],
                 "init_seed": r.settings.get("init_seed", 0),
-                "lr_recurrent": r.settings["lr_recurrent"],
+                "lr_recurrent_1e-4": r.settings["lr_recurrent"] * 1e4,
                 "tokens": r.tokens_trained,
                 "tokens_per_s": r.tokens_per_s,
                 "cpu_s_per_1M_tok": r.cpu_s_per_1m_tokens,
