@@ -43,16 +43,17 @@ CORPUS_MEDIAN_POINTS = 4000
 BATCH_ELEMENTS = 1 << 23  # kernel entries per pair chunk (64 MiB of float64 per kernel)
 
 
-def _as_states(x: Tensor, name: str) -> Tensor:
-    """Validate one state matrix ``[T, d]`` (T >= 1) and return it as float64."""
+def _as_states(x: Tensor, name: str, device: str | torch.device = "cpu") -> Tensor:
+    """Validate one state matrix ``[T, d]`` (T >= 1) and return it as float64 on ``device`` (moved first,
+    converted there: on a GPU the float64 copy costs the host nothing)."""
     x = torch.as_tensor(x)
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
         raise ValueError(f"{name} must be a non-empty [T, d] matrix, got shape {tuple(x.shape)}")
-    return x.detach().to(dtype=torch.float64, device="cpu")
+    return x.detach().to(device=device).to(dtype=torch.float64)
 
 
-def _check_pair(x1: Tensor, x2: Tensor) -> tuple[Tensor, Tensor]:
-    x1, x2 = _as_states(x1, "x1"), _as_states(x2, "x2")
+def _check_pair(x1: Tensor, x2: Tensor, device: str | torch.device = "cpu") -> tuple[Tensor, Tensor]:
+    x1, x2 = _as_states(x1, "x1", device), _as_states(x2, "x2", device)
     if x1.shape[1] != x2.shape[1]:
         raise ValueError(f"x1 and x2 must share the hidden size d, got {x1.shape[1]} and {x2.shape[1]}")
     return x1, x2
@@ -79,7 +80,7 @@ def _median(values: Tensor) -> float:
     """Usual median (mean of the two middle values) of squared distances; must be positive."""
     if values.numel() == 0:
         raise ValueError("the median bandwidth needs at least two states")
-    med = float(np.median(values.numpy()))
+    med = float(np.median(values.cpu().numpy()))
     if med <= 0.0:
         raise ValueError("median squared distance is 0 (all states identical); pass a fixed bandwidth")
     return med
@@ -197,7 +198,8 @@ def soft_cka_terms_batch(
     13 languages in seconds), in chunks of at most ``BATCH_ELEMENTS`` kernel entries per kernel."""
     if len(pairs) == 0:
         raise ValueError("pairs must contain at least one (x1, x2) pair")
-    checked = [_check_pair(x1, x2) for x1, x2 in pairs]
+    device = torch.device(device)
+    checked = [_check_pair(x1, x2, device) for x1, x2 in pairs]
     sigma2 = _fixed_sigma2(bandwidth)
     if bandwidth == "corpus-median":
         sigma2 = _corpus_sigma2(checked)
@@ -208,7 +210,7 @@ def soft_cka_terms_batch(
             [p[0] for p in checked[i : i + step]],
             [p[1] for p in checked[i : i + step]],
             sigma2,
-            torch.device(device),
+            device,
         )
         for i in range(0, len(checked), step)
     ]
@@ -315,12 +317,12 @@ def derangement(n: int, seed: int = 0) -> np.ndarray:
             return perm
 
 
-def linear_cka(x: Tensor, y: Tensor) -> float:
+def linear_cka(x: Tensor, y: Tensor, device: str | torch.device = "cpu") -> float:
     """Linear CKA (Kornblith et al. 2019) of ``x [n, d1]`` and ``y [n, d2]`` (rows are matched examples).
 
-    ``||Yc^T Xc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F)`` with column-centred ``Xc, Yc``; float64.
+    ``||Yc^T Xc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F)`` with column-centred ``Xc, Yc``; float64 on ``device``.
     """
-    x, y = _as_states(x, "x"), _as_states(y, "y")
+    x, y = _as_states(x, "x", device), _as_states(y, "y", device)
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"x and y must have the same number of rows, got {x.shape[0]} and {y.shape[0]}")
     if x.shape[0] < 2:
@@ -330,19 +332,29 @@ def linear_cka(x: Tensor, y: Tensor) -> float:
     return float(cross / (torch.linalg.matrix_norm(xc.T @ xc) * torch.linalg.matrix_norm(yc.T @ yc)))
 
 
-def pool(states: Sequence[Tensor], how: str = "mean") -> Tensor:
-    """One row per sequence: ``[n, d]`` from ``[T_i, d]`` states by ``"mean"`` or ``"last"`` token."""
+def pool(states: Sequence[Tensor], how: str = "mean", device: str | torch.device = "cpu") -> Tensor:
+    """One row per sequence: ``[n, d]`` (float64 on ``device``) from ``[T_i, d]`` states by ``"mean"`` or
+    ``"last"`` token."""
     if how not in POOLINGS:
         raise ValueError(f"how must be one of {POOLINGS}, got {how!r}")
     if len(states) == 0:
         raise ValueError("states must contain at least one sequence")
-    rows = [_as_states(s, f"states[{i}]") for i, s in enumerate(states)]
+    rows = [_as_states(s, f"states[{i}]", device) for i, s in enumerate(states)]
     return torch.stack([r.mean(0) if how == "mean" else r[-1] for r in rows])
 
 
 def layerwise_linear_cka(
-    states_a: LayerStates, states_b: LayerStates, *, pooling: str = "mean"
+    states_a: LayerStates,
+    states_b: LayerStates,
+    *,
+    pooling: str = "mean",
+    device: str | torch.device = "cpu",
 ) -> np.ndarray:
-    """Linear CKA per layer ``[n_layers]`` across the corpus, one pooled row per pair."""
+    """Linear CKA per layer ``[n_layers]`` across the corpus, one pooled row per pair (float64 on ``device``)."""
     layers = _layer_pairs(states_a, states_b)
-    return np.array([linear_cka(*(pool([p[i] for p in pairs], pooling) for i in (0, 1))) for pairs in layers])
+    return np.array(
+        [
+            linear_cka(*(pool([p[i] for p in pairs], pooling, device) for i in (0, 1)), device)
+            for pairs in layers
+        ]
+    )

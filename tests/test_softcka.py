@@ -222,3 +222,12 @@ def test_layers_on_a_thread_pool_equal_serial_layers():
         np.testing.assert_array_equal(
             sc.layerwise_soft_cka_terms(a, b, pool=pool), sc.layerwise_soft_cka_terms(a, b)
         )
+
+
+def test_states_become_float64_on_the_requested_device():
+    x = torch.randn(3, 4, dtype=torch.float32)
+    out = sc._as_states(x, "x", torch.device("cpu"))
+    assert out.dtype == torch.float64 and out.device.type == "cpu"
+    torch.testing.assert_close(out, x.double(), rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"x must be a non-empty \[T, d\] matrix"):
+        sc._as_states(torch.zeros(0, 4), "x")
