@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -427,7 +427,9 @@ class Rule:
 
     ``unit``: the unit of replication, e.g. ``"training run (seed)"``, ``"benchmark repeat"``;
     ``direction``: +1 if the paper's effect lies above ``null``, -1 if below; ``paper_value``: the paper's
-    number on the metric's scale (must lie on the paper's side of ``null``), None when it gives none.
+    number on the metric's scale (must lie on the paper's side of ``null``), None when it gives none;
+    ``bounds``: the metric's range (e.g. (0, 1) for a share), to which intervals are clipped (a t-widened
+    interval can pass it), None when unbounded.
     """
 
     claim: str
@@ -438,6 +440,7 @@ class Rule:
     min_replicates: int = 3
     paper_value: float | None = None
     null: float = 0.0
+    bounds: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.direction, bool) or self.direction not in (1, -1):
@@ -452,6 +455,8 @@ class Rule:
             raise ValueError(f"min_replicates must be a positive integer, got {self.min_replicates!r}")
         if not math.isfinite(self.null):
             raise ValueError(f"null must be finite, got {self.null!r}")
+        if self.bounds is not None and not self.bounds[0] < self.null < self.bounds[1]:
+            raise ValueError(f"bounds={self.bounds!r} must hold null={self.null} strictly inside")
         if self.paper_value is not None and not self.direction * (self.paper_value - self.null) > 0:
             raise ValueError(
                 f"paper_value={self.paper_value!r} must lie on the paper's side of null={self.null} "
@@ -476,6 +481,9 @@ class Rule:
             if not failed:
                 raise ValueError("interval is None but every precondition holds: nothing to judge")
             interval = Interval(math.nan, math.nan, math.nan, math.nan, (), 0)
+        elif self.bounds is not None:
+            low, high = self.bounds
+            interval = replace(interval, low=max(interval.low, low), high=min(interval.high, high))
         outcome, reason = (
             (Outcome.NOT_TESTED, "; ".join(f"{p.name} failed: {p.why}" for p in failed))
             if failed

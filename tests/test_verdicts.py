@@ -420,3 +420,16 @@ def test_bad_input_names_the_parameter(call, message):
 def test_interval_fields():
     iv = Interval(0.5, 0.4, 0.6, 0.95, (0.45, 0.55), 10)
     assert iv.n_replicates == 2
+
+
+def test_a_bounded_metric_keeps_its_interval_inside_its_range():
+    """Shares near 1 over 3 runs: the t-widened interval passes 1 unless the rule's bounds clip it."""
+    shares = [0.95, 1.0, 0.91]
+    args = ("most languages improve", "share improved", "run", +1, Tolerance.any_magnitude("test"))
+    free = Rule(*args, null=0.5).judge_repeats(shares, n_boot=500, seed=0)
+    clipped = Rule(*args, null=0.5, bounds=(0.0, 1.0)).judge_repeats(shares, n_boot=500, seed=0)
+    assert free.high > 1.0
+    assert clipped.high == 1.0 and clipped.low == free.low
+    assert clipped.outcome == free.outcome == Outcome.REPRODUCED
+    with pytest.raises(ValueError, match=r"bounds=\(0.6, 1.0\) must hold null=0.5 strictly inside"):
+        Rule(*args, null=0.5, bounds=(0.6, 1.0))

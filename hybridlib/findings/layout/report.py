@@ -321,6 +321,7 @@ IMPROVED_RULE = Rule(
     Tolerance(*IMPROVED_TOLERANCE, IMPROVED_REASON),
     paper_value=IMPROVED_PAPER,
     null=0.5,
+    bounds=(0.0, 1.0),
 )
 SCRIPT_RULE = Rule(
     "reverse periodic gains most in non-Latin scripts",
