@@ -63,3 +63,30 @@ def test_bad_step_counts_are_refused():
 )
 def test_kernel_families_of_names_seen_on_the_h200(name, family):
     assert kernel_family(name) == family
+
+
+def test_bench_refuses_an_unknown_layout_before_any_work(capsys):
+    from hybridlib.findings.layout import bench
+
+    with pytest.raises(SystemExit):
+        bench.main(["--teacher", "tiny-teacher", "--layouts", "standard_periodic", "nope"])
+    assert "--layouts: invalid choice: 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_profile_times_the_student_of_the_requested_layout(monkeypatch):
+    from hybridlib.findings.layout import bench
+
+    built = []
+    real = bench.convert_to_hybrid
+    monkeypatch.setattr(
+        bench,
+        "convert_to_hybrid",
+        lambda t, layout, *a, **k: built.append(layout) or real(t, layout, *a, **k),
+    )
+    row = profile_step(
+        "tiny-teacher", batch_size=1, seq_len=16, steps=1, warmup=0, device="cpu", layout="sandwich"
+    )
+    teacher, _ = load("tiny-teacher")
+    assert row["layout"] == "sandwich"
+    assert built == [distill._layout(teacher, "sandwich", distill.recipe("tiny-teacher").fa_fraction)]

@@ -37,6 +37,9 @@ class DistillationModel(nn.Module):
     ``compile``: run both backbones (Hugging Face ``model.model``) through ``torch.compile``; ``cuda_graphs``:
     in its "reduce-overhead" mode, which replays each backbone's forward (and the student's backward) as one
     CUDA graph, so launching thousands of small kernels no longer bounds the step (one process, static shapes).
+    ``regional``: compile each decoder layer instead of the whole backbone (``layer.compile()``, in place):
+    layers of the same class share one compiled graph, so compiling costs the same for every depth and layout
+    (a whole backbone compiles anew for every layout), at the price of one graph per layer call.
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class DistillationModel(nn.Module):
         tau: float = 1.0,
         compile: bool = False,
         cuda_graphs: bool = False,
+        regional: bool = False,
     ):
         super().__init__()
         for name, model in (("student", student), ("teacher", teacher)):
@@ -57,7 +61,7 @@ class DistillationModel(nn.Module):
         backbones = (student.model, teacher.model)
         mode = "reduce-overhead" if cuda_graphs else None
         self.__dict__["_backbones"] = (
-            tuple(torch.compile(b, mode=mode) for b in backbones) if compile else backbones
+            tuple(_compiled(b, mode, regional) for b in backbones) if compile else backbones
         )
         self.cuda_graphs = compile and cuda_graphs
 
@@ -79,6 +83,15 @@ class DistillationModel(nn.Module):
             return linear_forward_kl(
                 hidden, self.student.lm_head.weight, target, self.teacher.lm_head.weight, self.tau
             )
+
+
+def _compiled(backbone: nn.Module, mode: str | None, regional: bool) -> nn.Module:
+    """``backbone`` through ``torch.compile``, whole or (``regional``) layer by layer in place."""
+    if not regional:
+        return torch.compile(backbone, mode=mode)
+    for layer in backbone.layers:
+        layer.compile(mode=mode)
+    return backbone
 
 
 def model_loss(model: nn.Module, batch: Batch) -> torch.Tensor:

@@ -15,7 +15,9 @@ distillation runs count them) and, on CUDA, a ``torch.profiler`` summary of ``pr
   gradients formed in the ``kl`` phase) and fused AdamW, eager backbones;
 - ``compiled``: ``fused`` with both backbones compiled (fla's kernels as opaque custom ops, no graph breaks);
 - ``fast``: ``compiled`` with the backbones replayed as CUDA graphs (``torch.compile``'s "reduce-overhead") -
-  the chapters' default on one GPU.
+  the chapters' default on one GPU;
+- ``regional``: ``fast`` with each decoder layer compiled instead of each backbone (layers of one class share
+  a graph: the compile no longer grows with depth or changes with the layout; its ``warmup_s`` is the point).
 
 ``random_weights`` builds the teacher from its ``config.json`` alone (``teacher_path`` = a folder holding it),
 so shapes, not checkpoints, travel to a GPU machine. ``loss_curves(...)`` trains two variants on the same
@@ -46,6 +48,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 from hybridlib.atomic import write_json
 from hybridlib.convert import convert_to_hybrid
 from hybridlib.findings.layout import distill
+from hybridlib.findings.layout.spec import LAYOUTS
 from hybridlib.layouts import BASELINE
 from hybridlib.losses import forward_kl, linear_forward_kl
 from hybridlib.models import load
@@ -55,7 +58,7 @@ from hybridlib.train import PackedBatches, TrainConfig, train
 from hybridlib.train.objectives import DistillationModel, model_loss
 
 PHASES = ("teacher_forward", "student_forward", "kl", "backward", "optimizer")
-VARIANTS = ("eager", "fused", "compiled", "fast")
+VARIANTS = ("eager", "fused", "compiled", "fast", "regional")
 # kernel families, first match wins (names lower-cased); inductor's kernels start with "triton_"
 FAMILIES = (
     ("inductor_fused", r"^triton_"),
@@ -124,14 +127,18 @@ class _Step:
             raise ValueError(f"variant={variant!r} is not allowed; choose one of {VARIANTS}")
         self.variant, self.student, self.device, self.precision = variant, student, device, precision
         cuda = device.type == "cuda"
-        self.teacher_compiled = cuda and variant in ("compiled", "fast")
+        self.teacher_compiled = cuda and variant in ("compiled", "fast", "regional")
         if variant == "eager":
             self.teacher, self.teacher_compiled = distill._compiled_teacher(
                 teacher, example, device, precision
             )
         else:
             self.model = DistillationModel(
-                student, teacher, compile=self.teacher_compiled, cuda_graphs=cuda and variant == "fast"
+                student,
+                teacher,
+                compile=self.teacher_compiled,
+                cuda_graphs=cuda and variant in ("fast", "regional"),
+                regional=variant == "regional",
             )
         fused = device.type == "cuda" and variant != "eager"
         self.optimizer = torch.optim.AdamW(student.parameters(), lr=lr, fused=fused or None)
@@ -162,8 +169,10 @@ def _models(
     random_weights: bool,
     teacher_path: str | Path | None,
     seed: int,
+    layout_name: str = BASELINE,
 ) -> tuple[PreTrainedModel, PreTrainedModel]:
-    """(student on ``device``, train mode; teacher on ``device`` in the run's weight dtype, frozen)."""
+    """(student of ``layout_name`` on ``device``, train mode; teacher on ``device`` in the run's weight dtype,
+    frozen)."""
     if random_weights:
         if teacher_path is None:
             raise ValueError(
@@ -172,7 +181,7 @@ def _models(
         teacher = random_teacher(teacher_path, seed)
     else:
         teacher, _ = load(teacher_name, path=teacher_path)
-    layout = distill._layout(teacher, BASELINE, distill.recipe(teacher_name).fa_fraction)
+    layout = distill._layout(teacher, layout_name, distill.recipe(teacher_name).fa_fraction)
     student = convert_to_hybrid(teacher, layout, "gdn", seed=distill.MODEL_SEED).to(device).train()
     teacher = teacher.to(device, torch.bfloat16 if precision == "bf16" else torch.float32).eval()
     return student, teacher.requires_grad_(False)
@@ -192,15 +201,18 @@ def profile_step(
     random_weights: bool = False,
     teacher_path: str | Path | None = None,
     profile_steps: int = 2,
+    layout: str = BASELINE,
 ) -> dict[str, Any]:
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
-    ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``."""
+    ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``, for the
+    student of ``layout``. ``warmup_s`` includes compiling: a later layout in the same process shows what a new
+    layout costs to compile once the teacher and the kernels are."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     device, precision = distill._resolve_device(device, precision)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
+    student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed, layout)
     generator = torch.Generator().manual_seed(seed)
     batches = [
         torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator).to(device)
@@ -229,6 +241,7 @@ def profile_step(
     return {
         "teacher": teacher_name,
         "variant": variant,
+        "layout": layout,
         "batch_size": batch_size,
         "seq_len": seq_len,
         "steps": steps,
@@ -477,6 +490,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--profile-steps", type=int, default=2)
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        choices=LAYOUTS,
+        default=[BASELINE],
+        help="students timed per variant, in one process (a later layout's warmup_s: its compile alone)",
+    )
     parser.add_argument("--random-weights", action="store_true")
     parser.add_argument("--teacher-path")
     parser.add_argument("--fallback", choices=VARIANTS, help="variant to run in place of one that fails")
@@ -527,17 +547,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         write_json(path, {"rows": rows, "loss_curves": curves, "provenance": collect("bench", vars(args))})
 
     rows: list[dict[str, Any]] = []
-    queue = list(args.variants)
+    queue = [(v, layout) for v in args.variants for layout in args.layouts]
     while queue:
-        variant = queue.pop(0)
+        variant, layout = queue.pop(0)
         try:
             row = profile_step(
-                args.teacher, steps=args.steps, variant=variant, profile_steps=args.profile_steps, **common
+                args.teacher,
+                steps=args.steps,
+                variant=variant,
+                profile_steps=args.profile_steps,
+                layout=layout,
+                **common,
             )
         except Exception as err:  # noqa: BLE001 - a failed variant is a result to report, not a crash
             row = {"teacher": args.teacher, "variant": variant, "error": f"{type(err).__name__}: {err}"}
-            if args.fallback and args.fallback != variant and args.fallback not in queue:
-                queue.insert(0, args.fallback)
+            fallback = (args.fallback, layout)
+            if args.fallback and args.fallback != variant and fallback not in queue:
+                queue.insert(0, fallback)
         print({k: v for k, v in row.items() if k != "profile"}, flush=True)
         if row.get("profile"):
             print(f"  profile: {row['profile']}", flush=True)
