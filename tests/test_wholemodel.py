@@ -371,6 +371,10 @@ def test_committed_seminar_run_is_not_tested_at_128k():
     assert wholemodel.prefill_summary(data)["common_context"].tolist() == [2048] * 3
     assert wholemodel.completion_summary(data)["points_128k"].tolist() == [0, 0, 0]
     assert wholemodel.prediction_summary(data).empty  # no measured peak on the CPU
+    assert set(wholemodel.prefill_frame(data)["context"]) == {256, 512, 1024, 2048}
+    assert wholemodel.describe_run(data).startswith(
+        "seminar run on CPU"
+    ) and "; complete;" in wholemodel.describe_run(data)
 
 
 def test_fig8_measured_row_from_the_json_or_the_old_benchmark():

@@ -675,6 +675,28 @@ def prefill_summary(data: Mapping[str, object]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("model")
 
 
+def prefill_frame(data: Mapping[str, object]) -> pd.DataFrame:
+    """Every timed prefill point (model, context, prefill_s, tokens_per_s) for a figure."""
+    return pd.DataFrame(
+        [
+            {"model": label, **{k: r[k] for k in ("context", "prefill_s", "tokens_per_s")}}
+            for label in labels(data)
+            for r in data["models"][label]["prefill"]
+            if r["status"] == "ok"
+        ]
+    )
+
+
+def describe_run(data: Mapping[str, object]) -> str:
+    """One line: the run's preset, device, models, whether it finished, date and commit."""
+    prov = data.get("provenance") or {}
+    return (
+        f"{prov.get('preset')} run on {prov.get('device') or 'device not recorded'}: {', '.join(labels(data))}; "
+        f"{'complete' if data.get('complete') else 'INCOMPLETE (cut short)'}; {prov.get('date_utc')}, "
+        f"commit {str(prov.get('git_commit'))[:12]}"
+    )
+
+
 def decode_summary(data: Mapping[str, object], context: str | None = None) -> pd.DataFrame:
     """Decoded tokens/s per model (rows) and batch (columns) at decode ``context`` (default: the smallest);
     NaN where the model ran out of memory or the batch was not reached."""
