@@ -193,3 +193,89 @@ def test_paper_rows_hold_one_verdict_per_rule():
     assert "3:1: 2.00x" in rows[3]["note"] and "lower edge 3.04: +1.56" in rows[3]["note"]  # 4.6 - 3.037
     assert rows[4]["book"].startswith("100% vs 0%; per-cell difference +1.00 [+1.00, +1.00], 3 cells")
     assert "without the convolution (not judged): seed 0: 256: -0.30" in rows[5]["note"]
+
+
+def _oom() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"card": ["80 GB"] * 2, "stack": ["full-attention", "hybrid-3:1"], "seqs_at_128K": [3, 13]}
+    )
+
+
+def _measured(values, *, complete=True, cuda=True, contexts=(65536, 131072), errors=None) -> dict:
+    """``wholemodel.memory_128k_values`` of a made-up run: hybrid - full attention completion per batch at 128K."""
+    batches = [2**i for i in range(len(values))] if 131072 in contexts else []
+    t_done = sum(v < 0 for v in values) + sum(v == 0 for v in values[:1])  # a tie counted as both completing
+    g_done = sum(v > 0 for v in values) + sum(v == 0 for v in values[:1])
+    return {
+        "values": [float(v) for v in values] if batches else [],
+        "batches": batches,
+        "at_context": {"teacher": (t_done, len(batches)), "gdn": (g_done, len(batches))},
+        "grid": {"teacher": (t_done + 4, len(batches) + 4), "gdn": (g_done + 4, len(batches) + 4)},
+        "max_context": {
+            "teacher": {"fits": 4194304, "oom_at": 8388608},
+            "gdn": {"fits": 8192, "oom_at": None},
+        },
+        "complete": complete,
+        "name": "smollm2-135m",
+        "context": 131072,
+        "contexts": list(contexts),
+        "device": "NVIDIA H200" if cuda else "CPU",
+        "cuda": cuda,
+        "memory_cap": None,
+        "preset": "gpu",
+        "prediction_error": errors or {"teacher": [], "gdn": []},
+    }
+
+
+def test_memory_row_without_a_run_is_the_analytic_row():
+    row = report.memory_row(None, _oom())
+    assert row["verdict"].outcome == N and row["book"].startswith("analytic, 80 GB: 3 vs 13")
+    assert row["paper"] == "Qwen3.5 25/40 vs Qwen3 1/40 language-task evaluations"
+    assert "no whole-model run" in row["note"]
+
+
+def test_memory_row_judges_the_per_batch_completion_differences():
+    reproduced = report.memory_row(_measured([1, 1, 1]), _oom())
+    assert reproduced["verdict"].outcome == R and reproduced["verdict"].estimate == 1.0
+    assert reproduced["book"].startswith("smollm2-135m on NVIDIA H200 (gpu preset): at 128K, batches 1-4: ")
+    assert "longest batch-1 context that fit: >= 8192 vs 4194304 tokens" in reproduced["book"]
+    assert "cross-check, analytic, 80 GB: 3 vs 13" in reproduced["note"]
+    contradicted = report.memory_row(_measured([-1, -1]), _oom())["verdict"]
+    assert contradicted.outcome == C and contradicted.estimate == -1.0
+    # a batch both complete (or both fail) counts 0: it is not on the paper's side, so the rule cannot reproduce
+    mixed = report.memory_row(_measured([0, 1, 1, 0]), _oom())["verdict"]
+    assert mixed.outcome == I and mixed.estimate == 0.5
+
+
+def test_memory_row_preconditions():
+    assert report.memory_row(_measured([1, 1]), _oom())["verdict"].outcome == R
+    cpu = report.memory_row(_measured([1, 1], cuda=False), _oom())["verdict"]
+    assert cpu.outcome == N and "out of memory is a card's failed: run on CPU" in cpu.reason
+    assert "none set: no point can run out" in cpu.reason and cpu.estimate == 1.0  # measured, not judged
+    unfinished = report.memory_row(_measured([1, 1], complete=False), _oom())["verdict"]
+    assert unfinished.outcome == N and "the run finished failed" in unfinished.reason
+    seminar = report.memory_row(_measured([1], cuda=False, contexts=(256, 512)), _oom())
+    assert seminar["verdict"].outcome == N and seminar["verdict"].estimate is None
+    assert "the grid's contexts are [256, 512] tokens, no 131072-token point" in seminar["verdict"].reason
+    assert "no 128K point; whole grid (256-512 tokens)" in seminar["book"]
+
+
+def test_memory_row_shows_the_analytic_models_error():
+    row = report.memory_row(_measured([1], errors={"teacher": [0.1, 0.3], "gdn": [-0.05]}), _oom())
+    assert "teacher median +20% (2 points), gdn median -5% (1 points)" in row["note"]
+    assert "not checked against this run" in report.memory_row(_measured([1]), _oom())["note"]
+
+
+def test_paper_rows_take_the_measured_memory_row():
+    measured = report.memory_row(_measured([1, 1]), _oom())
+    seeds = [([0.9] * 3, [0.6, 0.7, 0.8])] * 3
+    rows = report.paper_rows(
+        ratios=_ratios(2.6),
+        oom=_oom(),
+        time_ratios={"hybrid-9:1": [4.5, 4.6, 4.7], "hybrid-3:1": [2.0, 2.0, 2.0]},
+        needle=_needle({"eng": [1, 1, 1], "yor": [0, 0, 0]}),
+        mqar=pd.concat([_mqar(seeds), _mqar(seeds, full="full-attention").query("kind == 'full-attention'")]),
+        bench_source="test",
+        memory=measured,
+    )
+    assert rows[2] == measured and rows[2]["verdict"].outcome == R

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 from tiny_models import tiny_causal_lm
@@ -305,3 +306,97 @@ def test_decode_path_names_the_kernels(monkeypatch):
     assert wholemodel.decode_path("teacher", "cuda").startswith("static KV cache")
     monkeypatch.setattr(wholemodel, "fla_available", lambda: False)
     assert wholemodel.decode_path("gdn", "cuda").startswith("PyTorch")
+
+
+def _with_provenance(
+    data: dict, device: str = "cuda", name: str = "NVIDIA H200", preset: str = "gpu"
+) -> dict:
+    models = ["smollm2-135m:teacher", "smollm2-135m:gdn", "smollm2-135m:window-linear"]
+    return data | {
+        "provenance": {"preset": preset, "device": name, "params": {"device": device, "models": models}}
+    }
+
+
+def _oom() -> pd.DataFrame:
+    return cost.oom_table(cost.shape("qwen3-4b"), 131072)
+
+
+def _grid(contexts, ok) -> list[dict]:
+    return [
+        {"context": c, "batch": b, "status": "completed" if (c, b) in ok else "oom"}
+        for c in contexts
+        for b in (1, 2, 4, 8)
+    ]
+
+
+def test_memory_128k_row_from_the_json():
+    """The committed-run shape drives the 128K rule: ties (batches both complete) keep it inconclusive, a hybrid
+    completing every 128K batch the teacher cannot reproduces, the reverse contradicts; no JSON, or a CPU run,
+    or a grid without 128K points is not tested."""
+    data = _with_provenance(_result())
+    row = wholemodel.memory_128k_row(data, _oom())
+    assert row["verdict"].outcome == Outcome.INCONCLUSIVE and row["verdict"].estimate == 0.5  # [0, 1, 1, 0]
+    assert row["book"].startswith("smollm2-135m on NVIDIA H200 (gpu preset): at 128K, batches 1-8: 3:1 GDN ")
+    models = data["models"]
+    every = {(c, b) for c in (65536, 131072) for b in (1, 2, 4, 8)}
+    models["smollm2-135m:teacher"]["grid"] = _grid((65536, 131072), {(65536, 1)})
+    models["smollm2-135m:gdn"]["grid"] = _grid((65536, 131072), every)
+    assert wholemodel.memory_128k_row(data, _oom())["verdict"].outcome == Outcome.REPRODUCED
+    models["smollm2-135m:teacher"]["grid"], models["smollm2-135m:gdn"]["grid"] = (
+        _grid((65536, 131072), every),
+        _grid((65536, 131072), {(65536, 1)}),
+    )
+    assert wholemodel.memory_128k_row(data, _oom())["verdict"].outcome == Outcome.CONTRADICTED
+    on_cpu = wholemodel.memory_128k_row(_with_provenance(_result(), "cpu", "CPU", "seminar"), _oom())[
+        "verdict"
+    ]
+    assert on_cpu.outcome == Outcome.NOT_TESTED and "out of memory is a card's failed" in on_cpu.reason
+    analytic = wholemodel.memory_128k_row(None, _oom())
+    assert analytic["verdict"].outcome == Outcome.NOT_TESTED and analytic["book"].startswith("analytic")
+
+
+def test_committed_seminar_run_is_not_tested_at_128k():
+    """The seminar JSON (tiny-random on the CPU, contexts up to 2048) must say so rather than judge."""
+    data = wholemodel.load_result("seminar")
+    assert data is not None and data["complete"]
+    row = wholemodel.memory_128k_row(data, _oom())
+    assert row["verdict"].outcome == Outcome.NOT_TESTED and row["verdict"].estimate is None
+    assert "no 131072-token point" in row["verdict"].reason and row["book"].startswith("tiny-random on CPU")
+    fig8 = wholemodel.fig8_measured_row(data)
+    assert fig8["verdict"].outcome == Outcome.NOT_TESTED and fig8["verdict"].n_replicates == 3
+    assert "decode path is the method's failed" in fig8["verdict"].reason
+    assert "tiny-random on CPU" in fig8["note"] and "after 256 tokens, batch 16" in fig8["note"]
+    assert wholemodel.labels(data) == ["tiny-random:teacher", "tiny-random:gdn", "tiny-random:window-linear"]
+    assert list(wholemodel.decode_summary(data).columns) == [1, 4, 16]
+    assert wholemodel.prefill_summary(data)["common_context"].tolist() == [2048] * 3
+    assert wholemodel.completion_summary(data)["points_128k"].tolist() == [0, 0, 0]
+    assert wholemodel.prediction_summary(data).empty  # no measured peak on the CPU
+    assert set(wholemodel.prefill_frame(data)["context"]) == {256, 512, 1024, 2048}
+    assert wholemodel.describe_run(data).startswith(
+        "seminar run on CPU"
+    ) and "; complete;" in wholemodel.describe_run(data)
+
+
+def test_fig8_measured_row_from_the_json_or_the_old_benchmark():
+    data = _with_provenance(_result())
+    row = wholemodel.fig8_measured_row(data)
+    assert row["verdict"].outcome == Outcome.REPRODUCED and row["verdict"].n_replicates == 3
+    assert "smollm2-135m on NVIDIA H200: greedy decoding after 4096 tokens, batch 1024" in row["note"]
+    assert "the teacher ran out of memory at a batch the window + linear model decoded" in row["note"]
+    old = wholemodel.fig8_measured_row(None, [2.9])  # the chapter's own (unfused) benchmark, as before
+    assert old == fig8_row([2.9], fused_decode=False, device_busy=None)
+    assert old["verdict"].outcome == Outcome.NOT_TESTED and old["note"].startswith("decoding only")
+    del data["models"]["smollm2-135m:window-linear"]
+    assert wholemodel.fig8_measured_row(data, [])["verdict"].estimate is None  # no pair: the old behaviour
+
+
+def test_result_path_is_one_file_per_preset(tmp_path, monkeypatch):
+    assert wholemodel.result_path("gpu").name == "wholemodel_gpu.json"
+    assert wholemodel.result_path("seminar").parent.parts[-3:] == ("data", "results", "efficiency")
+    assert "--preset gpu --out data/results/efficiency/wholemodel_paper.json" in wholemodel.run_command(
+        "paper"
+    )
+    monkeypatch.setattr(wholemodel, "results_dir", lambda *parts: tmp_path)
+    assert wholemodel.load_result("gpu") is None
+    with pytest.raises(ValueError, match="plain name"):
+        wholemodel.result_path("../x")

@@ -22,23 +22,29 @@ holds - at a fraction of the time; ``fill="prefill"`` runs the whole prompt. ``c
 budget per forward call over the whole batch (each sequence advances ``chunk // batch`` tokens a call).
 
 The CLI also decodes a few batches without the CUDA graph (``decode_eager``: the host overhead the graph
-removes) and records each model's ``decode_path``. :func:`memory_128k_values` and :func:`fig8_values` turn its
-JSON into the inputs of ``efficiency.report``'s 128K rule and ``lolcats.report.fig8_row``.
+removes) and records each model's ``decode_path``. Its JSON lives at :func:`result_path` (one file per preset,
+``data/results/efficiency/wholemodel_<preset>.json``; :func:`load_result` reads it). :func:`memory_128k_values`
+and :func:`fig8_values` turn it into the inputs of ``efficiency.report``'s 128K rule and
+``lolcats.report.fig8_row``; :func:`memory_128k_row` and :func:`fig8_measured_row` return the chapters'
+paper-vs-book rows (the analytic or old-benchmark row when there is no JSON); the ``*_summary`` functions are
+the chapter's tables.
 
-CLI (see ``tools/offline_gpu/README.md``)::
+CLI (see ``tools/offline_gpu/README.md``; ``--out`` defaults to :func:`result_path` of the preset)::
 
-    python -m hybridlib.findings.efficiency.wholemodel --preset gpu --out data/results/efficiency/wholemodel_h200.json
+    python -m hybridlib.findings.efficiency.wholemodel --preset gpu --out data/results/efficiency/wholemodel_gpu.json
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -50,11 +56,13 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 from hybridlib.atomic import write_json
 from hybridlib.convert import convert_to_hybrid
-from hybridlib.findings.efficiency import cost
+from hybridlib.findings.efficiency import cost, report
 from hybridlib.findings.efficiency.decoding import DecodeLoop, StaticDecoder
+from hybridlib.findings.lolcats import report as lolcats_report
 from hybridlib.findings.lolcats.linearize import linearize
 from hybridlib.layouts import Layout
 from hybridlib.models import load
+from hybridlib.paths import REPO_ROOT, results_dir
 from hybridlib.provenance import collect
 from kernels.ops.gated_delta_rule import fla_available
 from kernels.ops.window_linear_decode import triton_available
@@ -482,9 +490,14 @@ def decode_ratios(
 def memory_128k_values(data: Mapping[str, object], name: str, context: int = 131072) -> dict[str, object]:
     """Inputs of ``efficiency.report.MEMORY_128K`` from a CLI result: per grid batch at ``context``, the GDN
     student's completion (1/0) minus the teacher's (``values``: their mean is the rule's share difference),
-    the completed counts at ``context`` and over the whole grid, and whether the run finished."""
+    the completed counts at ``context`` and over the whole grid, whether the run finished, and what the rule's
+    preconditions read: the model ``name``, the grid's ``contexts``, the ``device`` (provenance), whether it ran
+    on CUDA (``cuda``: out of memory is the card's, not simulated), the ``memory_cap`` and ``preset``, and the
+    analytic model's ``prediction_error`` per kind (predicted / measured peak - 1 over the sweeps' points)."""
     models = data["models"]
     rows = {kind: models[f"{name}:{kind}"]["grid"] for kind in ("teacher", "gdn")}
+    provenance = data.get("provenance") or {}
+    params = provenance.get("params") or {}
     done = {
         kind: {r["batch"]: r["status"] == "completed" for r in rs if r["context"] == context}
         for kind, rs in rows.items()
@@ -499,7 +512,23 @@ def memory_128k_values(data: Mapping[str, object], name: str, context: int = 131
         "grid": {k: whole(k) for k in rows},
         "max_context": {k: models[f"{name}:{k}"]["max_context"] for k in rows},
         "complete": bool(data.get("complete")),
+        "name": name,
+        "context": context,
+        "contexts": sorted({int(r["context"]) for rs in rows.values() for r in rs}),
+        "device": provenance.get("device") or "device not recorded",
+        "cuda": params.get("device") == "cuda",
+        "memory_cap": params.get("memory_cap"),
+        "preset": provenance.get("preset"),
+        "prediction_error": {k: _errors(models[f"{name}:{k}"]) for k in rows},
     }
+
+
+def _errors(entry: Mapping[str, object]) -> list[float]:
+    """The analytic model's errors (predicted / measured peak - 1) over a model's prefill, probe and decode rows."""
+    sweeps = [entry.get("prefill", []), entry.get("probe", []), *(entry.get("decode") or {}).values()]
+    return [
+        float(r["prediction_error"]) for rows in sweeps for r in rows if r.get("prediction_error") is not None
+    ]
 
 
 def fig8_values(
@@ -533,6 +562,196 @@ def fig8_values(
             "device_busy": None if None in busy else min(busy),
         }
     return out
+
+
+# --- where the JSON lives, the chapters' rows and tables ----------------------------------------------------
+
+
+def result_path(preset: str) -> Path:
+    """The CLI's JSON for ``preset``: ``data/results/efficiency/wholemodel_<preset>.json`` (the one definition the
+    CLI's default ``--out`` and the chapters use)."""
+    if not preset or "/" in preset:
+        raise ValueError(f"preset must be a plain name, got {preset!r}")
+    return results_dir("efficiency") / f"wholemodel_{preset}.json"
+
+
+def load_result(preset: str) -> dict[str, object] | None:
+    """The whole-model result of ``preset`` (None: not measured for this preset)."""
+    path = result_path(preset)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def run_command(preset: str) -> str:
+    """The command that writes :func:`result_path` of a book preset (``paper`` books use the ``gpu`` sizes)."""
+    cli = "seminar" if preset == "seminar" else "gpu"
+    out = result_path(preset).relative_to(REPO_ROOT)
+    return f"python -m hybridlib.findings.efficiency.wholemodel --preset {cli} --out {out}"
+
+
+def labels(data: Mapping[str, object]) -> list[str]:
+    """The measured models' labels in the run's ``--models`` order (the JSON's keys are sorted), else by name
+    and :data:`KINDS`."""
+    models = data["models"]
+    given = ((data.get("provenance") or {}).get("params") or {}).get("models") or []
+    rest = sorted(
+        set(models) - set(given), key=lambda x: (x.partition(":")[0], KINDS.index(x.partition(":")[2]))
+    )
+    return [x for x in given if x in models] + rest
+
+
+def paired_name(data: Mapping[str, object], kind: str) -> str | None:
+    """The first model name of ``data`` (:func:`labels` order) measured as teacher and as ``kind`` (None: none)."""
+    names = dict.fromkeys(x.partition(":")[0] for x in labels(data))
+    return next((n for n in names if {f"{n}:teacher", f"{n}:{kind}"} <= set(data["models"])), None)
+
+
+def memory_128k_row(
+    data: Mapping[str, object] | None, oom: pd.DataFrame, name: str | None = None
+) -> dict[str, object]:
+    """Finding 1's 128K paper-vs-book row (:func:`efficiency.report.memory_row`): measured from the whole-model
+    result ``data`` for ``name`` (default: the first model with a teacher and a GDN student), or the analytic
+    row (*not tested*) when ``data`` is None or holds no such pair."""
+    name = name or (None if data is None else paired_name(data, "gdn"))
+    return report.memory_row(None if name is None else memory_128k_values(data, name), oom)
+
+
+def fig8_measured_row(
+    data: Mapping[str, object] | None,
+    fallback_speedups: Sequence[float] = (),
+    *,
+    name: str | None = None,
+    context: str | None = None,
+) -> dict[str, object]:
+    """LoLCATs' Fig. 8 row (``lolcats.report.fig8_row``) from the whole-model result: :func:`fig8_values` of
+    ``name`` (default: the first model with a teacher and a window + linear model) at decode ``context`` (default:
+    the smallest both decoded). Without ``data`` (or such a pair) the chapter's own benchmark decides as before:
+    ``fallback_speedups``, unfused, device share not measured."""
+    name = name or (None if data is None else paired_name(data, "window-linear"))
+    if name is None:
+        return lolcats_report.fig8_row(list(fallback_speedups), fused_decode=False, device_busy=None)
+    models = data["models"]
+    teacher, linear = models[f"{name}:teacher"], models[f"{name}:window-linear"]
+    context = context or min(set(teacher["decode"]) & set(linear["decode"]), key=int)
+    v = fig8_values(data, name, context)
+    device = (data.get("provenance") or {}).get("device") or "device not recorded"
+    win = (
+        "the teacher ran out of memory at a batch the window + linear model decoded"
+        if v["memory_win"]
+        else "no batch where only the teacher ran out of memory"
+    )
+    at = "no batch both decoded" if v["batch"] is None else f"batch {v['batch']} (the largest both decoded)"
+    note = (
+        f"whole models, {name} on {device}: greedy decoding after {context} tokens, {at}; window + linear "
+        f"decode path: {linear.get('decode_path', 'not recorded')}, window {linear.get('window')}; {win}"
+    )
+    return lolcats_report.fig8_row(
+        v["speedups"], fused_decode=v["fused_decode"], device_busy=v["device_busy"], note=note
+    )
+
+
+def prefill_summary(data: Mapping[str, object]) -> pd.DataFrame:
+    """Per model: the longest batch-1 context that fit (probe) and the first out of memory, the longest context
+    timed, and the prefill seconds and tokens/s at the longest context every model timed."""
+    models = data["models"]
+    ok = {
+        label: {r["context"]: r for r in e["prefill"] if r["status"] == "ok"} for label, e in models.items()
+    }
+    common = set.intersection(*(set(v) for v in ok.values())) if ok else set()
+    at = max(common, default=None)
+    rows = []
+    for label, e in models.items():
+        row = ok[label].get(at, {})
+        rows.append(
+            {
+                "model": label,
+                "max_context_fits": e["max_context"]["fits"],
+                "first_oom": e["max_context"]["oom_at"],
+                "longest_timed": max(ok[label], default=None),
+                "common_context": at,
+                "prefill_s": row.get("prefill_s"),
+                "tokens_per_s": row.get("tokens_per_s"),
+            }
+        )
+    return pd.DataFrame(rows).set_index("model")
+
+
+def prefill_frame(data: Mapping[str, object]) -> pd.DataFrame:
+    """Every timed prefill point (model, context, prefill_s, tokens_per_s) for a figure."""
+    return pd.DataFrame(
+        [
+            {"model": label, **{k: r[k] for k in ("context", "prefill_s", "tokens_per_s")}}
+            for label in labels(data)
+            for r in data["models"][label]["prefill"]
+            if r["status"] == "ok"
+        ]
+    )
+
+
+def describe_run(data: Mapping[str, object]) -> str:
+    """One line: the run's preset, device, models, whether it finished, date and commit."""
+    prov = data.get("provenance") or {}
+    return (
+        f"{prov.get('preset')} run on {prov.get('device') or 'device not recorded'}: {', '.join(labels(data))}; "
+        f"{'complete' if data.get('complete') else 'INCOMPLETE (cut short)'}; {prov.get('date_utc')}, "
+        f"commit {str(prov.get('git_commit'))[:12]}"
+    )
+
+
+def decode_summary(data: Mapping[str, object], context: str | None = None) -> pd.DataFrame:
+    """Decoded tokens/s per model (rows) and batch (columns) at decode ``context`` (default: the smallest);
+    NaN where the model ran out of memory or the batch was not reached."""
+    models = {label: data["models"][label] for label in labels(data)}
+    context = context or min((c for e in models.values() for c in e["decode"]), key=int)
+    rows = [
+        {"model": label, "batch": r["batch"], "tokens_per_s": r.get("tokens_per_s", float("nan"))}
+        for label, e in models.items()
+        for r in e["decode"].get(context, [])
+    ]
+    return pd.DataFrame(rows).pivot(index="model", columns="batch", values="tokens_per_s").loc[list(models)]
+
+
+def completion_summary(data: Mapping[str, object]) -> pd.DataFrame:
+    """Per model: completed (context, batch) points of the grid and their share, and at the paper's 128K; the
+    paper's counts (:data:`report.PAPER`) for comparison come as ``report.PAPER.completed_128k``."""
+    rows = []
+    for label in labels(data):
+        e = data["models"][label]
+        at = [r for r in e["grid"] if r["context"] == 131072]
+        done = sum(r["status"] == "completed" for r in e["grid"])
+        rows.append(
+            {
+                "model": label,
+                "completed": done,
+                "points": len(e["grid"]),
+                "share": done / len(e["grid"]) if e["grid"] else float("nan"),
+                "completed_128k": sum(r["status"] == "completed" for r in at) if at else None,
+                "points_128k": len(at),
+            }
+        )
+    return pd.DataFrame(rows).set_index("model")
+
+
+def prediction_summary(data: Mapping[str, object]) -> pd.DataFrame:
+    """The analytic memory model (:func:`cost.memory_bytes`) against the measured peak, per model with a cost-model
+    stack: points with both, median and largest error (predicted / measured - 1); empty when no peak was measured
+    (CPU runs)."""
+    rows = []
+    for label in labels(data):
+        e = data["models"][label]
+        errors = _errors(e)
+        if e.get("stack") and errors:
+            rows.append(
+                {
+                    "model": label,
+                    "stack": e["stack"],
+                    "points": len(errors),
+                    "median_error": float(np.median(errors)),
+                    "largest_error": max(errors, key=abs),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["model", "stack", "points", "median_error", "largest_error"]
+    ).set_index("model")
 
 
 # --- models and CLI -------------------------------------------------------------------------------------------
@@ -640,7 +859,10 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--preset", default="gpu", help=f"defaults for every option below; one of {', '.join(PRESETS)}"
     )
-    p.add_argument("--out", required=True, help="JSON file to write (atomically)")
+    p.add_argument(
+        "--out",
+        help="JSON file to write (atomically); default: data/results/efficiency/wholemodel_<preset>.json",
+    )
     p.add_argument("--models", help=f"name:kind,... with name in {NAMES}, kind in {KINDS}")
     p.add_argument("--device", help="cpu or cuda")
     p.add_argument(
@@ -671,6 +893,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     _check_choice("--preset", args.preset, tuple(PRESETS))
+    if args.out is None:
+        args.out = str(result_path(args.preset))
     for key, value in PRESETS[args.preset].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
