@@ -8,6 +8,7 @@ import json
 import tarfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -335,49 +336,9 @@ def test_code_cells_over_ten_lines_collapse():
     ]
 
 
-RANGE_TABLE = """<div>
-<table border="1" class="dataframe">
-  <thead>
-    <tr style="text-align: right;">
-      <th></th>
-      <th>mixer</th>
-      <th>ms</th>
-    </tr>
-  </thead>
-  <tbody>
-    <tr>
-      <th>0</th>
-      <td>gdn</td>
-      <td>0.2</td>
-    </tr>
-    <tr>
-      <th>1</th>
-      <td>sdpa</td>
-      <td>8.1</td>
-    </tr>
-  </tbody>
-</table>
-</div>"""
-WITHOUT_INDEX = """<div>
-<table border="1" class="dataframe">
-  <thead>
-    <tr style="text-align: right;">
-      <th>mixer</th>
-      <th>ms</th>
-    </tr>
-  </thead>
-  <tbody>
-    <tr>
-      <td>gdn</td>
-      <td>0.2</td>
-    </tr>
-    <tr>
-      <td>sdpa</td>
-      <td>8.1</td>
-    </tr>
-  </tbody>
-</table>
-</div>"""
+_FRAME = pd.DataFrame({"mixer": ["gdn", "sdpa"], "ms": [0.2, 8.1]})
+RANGE_TABLE = f"<div>\n{_FRAME.to_html()}\n</div>"  # as a notebook shows a pandas table
+WITHOUT_INDEX = f"<div>\n{_FRAME.to_html(index=False)}\n</div>"  # the reference: pandas without its index
 NAMED_INDEX = RANGE_TABLE.replace(
     "    </tr>\n  </thead>",
     "    </tr>\n    <tr>\n      <th>row</th>\n      <th></th>\n      <th></th>\n    </tr>\n  </thead>",
