@@ -138,3 +138,30 @@ def test_committed_benchmark_used_only_for_shapes_it_timed(tmp_path, monkeypatch
     assert frame.groupby("shape")["latency_ms"].first().to_dict() == {"qwen3-4b": 1.0, "smollm2-135m": 2.0}
     frame, source = eff.mixer_benchmark("cpu", ["qwen3-4b"], [512])  # nothing committed: everything measured
     assert source == "qwen3-4b measured in this notebook" and measured[-1] == ["qwen3-4b"]
+
+
+def test_mqar_replicates_fill_the_memo_keys_the_notebook_reads(monkeypatch):
+    """The pre-training CLI's runs are exactly the notebook's runs after the first seed (same memo keys)."""
+    import pandas as pd
+
+    from hybridlib.findings import chapter
+    from hybridlib.findings.efficiency import report, runs
+
+    keys = []
+
+    def record(namespace, key, compute):
+        keys.append((namespace, tuple(sorted((k, str(v)) for k, v in key.items()))))
+        return pd.DataFrame({"accuracy": [1.0]}), pd.DataFrame({"loss": [0.0]})
+
+    monkeypatch.setattr(runs, "memoized", record)
+    params = chapter("efficiency").resolve("gpu")
+    seeds = list(range(params["seed"], params["seed"] + params["mqar_seeds"]))
+    args = [params[f"mqar_{k}"] for k in ("vocab", "pairs", "lengths", "width", "steps", "batch", "lr")]
+    runs.mqar_experiment(*args, seeds, params["device"], replicate_kinds=report.MQAR_REPLICATED)
+    notebook = list(keys)
+    keys.clear()
+    runs.mqar_replicates(params)
+    first = [k for k in notebook if ("seed", str(seeds[0])) in k[1]]
+    assert sorted(keys) == sorted(set(notebook) - set(first)) and len(keys) == 2 * (len(seeds) - 1)
+    with pytest.raises(ValueError, match="mqar_seeds=1: no replicate seed"):
+        runs.mqar_replicates(params | {"mqar_seeds": 1})

@@ -170,6 +170,10 @@ MQAR_DEFICIT = Rule(
 )
 FAIR_FULL = "full-attention+conv"  # the full-attention arm with the GDN layers' short convolution
 HYBRID = "hybrid-3:1"
+MQAR_REPLICATED = (
+    HYBRID,
+    FAIR_FULL,
+)  # the stacks the MQAR rule compares: trained mqar_seeds times, others once
 LEARNED = (
     0.5  # MQAR accuracy at the training length a stack must reach for its long-context gap to mean recall
 )

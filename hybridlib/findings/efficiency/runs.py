@@ -3,6 +3,7 @@ training of the three tiny stacks."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -11,9 +12,11 @@ import pandas as pd
 import torch
 
 from hybridlib.data import encode_batch, load_udhr
+from hybridlib.findings import chapter
 from hybridlib.findings.efficiency.models import KINDS, tiny_lm
 from hybridlib.findings.efficiency.mqar import MQARBatches, MQARTask, accuracy_grid
 from hybridlib.findings.efficiency.needle import make_samples, score, split_units
+from hybridlib.findings.efficiency.report import MQAR_REPLICATED
 from hybridlib.findings.layout.distill import teacher_identity
 from hybridlib.memo import memoized
 from hybridlib.models import ModelCard, encode
@@ -148,3 +151,41 @@ def _mqar_kind(
     accuracy = accuracy_grid(model, vocab, lengths, pairs, eval_examples).assign(kind=kind)
     curve = pd.DataFrame([{"kind": kind, "step": r["step"], "loss": r["loss"]} for r in history.train])
     return accuracy, curve
+
+
+def mqar_replicates(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The chapter's MQAR runs after the first seed (``params``: the efficiency chapter's resolved parameters):
+    :data:`~hybridlib.findings.efficiency.report.MQAR_REPLICATED` for seeds ``seed + 1 ... seed + mqar_seeds - 1``,
+    memoized under the keys the notebook's :func:`mqar_experiment` call looks up."""
+    seeds = list(range(params["seed"] + 1, params["seed"] + params["mqar_seeds"]))
+    if not seeds:
+        raise ValueError(f"mqar_seeds={params['mqar_seeds']}: no replicate seed after the first to train")
+    return mqar_experiment(
+        params["mqar_vocab"],
+        params["mqar_pairs"],
+        params["mqar_lengths"],
+        params["mqar_width"],
+        params["mqar_steps"],
+        params["mqar_batch"],
+        params["mqar_lr"],
+        seeds,
+        params["device"],
+        kinds=MQAR_REPLICATED,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m hybridlib.findings.efficiency.runs mqar-replicates --preset gpu``: train the MQAR replicate
+    seeds ahead of (or beside, on another GPU) the notebook, which then finds them memoized."""
+    parser = argparse.ArgumentParser(
+        prog="python -m hybridlib.findings.efficiency.runs", description=main.__doc__
+    )
+    parser.add_argument("command", choices=("mqar-replicates",))
+    parser.add_argument("--preset", required=True, choices=("seminar", "gpu", "paper"))
+    args = parser.parse_args(argv)
+    accuracy, _ = mqar_replicates(chapter("efficiency").resolve(args.preset))
+    print(accuracy.groupby(["kind", "seed"])["accuracy"].mean().round(3).to_string(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
