@@ -196,7 +196,7 @@ def test_a_replaced_run_is_kept_in_previous_runs(tmp_path, repo):
     assert [p.name for p in (folder / "previous_runs").iterdir()] == [kept.name]
 
 
-def test_progress_redraws_are_cut_to_each_bars_last_state():
+def test_every_progress_redraw_and_blank_stderr_line_is_dropped():
     redraws = (
         "needle:   0%|          | 0/520 [00:00<?, ?it/s]\r"
         "needle:  50%|#####     | 260/520 [00:20<00:20, 13.0it/s]\r\n"
@@ -220,14 +220,10 @@ def test_progress_redraws_are_cut_to_each_bars_last_state():
             }
         ]
     }
-    outputs = integrate.compact_progress(nb)["cells"][0]["outputs"]
+    outputs = integrate.drop_progress_bars(nb)["cells"][0]["outputs"]
     assert ["".join(o["text"]) for o in outputs] == [
-        "compile kernel `kernel`\nneedle: 100%|##########| 520/520 [00:40<00:00, 13.0it/s]\n",
-        "budget  512\n\n",  # stdout untouched
-        (
-            " 99%|## | 65.0M/65.5M [02:00<00:01, 540ktok/s, loss=0.40]\n"  # two training runs: two bars kept
-            "100%|###| 65.5M/65.5M [02:01<00:00, 552ktok/s, loss=0.01]\n"
-        ),
+        "compile kernel `kernel`\n",  # every redraw of every bar gone, the other line kept
+        "budget  512\n\n",  # stdout untouched; the blank and the training-only stderr streams dropped
     ]
 
 

@@ -7,8 +7,8 @@ yet); each JSON file goes to ``data/results/<chapter>/``, and the run it replace
 (``hybridlib.results``). A notebook with an error output or without provenance is refused, so a failed or stale
 run never reaches the book.
 Each notebook is cleaned for the page (``clean``), so that an integrated notebook needs no edit by hand: a
-log-mode run's (``--log-output``) text progress bars (every redraw, ``compact_progress``, then the last state,
-``drop_progress_bars``), kernel libraries' log lines and progress-bar widgets are dropped; the all-None
+log-mode run's (``--log-output``) text progress bars (every redraw), kernel libraries' log lines and
+progress-bar widgets are dropped; the all-None
 parameters cell is removed from the page and long code cells are collapsed; pandas' 0..N-1 index column is
 dropped from tables; the title says "(on one H200)" and the chapter's summary box is included from
 ``book/summaries/``. Every step is idempotent: cleaning a committed ``book/gpu/`` notebook changes nothing.
@@ -39,35 +39,6 @@ SECTION_TITLE = "Seminar preset on a CPU"
 SEMINAR_SUFFIX = ": seminar preset on a CPU"
 GPU_SUFFIX = " on one H200"
 _BAR = re.compile(r"^(?P<desc>.*?)\s*(?P<pct>\d+)%\|.*\|\s*[\d.]+\w?/(?P<total>[\d.]+\w?)\b")
-
-
-def compact_progress(nb: dict) -> dict:
-    """``nb`` with each text progress bar on stderr cut to its last redraw per cell; blank lines dropped.
-
-    A redraw continues the previous bar of the same description and total unless its percentage went down
-    (a new bar, e.g. the next model's training run)."""
-    for cell in nb["cells"]:
-        streams = [
-            o for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o["name"] == "stderr"
-        ]
-        segments = [
-            (o, seg) for o in streams for seg in re.split(r"[\r\n]", "".join(o["text"])) if seg.strip()
-        ]
-        keep = [True] * len(segments)
-        last: dict[tuple[str, str], tuple[int, int]] = {}  # (desc, total) -> (segment index, percent)
-        for i, (_, seg) in enumerate(segments):
-            bar = _BAR.match(seg)
-            if not bar:
-                continue
-            key, pct = (bar["desc"].strip(), bar["total"]), int(bar["pct"])
-            if key in last and pct >= last[key][1]:
-                keep[last[key][0]] = False
-            last[key] = (i, pct)
-        for o in streams:
-            o["text"] = "".join(seg + "\n" for (owner, seg), k in zip(segments, keep) if k and owner is o)
-        if "outputs" in cell:
-            cell["outputs"] = [o for o in cell["outputs"] if o.get("name") != "stderr" or o["text"]]
-    return nb
 
 
 def _text(value: str | list[str]) -> str:
@@ -105,17 +76,17 @@ def _drop_outputs(nb: dict, dropped: list[dict]) -> None:
 
 
 def drop_progress_bars(nb: dict) -> dict:
-    """``nb`` without the text progress bars ``compact_progress`` leaves on stderr (each bar's last state).
+    """``nb`` without text progress bars (every redraw a log-mode run, ``--log-output``, left) and blank lines in
+    its stderr streams; a stream left empty is dropped.
 
     A page keeps no stderr text (tests/test_book_html.py); the times and losses a bar showed are in the
-    cells' printed output and the result JSON. Other stderr lines stay; a stream left empty is dropped."""
+    cells' printed output and the result JSON. Other stderr lines stay."""
     emptied = []
     for o in _streams(nb, ("stderr",)):
         segments = re.split(r"[\r\n]", _text(o["text"]))
-        if any(_BAR.match(seg) for seg in segments):
-            o["text"] = "".join(seg + "\n" for seg in segments if seg.strip() and not _BAR.match(seg))
-            if not o["text"]:
-                emptied.append(o)
+        o["text"] = "".join(seg + "\n" for seg in segments if seg.strip() and not _BAR.match(seg))
+        if not o["text"]:
+            emptied.append(o)
     _drop_outputs(nb, emptied)
     return nb
 
@@ -270,7 +241,6 @@ def clean(nb: dict, chapter: str) -> dict:
     above, in order; applying it twice changes nothing more."""
     for step in (
         drop_log_lines,
-        compact_progress,
         drop_progress_bars,
         drop_widgets,
         hide_parameters_cell,
