@@ -159,17 +159,27 @@ def test_delta_rule_on_paired_documents(shift, outcome):
         (REACH_AT_200, Outcome.REPRODUCED, "within"),  # 4x vs the paper's 2.9x: gain 3 within [0.95, 3.8]
         ([9, 3, 2.6, 2.2, 1.9], Outcome.DIRECTION_ONLY, "outside"),  # crosses at ~683 tokens: 1.17x
         (REACH_AT_FIRST, Outcome.NOT_TESTED, "lower bound"),
-        (NEVER, Outcome.NOT_TESTED, "never within the budget"),
+        # slower: the baseline reaches NEVER's final 2.5 at 400 of 800 tokens, a speed-up of 0.5 in every replicate
+        (
+            NEVER,
+            Outcome.CONTRADICTED,
+            "slower than the baseline (speed-up measured the other way round): [0, 1, 2]",
+        ),
+        # slower still: the baseline is below 4.5 at its first validation already, so 0.125 is only an upper bound
+        ([9, 6, 5, 4.8, 4.5], Outcome.NOT_TESTED, "slower with only an upper bound: [0, 1, 2]"),
     ],
 )
-def test_speedup_rule_refuses_bounds(curve, outcome, reason):
+def test_speedup_rule_refuses_bounds_and_counts_slower_replicates(curve, outcome, reason):
     runs, scores = arms({"reverse_periodic": [0.7, 0.7, 0.7]}, curves={"reverse_periodic": curve})
-    verdict = rows_by_metric(report.judge(runs, scores, n_boot=200))["speed-up, reverse_periodic"]
+    row = {r["metric"]: r for r in report.judge(runs, scores, n_boot=200)}["speed-up, reverse_periodic"]
+    verdict = row["verdict"]
     assert verdict.outcome == outcome and (
-        "at the first validation" in verdict.reason or reason in verdict.reason
+        "at the first validation" in verdict.reason or reason in verdict.reason + row["note"]
     )
     if curve is REACH_AT_200:
         assert verdict.estimate == pytest.approx(4.0)
+    if curve is NEVER:
+        assert verdict.estimate == pytest.approx(0.5) and verdict.replicate_values == pytest.approx([0.5] * 3)
 
 
 def test_perplexity_rules_per_replicate():

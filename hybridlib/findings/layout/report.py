@@ -23,8 +23,11 @@ and model-init seed); intervals resample replicates, then test documents within 
   paper 0.045 - 0.071 = -0.026 nats/token; within a factor 3 (:data:`DELTA_FACTOR`).
 - **speed-up**, per distinct FA-first arm: baseline budget / tokens to reach the baseline's final validation CE
   above 1; paper 1 / 0.345 = 2.9 (reverse periodic), ~1 / 0.40 = 2.5 (the others); the gain over 1x within a factor
-  2. Not tested when a replicate reaches it at the first validation (a lower bound only) or never (an unmeasured
-  speed-up below 1: R and delta then carry the direction).
+  2. A replicate that never reaches it is slower than the baseline: its speed-up is measured the other way round
+  (:func:`speedup`, below 1), so it counts against the claim. (Until 2026-11-30 such a replicate made the rule
+  *not tested*, which discarded evidence against the claim; the H200 run at c7e7858 was judged that way.) Not
+  tested when a replicate's speed-up is only a bound: reached at the first validation, or (slower) the baseline
+  already at its final CE at the baseline's first validation.
 - **languages improved**: share of languages whose test perplexity falls (reverse periodic) above 1/2; paper 23/26
   (Qwen) and 25/26 (Granite); tolerance [0.75, 1].
 - **non-Latin scripts gain more**: mean perplexity change of non-Latin minus Latin-script languages below 0
@@ -38,6 +41,7 @@ and model-init seed); intervals resample replicates, then test documents within 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -117,10 +121,33 @@ def curves(runs: Mapping[str, Sequence[DistillRun]]) -> pd.DataFrame:
     )
 
 
+@dataclass(frozen=True)
+class Speedup:
+    """A run's speed-up over the baseline. ``value``: baseline budget / tokens the run needs to reach the baseline's
+    final validation CE; for a run that never reaches it (slower), measured the other way round: tokens the
+    baseline needs to reach the run's final CE / the run's budget (below 1); None when neither reaches the other's.
+    ``bound``: "lower" (the run was there at its first validation), "upper" (slower, and the baseline was at the
+    run's final CE at its own first validation) or "" (measured)."""
+
+    value: float | None
+    bound: str
+
+
+def speedup(run: DistillRun, base: DistillRun) -> Speedup:
+    """:class:`Speedup` of ``run`` over ``base`` (crossings interpolated between validations)."""
+    reach = metrics.reach_baseline(run.curve(), base.curve())
+    if reach.speedup is not None:
+        return Speedup(reach.speedup, "lower" if reach.tokens == run.curve().index[0] else "")
+    back = metrics.reach_baseline(base.curve(), run.curve())
+    if back.speedup is None:
+        return Speedup(None, "")
+    return Speedup(1 / back.speedup, "upper" if back.tokens == base.curve().index[0] else "")
+
+
 def speedup_table(runs: Mapping[str, DistillRun], baseline: str = BASELINE) -> pd.DataFrame:
     """Per run of one replicate (index: label): final validation CE and KL, tokens to reach the baseline's final
-    CE, that as % of the baseline's budget, the speed-up (NaN where never reached), and ``at_first_eval`` (1 when
-    reached at the first validation: the speed-up is then only a lower bound)."""
+    CE (NaN: never), that as % of the baseline's budget, the speed-up (:func:`speedup`: below 1 for a slower run)
+    and ``at_first_eval`` (1 when reached at the first validation: the speed-up is then only a lower bound)."""
     if baseline not in runs:
         raise ValueError(f"baseline={baseline!r} is not among the runs {list(runs)}")
     base = runs[baseline].curve()
@@ -132,7 +159,7 @@ def speedup_table(runs: Mapping[str, DistillRun], baseline: str = BASELINE) -> p
             "final_kl": r.final("kl"),
             "tokens_to_baseline": reach.tokens,
             "pct_of_training": None if reach.fraction is None else 100 * reach.fraction,
-            "speedup": reach.speedup,
+            "speedup": speedup(r, runs[baseline]).value,
             "at_first_eval": reach.tokens == r.curve().index[0],
         }
     return pd.DataFrame.from_dict(rows, orient="index").astype(float)
@@ -217,8 +244,8 @@ def replicate_table(
     scores: Mapping[str, Sequence[pd.DataFrame]],
     baseline: str = BASELINE,
 ) -> pd.DataFrame:
-    """One row per (arm, replicate) of the distinct arms in ``runs``: seeds, final validation CE, speed-up (NaN:
-    never reached), at_first_eval, test R, delta (CE gap to the teacher), delta minus the baseline's
+    """One row per (arm, replicate) of the distinct arms in ``runs``: seeds, final validation CE, speed-up
+    (:func:`speedup`), at_first_eval, test R, delta (CE gap to the teacher), delta minus the baseline's
     (nats/token) and the largest gradient norm."""
     groups = arms(runs, [baseline, *(label for label in runs if label != baseline)])
     firsts = {label: names[0] for label, names in groups.items()}
@@ -229,7 +256,7 @@ def replicate_table(
         log_r = rep.log_r()
         for a, (label, name) in enumerate(firsts.items()):
             run, frame = runs[name][r], scores[name][r]
-            reach = metrics.reach_baseline(run.curve(), base_run.curve())
+            gain = speedup(run, base_run)
             tokens = frame["tokens"]
             rows.append(
                 {
@@ -238,8 +265,8 @@ def replicate_table(
                     "data_seed": run.settings["data_seed"],
                     "init_seed": run.settings.get("init_seed", 0),
                     "final_ce": run.final("ce"),
-                    "speedup": np.nan if reach.speedup is None else reach.speedup,
-                    "at_first_eval": reach.tokens is not None and reach.tokens == run.curve().index[0],
+                    "speedup": np.nan if gain.value is None else gain.value,
+                    "at_first_eval": gain.bound == "lower",
                     "R": float(np.exp(log_r[a])),
                     "delta": metrics.ce_gap(frame),
                     "delta_vs_base": float(((rep.ce[a + 1] - rep.ce[0]) * rep.tokens).sum() / tokens.sum()),
@@ -365,20 +392,20 @@ def speedup_rule(names: Sequence[str]) -> tuple[Rule, str]:
 def _speedups(
     runs: Mapping[str, Sequence[DistillRun]], name: str, baseline: str
 ) -> tuple[list[float], Precondition]:
-    """Per-replicate speed-ups of ``name`` and the precondition that each one is measured (not a bound)."""
-    values, first, never = [], [], []
-    for r, (run, base) in enumerate(zip(runs[name], runs[baseline])):
-        reach = metrics.reach_baseline(run.curve(), base.curve())
-        if reach.speedup is None:
-            never.append(r)
-        elif reach.tokens == run.curve().index[0]:
-            first.append(r)
-        values.append(np.nan if reach.speedup is None else reach.speedup)
+    """Per-replicate speed-ups of ``name`` (:func:`speedup`) and the precondition that each one is measured."""
+    gains = [speedup(run, base) for run, base in zip(runs[name], runs[baseline])]
+    first = [r for r, g in enumerate(gains) if g.bound == "lower"]
+    upper = [r for r, g in enumerate(gains) if g.bound == "upper"]
+    never = [r for r, g in enumerate(gains) if g.value is None]
+    slower = [r for r, g in enumerate(gains) if g.value is not None and g.value < 1]
     why = (
         f"replicates reaching the baseline's final CE at the first validation (speed-up only a lower bound): "
-        f"{first or 'none'}; never within the budget (speed-up below 1, unmeasured): {never or 'none'}"
+        f"{first or 'none'}; slower with only an upper bound: {upper or 'none'}; neither reaching the other's "
+        f"final CE: {never or 'none'}; slower than the baseline (speed-up measured the other way round): "
+        f"{slower or 'none'}"
     )
-    return values, Precondition("speed-up measured", not first and not never, why)
+    values = [np.nan if g.value is None else g.value for g in gains]
+    return values, Precondition("speed-up measured", not first and not upper and not never, why)
 
 
 def judge(
@@ -442,7 +469,8 @@ def judge(
                 if finite
                 else rule.decide(None, [measured])
             )
-            add(f"speed-up, {' = '.join(names)}", paper, verdict)
+            slower = any(v < 1 for v in finite)  # say which replicates were measured the other way round
+            add(f"speed-up, {' = '.join(names)}", paper, verdict, measured.why if slower else "")
     if "reverse_periodic" in runs:
         changes = [rep.ppl_change()[a] for rep in reps]
         latin = np.array([LANGUAGES[lang].script == "Latn" for lang in dict.fromkeys(reps[0].langs)])
