@@ -281,3 +281,15 @@ def test_run_stats_keep_the_learning_rate_readable_after_rounding():
     runs["a"].settings["lr_recurrent"] = 7e-4  # round(3) of 7e-4 would read 0.001
     stats = report.run_stats(runs).round(3)
     assert stats.loc["a", "lr_recurrent_1e-4"] == pytest.approx(7.0)
+
+
+def test_a_slower_replicate_can_leave_the_speedup_inconclusive():
+    """Replicates 4x, 4x and 0.5x faster (NEVER: the baseline reaches its final CE at 400 of 800 tokens): the
+    slower one counts, and the run-level interval then includes 1."""
+    runs, scores = arms({"reverse_periodic": [0.7, 0.7, 0.7]})
+    runs["reverse_periodic"][2] = run("reverse_periodic", "reverse_periodic", NEVER, 2)
+    row = {r["metric"]: r for r in report.judge(runs, scores, n_boot=200)}["speed-up, reverse_periodic"]
+    verdict = row["verdict"]
+    assert verdict.replicate_values == pytest.approx([4.0, 4.0, 0.5])
+    assert verdict.outcome == Outcome.INCONCLUSIVE and verdict.low < 1 < verdict.high
+    assert "speed-up measured the other way round): [2]" in row["note"]
