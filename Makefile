@@ -47,6 +47,7 @@ chapters: data
 	$(PY) -m hybridlib.book run --preset seminar $(if $(FORCE),--force)
 
 html: chapters
+	$(PY) -m hybridlib.wholemodel_page
 	$(PY) -m hybridlib.scoreboard
 	$(VENV)/bin/jupyter-book build -W -n --keep-going .
 

@@ -80,29 +80,29 @@ def interval_text(v: Verdict, digits: int = 3) -> str:
     return f"{text}, {v.n_replicates} {'run' if v.n_replicates == 1 else 'runs'}"
 
 
-def paper_vs_book(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """The side-by-side table: one row per claim with keys metric, paper, book, verdict (and optional note).
+def stored_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A paper-vs-book row (keys metric, paper, book, verdict, optional note) as the page shows it and
+    ``paper_vs_book_<preset>.json`` stores it: for a :class:`~hybridlib.verdicts.Verdict` the book column defaults
+    to its estimate with the run-level interval and replicate count, its reason is added to the note, ``verdict``
+    becomes the outcome's word and ``rule`` the verdict's dict (None for a word typed in the row)."""
+    row = dict(row)
+    v = row["verdict"]
+    if isinstance(v, Verdict):
+        row.setdefault("book", interval_text(v))
+        row["note"] = "; ".join(x for x in (row.get("note"), v.reason) if x)
+        row["verdict"] = v.outcome.value
+    check_choice("verdict", row["verdict"], VERDICTS)
+    return {
+        **{k: row.get(k) for k in ("metric", "paper", "book", "verdict", "note")},
+        "rule": v.to_dict() if isinstance(v, Verdict) else None,
+    }
 
-    ``verdict`` is one of :data:`VERDICTS` or a :class:`~hybridlib.verdicts.Verdict`; for a ``Verdict`` the book
-    column defaults to its estimate with the run-level interval and replicate count, and its reason is added to
-    the note.
-    """
-    table = []
-    for row in rows:
-        row = dict(row)
-        v = row["verdict"]
-        if isinstance(v, Verdict):
-            row.setdefault("book", interval_text(v))
-            row["note"] = "; ".join(x for x in (row.get("note"), v.reason) if x)
-            row["verdict"] = v.outcome.value
-        check_choice("verdict", row["verdict"], VERDICTS)
-        table.append(row)
-        _PAGE["rows"].append(
-            {
-                **{k: row.get(k) for k in ("metric", "paper", "book", "verdict", "note")},
-                "rule": v.to_dict() if isinstance(v, Verdict) else None,
-            }
-        )
+
+def paper_vs_book(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The side-by-side table: one row per claim (:func:`stored_row`); also kept for the page's
+    ``paper_vs_book_<preset>.json`` (written by :func:`provenance_table`)."""
+    table = [stored_row(row) for row in rows]
+    _PAGE["rows"].extend(table)
     return (
         pd.DataFrame(table, columns=["metric", "paper", "book", "verdict", "note"])
         .fillna("")

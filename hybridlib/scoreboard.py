@@ -41,9 +41,22 @@ _OLD_VERDICT = re.compile(r'<p class="admonition-title">Verdict: ([^<]+)</p>')
 
 
 def load(results: Path, chapter: str, preset: str) -> dict[str, Any] | None:
-    """The chapter's ``paper_vs_book_<preset>.json`` under ``results``, or None where there is none."""
-    path = results / chapter / f"paper_vs_book_{preset}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    """The chapter's ``paper_vs_book_<preset>.json`` under ``results`` with the rows of its separate runs
+    (``paper_vs_book_<run>_<preset>.json``, e.g. the whole-model run) after its own, a claim the page reports
+    itself winning; None where there is neither. A record made only of separate runs has no chapter status."""
+    folder = results / chapter
+    path = folder / f"paper_vs_book_{preset}.json"
+    record = json.loads(path.read_text()) if path.exists() else None
+    extra = [
+        row
+        for part in sorted(folder.glob(f"paper_vs_book_*_{preset}.json"))
+        for row in json.loads(part.read_text())["rows"]
+    ]
+    if not extra:
+        return record
+    record = record or {"chapter": chapter, "status": None, "rows": []}
+    own = {row["metric"] for row in record["rows"]}
+    return {**record, "rows": [*record["rows"], *(row for row in extra if row["metric"] not in own)]}
 
 
 def old_verdict(notebook: Path) -> str | None:
@@ -122,7 +135,7 @@ def _claims(records: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]
 
 def _verdict(records: Mapping[str, Any], preset: str, row: Mapping[str, Any] | None) -> str:
     if row is None:
-        return MISSING[preset] if records[preset] is None else "not reported in this run"
+        return "not reported in this run" if (records[preset] or {}).get("status") else MISSING[preset]
     return f"**{_cell(row['verdict'])}**"
 
 

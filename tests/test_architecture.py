@@ -49,7 +49,16 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
         ),
     ),
     (5, ("hybridlib.findings",)),
-    (6, ("hybridlib.book", "hybridlib.notebook", "hybridlib.prepare", "hybridlib.scoreboard")),
+    (
+        6,
+        (
+            "hybridlib.book",
+            "hybridlib.notebook",
+            "hybridlib.prepare",
+            "hybridlib.scoreboard",
+            "hybridlib.wholemodel_page",
+        ),
+    ),
 )
 
 #: First-party imports allowed inside a function: ``(importing module, imported module)`` -> reason.

@@ -213,3 +213,37 @@ def test_a_row_of_coinciding_arms_fills_each_arms_claim():
     claims = scoreboard._claims({"gpu": gpu, "seminar": seminar})
     assert list(claims) == ["R, a", "R, b", "speed-up, a = b"]  # nobody reports speed-up of a alone
     assert claims["R, b"] == {"gpu": gpu["rows"][1], "seminar": seminar["rows"][0]}
+
+
+def test_rows_of_a_separate_run_join_the_chapter(tmp_path):
+    """``paper_vs_book_<run>_<preset>.json`` (e.g. the whole-model run): its rows follow the chapter's own, a claim
+    the chapter reports itself keeps the chapter's row, and without the chapter's own record the preset has no
+    status, so its other claims still read as not re-run."""
+    results, gpu = _results(tmp_path)
+    extra = {
+        "metric": "128K",
+        "paper": "25/40",
+        "book": "8/8",
+        "verdict": "reproduced",
+        "note": "",
+        "rule": None,
+    }
+    same = {**extra, "metric": "R, reverse", "book": "separate", "verdict": "contradicted"}
+    for chapter in ("alpha", "beta"):
+        _write(results / chapter / "paper_vs_book_wholemodel_gpu.json", {"rows": [same, extra]})
+    alpha = scoreboard.load(results, "alpha", "gpu")
+    assert [r["book"] for r in alpha["rows"]] == ["R 0.67", "8/8"]
+    assert alpha["status"]["status"] == "reproduced"
+    beta = scoreboard.load(results, "beta", "gpu")
+    assert beta["status"] is None and [r["metric"] for r in beta["rows"]] == ["R, reverse", "128K"]
+    assert scoreboard.load(results, "beta", "seminar") is None
+    page = scoreboard.render([ALPHA, BETA], results, gpu)
+    beta_part = page[page.index("(scoreboard-beta)=") :]
+    assert (
+        "- On one H200: not yet re-run under the pre-registered rules; earlier run: *partly reproduced*"
+        in beta_part
+    )
+    assert (
+        "| 128K | 25/40 | **reproduced** | 8/8 | not yet executed under the pre-registered rules |  |"
+        in beta_part
+    )

@@ -1,0 +1,83 @@
+"""The generated whole-model page (hybridlib.wholemodel_page) on the committed H200 run."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from hybridlib import style, wholemodel_page
+from hybridlib.findings.efficiency import wholemodel
+from hybridlib.paths import REPO_ROOT
+
+DATA = wholemodel.load_result("gpu")
+needs_run = pytest.mark.skipif(DATA is None, reason="no committed whole-model gpu run")
+
+
+def test_markdown_table_formats_for_reading():
+    frame = pd.DataFrame(
+        {"fits": [16777216.0, np.nan], "s": [3.75213, 0.000123], "n": [30, 6], "x": ["a|b", None]},
+        index=pd.Index(["gdn", "teacher"], name="model"),
+    )
+    assert wholemodel_page.markdown_table(frame).splitlines() == [
+        "| model | fits | s | n | x |",
+        "|---|---|---|---|---|",
+        "| gdn | 16,777,216 | 3.75 | 30 | a\\|b |",
+        "| teacher |  | 0.000123 | 6 |  |",
+    ]
+
+
+@needs_run
+def test_rules_read_the_run_as_counted_from_its_json():
+    """The 128K row's counts and the Fig. 8 estimate, recomputed here from the raw grid and decode rows."""
+    models = DATA["models"]
+    at_128k = {
+        kind: [r["status"] for r in models[f"smollm2-135m:{kind}"]["grid"] if r["context"] == 131072]
+        for kind in ("teacher", "gdn")
+    }
+    rows = wholemodel_page.rows(DATA)
+    memory = rows["efficiency"]
+    counts = {k: f"{v.count('completed')}/{len(v)}" for k, v in at_128k.items()}
+    assert f"3:1 GDN hybrid {counts['gdn']} completed vs full attention {counts['teacher']}" in memory["book"]
+    discordant = sum(t != g for t, g in zip(at_128k["teacher"], at_128k["gdn"]))
+    only_hybrid = sum(
+        t != "completed" and g == "completed" for t, g in zip(at_128k["teacher"], at_128k["gdn"])
+    )
+    assert memory["rule"]["n_replicates"] == discordant
+    assert only_hybrid == discordant == 2  # batches 64 and 128: only the hybrid fits them at 128K
+    assert memory["verdict"] == "reproduced"
+
+    def tokens(kind, batch):
+        return {r["batch"]: r for r in models[f"smollm2-135m:{kind}"]["decode"]["4096"]}[batch][
+            "tokens_per_s"
+        ]
+
+    fig8 = rows["lolcats"]
+    assert fig8["rule"]["estimate"] == pytest.approx(
+        tokens("window-linear", 1024) / tokens("teacher", 1024), rel=0.01
+    )
+    assert fig8["metric"] == "Fig. 8: generation throughput"
+
+
+@needs_run
+def test_page_figures_and_rows_are_written(tmp_path):
+    paths = wholemodel_page.write("gpu", tmp_path)
+    page = (tmp_path / wholemodel_page.PAGE).read_text()
+    assert page == (REPO_ROOT / wholemodel_page.PAGE).read_text(), "stale: run the page's module"
+    for name in ("prefill", "decode"):
+        png = tmp_path / wholemodel_page.FIGURES / f"whole_models_{name}.png"
+        assert f"figures/{png.name}" in page
+        with Image.open(png) as im:
+            assert round(im.info["dpi"][0]) == style.DPI
+            assert im.width <= style.TEXT_WIDTH_PX * 1.1
+    stored = {p.parent.name: json.loads(p.read_text()) for p in paths if p.suffix == ".json"}
+    assert set(stored) == {"efficiency", "lolcats"}
+    assert stored["lolcats"]["status"] is None and stored["lolcats"]["rows"][0]["verdict"] == "direction only"
+    assert stored["efficiency"]["provenance"]["git_commit"] == DATA["provenance"]["git_commit"]
+
+
+def test_cli_rejects_an_unknown_preset(capsys):
+    with pytest.raises(SystemExit):
+        wholemodel_page.main(["--preset", "seminar"])
+    assert "--preset" in capsys.readouterr().err
