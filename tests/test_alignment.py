@@ -190,3 +190,59 @@ def test_jump_against_a_reference_is_paired():
     assert diff.loc["x", "jump"] == pytest.approx(0.5, abs=0.05) and diff.loc["mean", "low"] > 0
     same = al.jump(hybrid, 2, reference=hybrid, n_boot=50)
     assert same[["jump", "low", "high"]].abs().max().max() < 1e-12  # paired: identical models never differ
+
+
+def test_chapter_measure_is_the_notebooks_measurement(tmp_path, monkeypatch):
+    """chapter_measure with a chapter's parameters fills the cache entry the explicit call reads (one file)."""
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
+    monkeypatch.setattr(al, "udhr_texts", lambda languages, articles: _texts())  # words the toy model knows
+    probed = _tiny_probed()
+    params = {"languages": ["copy", "other"], "articles": 4, "max_tokens": 16, "seed": 0, "cpu_workers": 1}
+    first = al.chapter_measure(probed, params)
+    again = al.measure(probed, _texts(), max_tokens=16, bandwidth="median", seed=0)
+    assert len(list((tmp_path / "alignment").glob("*.npz"))) == 1
+    for key, terms in first.terms.items():
+        np.testing.assert_array_equal(terms, again.terms[key])
+
+
+def test_prealign_measures_what_it_is_asked_with_the_chapters_parameters(monkeypatch, capsys):
+    from hybridlib.findings import chapter
+    from hybridlib.findings.softcka import prealign
+
+    def probed(label, kind):
+        return al.Probed(label, kind, torch.nn.Linear(1, 1), None, None, (0,), f"id-{label}")
+
+    loaded, measured = {}, []
+
+    def load_models(teacher, layouts, *, preset, swa_control, device):
+        loaded.update(teacher=teacher, layouts=list(layouts), preset=preset, swa=swa_control)
+        out = [probed(teacher, "full attention")] + [probed(name, "hybrid GDN") for name in layouts]
+        return out + ([probed("standard_periodic+swa", "hybrid SWA")] if swa_control else [])
+
+    def load_replicates(teacher, models, *, preset, device):
+        return {m.label: [probed(m.label, m.kind)] * 2 for m in models if m.kind != "full attention"}
+
+    monkeypatch.setattr(prealign.alignment, "load_models", load_models)
+    monkeypatch.setattr(prealign.replicates, "load", load_replicates)
+    monkeypatch.setattr(
+        prealign.alignment, "chapter_measure", lambda m, params: measured.append((m.label, params))
+    )
+    labels = prealign.main(["--preset", "seminar", "--layouts", "reverse_periodic", "--replicates"])
+    assert labels == ["reverse_periodic"] * 3
+    params = chapter("first_fa").resolve("seminar")
+    assert loaded == {
+        "teacher": params["teacher"],
+        "layouts": ["reverse_periodic"],
+        "preset": "seminar",
+        "swa": False,
+    }
+    assert all(p == params for _, p in measured)
+    labels = prealign.main(["--preset", "gpu", "--chapter", "softcka", "--teacher", "--swa", "--layouts"])
+    assert labels == [chapter("softcka").resolve("gpu")["teacher"], "standard_periodic+swa"]
+    for bad, named in (
+        (["--preset", "gpu"], "nothing to measure"),
+        (["--preset", "gpu", "--layouts", "x"], "--layouts"),
+    ):
+        with pytest.raises(SystemExit):
+            prealign.main(bad)
+        assert named in capsys.readouterr().err

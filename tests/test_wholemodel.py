@@ -400,3 +400,28 @@ def test_result_path_is_one_file_per_preset(tmp_path, monkeypatch):
     assert wholemodel.load_result("gpu") is None
     with pytest.raises(ValueError, match="plain name"):
         wholemodel.result_path("../x")
+
+
+def test_merge_keeps_the_models_another_run_measured(tmp_path, monkeypatch):
+    """--merge adds this run's models to an existing result; each model names the run (commit) that measured it."""
+    out = tmp_path / "w.json"
+    tiny = ["--preset", "seminar", "--out", str(out), "--prefill-first", "16", "--prefill-last", "16"]
+    tiny += ["--probe-last", "16", "--chunk", "16", "--decode-contexts", "16", "--decode-batches", "1"]
+    tiny += ["--grid-contexts", "16", "--grid-batches", "1", "--new-tokens", "1", "--repeats", "1"]
+    monkeypatch.setenv("HYBRIDLIB_GIT_COMMIT", "a" * 40)
+    wholemodel.main([*tiny, "--models", "tiny-random:teacher,tiny-random:gdn"])
+    monkeypatch.setenv("HYBRIDLIB_GIT_COMMIT", "b" * 40)
+    wholemodel.main([*tiny, "--models", "tiny-random:gdn,tiny-random:window-linear", "--merge"])
+    data = json.loads(out.read_text())
+    assert wholemodel.labels(data) == ["tiny-random:teacher", "tiny-random:gdn", "tiny-random:window-linear"]
+    runs = {label: e["run"]["git_commit"][0] for label, e in data["models"].items()}
+    assert runs == {"tiny-random:teacher": "a", "tiny-random:gdn": "b", "tiny-random:window-linear": "b"}
+    assert set(data["decode_ratios"]) == {
+        "tiny-random:gdn",
+        "tiny-random:window-linear",
+    }  # over the kept teacher
+    assert "kept from earlier runs: tiny-random:teacher at commit aaaaaaaaaaaa" in wholemodel.describe_run(
+        data
+    )
+    wholemodel.main([*tiny, "--models", "tiny-random:teacher"])  # without --merge: this run's models only
+    assert list(json.loads(out.read_text())["models"]) == ["tiny-random:teacher"]

@@ -11,14 +11,19 @@
 #   probes  the four arms SoftCKA and first-FA probe, two per GPU; then GPU 0 runs the softcka and first_fa
 #           notebooks (first-FA reuses SoftCKA's measurements) and GPU 1 runs GPU1_COMMAND, if given (e.g.
 #           "bash tools/offline_gpu/chapter.sh 1500 efficiency"), from its own copy of the tree.
+#   first_fa the same four arms, each GPU then measuring its arms' SoftCKA (softcka.prealign: GPU 0 the teacher,
+#           standard periodic and its SWA control with replicates; GPU 1 reverse periodic with replicates and
+#           periodic-first-at-0, whose replicates the chapter does not measure); then GPU 0 runs the first_fa
+#           notebook, which finds every measurement in the shared cache, and GPU 1 runs GPU1_COMMAND.
 # Run after install.sh (both parts) with HYBRIDLIB_GIT_COMMIT exported and each teacher loaded once (two
 # processes converting the same GGUF would race on its folder). collect.sh packs the results.
 set -euo pipefail
 : "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first: the notebooks record it}"
-limit=${1:?usage: replicated.sh SECONDS layout|probes [GPU1_COMMAND]}
+limit=${1:?usage: replicated.sh SECONDS layout|probes|first_fa [GPU1_COMMAND]}
 rep="python3 -m hybridlib.findings.layout.replicates --preset gpu"
 wait_both='while [ ! -f /tmp/arms-0.done ] || [ ! -f /tmp/arms-1.done ]; do sleep 5; done'
 probes="OUT=/tmp/gpu-out/softcka-first_fa bash tools/offline_gpu/chapter.sh $limit softcka first_fa"
+pre="python3 -m hybridlib.findings.softcka.prealign --preset gpu --chapter first_fa"
 case ${2:-} in
   layout)
     plan0="$rep --score --arms standard_periodic reverse_periodic periodic_first_at_0 standard_periodic+swa && \
@@ -30,7 +35,13 @@ OUT=/tmp/gpu-out/layout_distillation bash tools/offline_gpu/chapter.sh $limit la
   probes)
     plan0="$rep --arms standard_periodic standard_periodic+swa && touch /tmp/arms-0.done && $wait_both && $probes"
     plan1="$rep --arms reverse_periodic periodic_first_at_0 && touch /tmp/arms-1.done && ${3:-true}" ;;
-  *) echo "replicated.sh: PLAN must be 'layout' or 'probes', got '${2:-}'" >&2; exit 2 ;;
+  first_fa)
+    plan0="$rep --arms standard_periodic standard_periodic+swa && $pre --teacher --layouts standard_periodic --swa \
+--replicates && touch /tmp/arms-0.done && $wait_both && OUT=/tmp/gpu-out/first_fa bash tools/offline_gpu/chapter.sh \
+$limit first_fa"
+    plan1="$rep --arms reverse_periodic periodic_first_at_0 && $pre --layouts reverse_periodic --replicates && \
+$pre --layouts periodic_first_at_0 && touch /tmp/arms-1.done && ${3:-true}" ;;
+  *) echo "replicated.sh: PLAN must be 'layout', 'probes' or 'first_fa', got '${2:-}'" >&2; exit 2 ;;
 esac
 rm -f /tmp/arms-*.done /tmp/lr-0.done
 mkdir -p /tmp/gpu-out

@@ -589,14 +589,17 @@ def run_command(preset: str) -> str:
 
 
 def labels(data: Mapping[str, object]) -> list[str]:
-    """The measured models' labels in the run's ``--models`` order (the JSON's keys are sorted), else by name
-    and :data:`KINDS`."""
-    models = data["models"]
+    """The measured models' labels (the JSON's keys are sorted): by name in the run's ``--models`` order (other
+    names after, sorted), then by kind in :data:`KINDS` order (a teacher before its students)."""
     given = ((data.get("provenance") or {}).get("params") or {}).get("models") or []
-    rest = sorted(
-        set(models) - set(given), key=lambda x: (x.partition(":")[0], KINDS.index(x.partition(":")[2]))
+    names = list(
+        dict.fromkeys(
+            [x.partition(":")[0] for x in given] + sorted(x.partition(":")[0] for x in data["models"])
+        )
     )
-    return [x for x in given if x in models] + rest
+    return sorted(
+        data["models"], key=lambda x: (names.index(x.partition(":")[0]), KINDS.index(x.partition(":")[2]))
+    )
 
 
 def paired_name(data: Mapping[str, object], kind: str) -> str | None:
@@ -690,10 +693,17 @@ def prefill_frame(data: Mapping[str, object]) -> pd.DataFrame:
 def describe_run(data: Mapping[str, object]) -> str:
     """One line: the run's preset, device, models, whether it finished, date and commit."""
     prov = data.get("provenance") or {}
+    last = run_of(prov)
+    earlier = [
+        f"{label} at commit {str(e['run']['git_commit'])[:12]} ({e['run']['date_utc']}, {e['run']['device']})"
+        for label, e in data["models"].items()
+        if e.get("run") and e["run"].get("git_commit") != last["git_commit"]
+    ]
     return (
         f"{prov.get('preset')} run on {prov.get('device') or 'device not recorded'}: {', '.join(labels(data))}; "
         f"{'complete' if data.get('complete') else 'INCOMPLETE (cut short)'}; {prov.get('date_utc')}, "
         f"commit {str(prov.get('git_commit'))[:12]}"
+        + (f"; kept from earlier runs: {'; '.join(earlier)}" if earlier else "")
     )
 
 
@@ -866,6 +876,12 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--models", help=f"name:kind,... with name in {NAMES}, kind in {KINDS}")
     p.add_argument("--device", help="cpu or cuda")
     p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the models of an existing --out that this run does not measure (each model records the run "
+        "that measured it: its commit, date and device)",
+    )
+    p.add_argument(
         "--prefill-first", type=int, help="first prefill context (tokens); doubled to --prefill-last"
     )
     p.add_argument("--prefill-last", type=int, help="last prefill context (tokens)")
@@ -1018,6 +1034,25 @@ def measure_model(
     }
 
 
+RUN_KEYS = ("git_commit", "date_utc", "device")
+
+
+def run_of(provenance: Mapping[str, object] | None) -> dict[str, object]:
+    """The part of a run's provenance each model keeps: :data:`RUN_KEYS`."""
+    return {k: (provenance or {}).get(k) for k in RUN_KEYS}
+
+
+def kept_models(path: str | Path, measuring: set[str]) -> dict[str, dict[str, object]]:
+    """The models of the result at ``path`` (none if it does not exist) that this run does not measure, each with
+    the run that measured it (``run``; from the file's provenance where an older file has none)."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    old = run_of(data.get("provenance"))
+    return {label: {"run": old, **e} for label, e in data["models"].items() if label not in measuring}
+
+
 def summarise(result: dict[str, object]) -> None:
     """Add ``decode_ratios`` (each student over its teacher, per decode context and batch) and ``grid_summary``
     (completed points per model) to a result holding ``models``."""
@@ -1043,8 +1078,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     window = WINDOW["gpu" if args.preset == "gpu" else "seminar"]
     teachers: dict[str, PreTrainedModel] = {}
+    measuring = {f"{name}:{kind}" for name, kind in params["models"]}
     result: dict[str, object] = {
-        "models": {},
+        "models": kept_models(args.out, measuring) if args.merge else {},
         "complete": False,
         "paper_completed_128k": [list(p) for p in PAPER_COMPLETED_128K],
     }
@@ -1062,6 +1098,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
             "window": window if kind == "window-linear" else None,
             "decode_path": decode_path(kind, device),
             **measure_model(model, model_shape(teachers[name], name), stack, params),
+            "run": run_of(collect(args.preset)),
         }
         model = None
         if device == "cuda":

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -183,7 +183,7 @@ def _score_layer(
     """Append one row per (task, point) of ``layer``: the probe's test accuracy and the split's counts."""
     for task, (rows_of_task, train, test, labels) in splits.items():
         y_train, y_test = [labels[i] for i in train], [labels[i] for i in test]
-        commonest = max(set(y_train), key=y_train.count)
+        commonest = Counter(y_train).most_common(1)[0][0]  # ties: the first seen (deterministic, linear time)
         for point, x in feats.items():
             x = x[rows_of_task]
             rows.append(

@@ -22,7 +22,7 @@ import inspect
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -324,6 +324,20 @@ def measure(
             )
     _save(path, result)
     return result
+
+
+def chapter_measure(probed: Probed, params: Mapping[str, Any]) -> Alignment:
+    """:func:`measure` of ``probed`` with a chapter's resolved parameters (``languages``, ``articles``,
+    ``max_tokens``, ``bandwidth`` (default median), ``seed``, ``cpu_workers``): the call the first-FA notebook and
+    :mod:`~hybridlib.findings.softcka.prealign` both make, so that one finds what the other measured."""
+    return measure(
+        probed,
+        udhr_texts(params["languages"], params["articles"]),
+        max_tokens=params["max_tokens"],
+        bandwidth=params.get("bandwidth", "median"),
+        seed=params["seed"],
+        workers=params["cpu_workers"],
+    )
 
 
 def _measure_language(
