@@ -43,20 +43,19 @@ _OLD_VERDICT = re.compile(r'<p class="admonition-title">Verdict: ([^<]+)</p>')
 def load(results: Path, chapter: str, preset: str) -> dict[str, Any] | None:
     """The chapter's ``paper_vs_book_<preset>.json`` under ``results`` with the rows of its separate runs
     (``paper_vs_book_<run>_<preset>.json``, e.g. the whole-model run) after its own, a claim the page reports
-    itself winning; None where there is neither. A record made only of separate runs has no chapter status."""
+    itself winning, and their pages (``pages``: each run's ``page``, ``{"doc", "title"}`` relative to ``book/``);
+    None where there is neither. A record made only of separate runs has no chapter status."""
     folder = results / chapter
     path = folder / f"paper_vs_book_{preset}.json"
     record = json.loads(path.read_text()) if path.exists() else None
-    extra = [
-        row
-        for part in sorted(folder.glob(f"paper_vs_book_*_{preset}.json"))
-        for row in json.loads(part.read_text())["rows"]
-    ]
-    if not extra:
+    parts = [json.loads(part.read_text()) for part in sorted(folder.glob(f"paper_vs_book_*_{preset}.json"))]
+    if not parts:
         return record
     record = record or {"chapter": chapter, "status": None, "rows": []}
     own = {row["metric"] for row in record["rows"]}
-    return {**record, "rows": [*record["rows"], *(row for row in extra if row["metric"] not in own)]}
+    extra = [row for part in parts for row in part["rows"] if row["metric"] not in own]
+    pages = [part["page"] for part in parts if part.get("page")]
+    return {**record, "rows": [*record["rows"], *extra], "pages": pages}
 
 
 def old_verdict(notebook: Path) -> str | None:
@@ -172,6 +171,7 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
         pages = [f"{{doc}}`seminar preset on a CPU <../notebooks/{stem}>`"]
         if (gpu_pages / c.notebook).exists():
             pages.insert(0, f"{{doc}}`on one H200 <gpu/{stem}>`")
+        pages[1:1] = [f"{{doc}}`{p['title']} <{p['doc']}>`" for p in (records["gpu"] or {}).get("pages", [])]
         lines += [
             "",
             f"(scoreboard-{c.name})=",

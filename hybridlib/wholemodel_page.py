@@ -254,6 +254,7 @@ def write(preset: str = "gpu", root: Path = REPO_ROOT) -> list[Path]:
                 "chapter": chapter,
                 "status": None,
                 "rows": [row],
+                "page": {"doc": "gpu/" + PAGE.stem, "title": "whole models on one H200"},
                 "provenance": data.get("provenance"),
                 "source": source,
             },

@@ -229,16 +229,21 @@ def test_rows_of_a_separate_run_join_the_chapter(tmp_path):
         "rule": None,
     }
     same = {**extra, "metric": "R, reverse", "book": "separate", "verdict": "contradicted"}
+    page = {"doc": "gpu/whole_models", "title": "whole models on one H200"}
     for chapter in ("alpha", "beta"):
-        _write(results / chapter / "paper_vs_book_wholemodel_gpu.json", {"rows": [same, extra]})
+        _write(results / chapter / "paper_vs_book_wholemodel_gpu.json", {"rows": [same, extra], "page": page})
     alpha = scoreboard.load(results, "alpha", "gpu")
     assert [r["book"] for r in alpha["rows"]] == ["R 0.67", "8/8"]
     assert alpha["status"]["status"] == "reproduced"
     beta = scoreboard.load(results, "beta", "gpu")
     assert beta["status"] is None and [r["metric"] for r in beta["rows"]] == ["R, reverse", "128K"]
     assert scoreboard.load(results, "beta", "seminar") is None
-    page = scoreboard.render([ALPHA, BETA], results, gpu)
-    beta_part = page[page.index("(scoreboard-beta)=") :]
+    text = scoreboard.render([ALPHA, BETA], results, gpu)
+    beta_part = text[text.index("(scoreboard-beta)=") :]
+    assert (
+        "Pages: {doc}`on one H200 <gpu/02_beta>` · {doc}`whole models on one H200 <gpu/whole_models>` · "
+        in beta_part
+    )
     assert (
         "- On one H200: not yet re-run under the pre-registered rules; earlier run: *partly reproduced*"
         in beta_part

@@ -11,10 +11,11 @@
 #   probes  the four arms SoftCKA and first-FA probe, two per GPU; then GPU 0 runs the softcka and first_fa
 #           notebooks (first-FA reuses SoftCKA's measurements) and GPU 1 runs GPU1_COMMAND, if given (e.g.
 #           "bash tools/offline_gpu/chapter.sh 1500 efficiency"), from its own copy of the tree.
-#   first_fa the same four arms, each GPU then measuring its arms' SoftCKA (softcka.prealign: GPU 0 the teacher,
-#           standard periodic and its SWA control with replicates; GPU 1 reverse periodic with replicates and
-#           periodic-first-at-0, whose replicates the chapter does not measure); then GPU 0 runs the first_fa
-#           notebook, which finds every measurement in the shared cache, and GPU 1 runs GPU1_COMMAND.
+#   first_fa the same four arms, then the SoftCKA measurements the first-FA notebook makes, split over the GPUs
+#           (softcka.prealign; replicates only where the first FA layer follows recurrent layers, as the notebook
+#           measures them): GPU 0 the teacher and standard periodic x 3; GPU 1 reverse periodic and
+#           periodic-first-at-0, then (once GPU 0 has trained it) the SWA control x 3. GPU 0 then runs the
+#           first_fa notebook, which finds every measurement in the shared cache; GPU 1 runs GPU1_COMMAND.
 # Run after install.sh (both parts) with HYBRIDLIB_GIT_COMMIT exported and each teacher loaded once (two
 # processes converting the same GGUF would race on its folder). collect.sh packs the results.
 set -euo pipefail
@@ -36,14 +37,14 @@ OUT=/tmp/gpu-out/layout_distillation bash tools/offline_gpu/chapter.sh $limit la
     plan0="$rep --arms standard_periodic standard_periodic+swa && touch /tmp/arms-0.done && $wait_both && $probes"
     plan1="$rep --arms reverse_periodic periodic_first_at_0 && touch /tmp/arms-1.done && ${3:-true}" ;;
   first_fa)
-    plan0="$rep --arms standard_periodic standard_periodic+swa && $pre --teacher --layouts standard_periodic --swa \
---replicates && touch /tmp/arms-0.done && $wait_both && OUT=/tmp/gpu-out/first_fa bash tools/offline_gpu/chapter.sh \
-$limit first_fa"
-    plan1="$rep --arms reverse_periodic periodic_first_at_0 && $pre --layouts reverse_periodic --replicates && \
-$pre --layouts periodic_first_at_0 && touch /tmp/arms-1.done && ${3:-true}" ;;
+    plan0="$rep --arms standard_periodic standard_periodic+swa && touch /tmp/trained-0 && $pre --teacher \
+--layouts standard_periodic --replicates && touch /tmp/arms-0.done && $wait_both && \
+OUT=/tmp/gpu-out/first_fa bash tools/offline_gpu/chapter.sh $limit first_fa"
+    plan1="$rep --arms reverse_periodic periodic_first_at_0 && $pre --layouts reverse_periodic periodic_first_at_0 && \
+while [ ! -f /tmp/trained-0 ]; do sleep 5; done && $pre --swa --replicates && touch /tmp/arms-1.done && ${3:-true}" ;;
   *) echo "replicated.sh: PLAN must be 'layout', 'probes' or 'first_fa', got '${2:-}'" >&2; exit 2 ;;
 esac
-rm -f /tmp/arms-*.done /tmp/lr-0.done
+rm -f /tmp/arms-*.done /tmp/lr-0.done /tmp/trained-0
 mkdir -p /tmp/gpu-out
 for gpu in 0 1; do
   repo=/tmp/repo-$gpu plan=plan$gpu

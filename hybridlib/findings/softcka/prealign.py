@@ -3,10 +3,11 @@
 Each measurement lands in the alignment cache (:func:`~hybridlib.findings.softcka.alignment.chapter_measure`),
 where the chapter's notebook then finds it instead of measuring again::
 
-    python -m hybridlib.findings.softcka.prealign --preset gpu --layouts reverse_periodic --replicates
+    python -m hybridlib.findings.softcka.prealign --preset gpu --layouts standard_periodic --replicates
 
-measures the reverse-periodic student of the first-FA chapter's ``gpu`` preset and its replicates 1, 2, ...
-(students are trained first if not cached, as the notebook would). ``tools/offline_gpu/replicated.sh first_fa``
+measures the standard-periodic student of the first-FA chapter's ``gpu`` preset and its replicates 1, 2, ...
+(students are trained first if not cached, as the notebook would; that notebook measures replicates only of
+students whose first full-attention layer follows recurrent layers). ``tools/offline_gpu/replicated.sh first_fa``
 splits the chapter's models over two GPUs this way.
 """
 
