@@ -75,14 +75,14 @@ def old_verdict(notebook: Path) -> str | None:
     return f"{len(words)} verdicts: " + ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(words))
 
 
-def _cell(text: Any) -> str:
+def table_cell(text: Any) -> str:
     """Table-safe text: one line, pipes escaped."""
     return " ".join(str(text if text is not None else "").split()).replace("|", "\\|")
 
 
 def _result(row: Mapping[str, Any]) -> str:
     """Our number as the row states it, with the rule's interval and replicate count when it does not."""
-    book = _cell(row.get("book"))
+    book = table_cell(row.get("book"))
     if not row.get("rule"):
         return book
     interval = interval_text(Verdict.from_dict(row["rule"]))
@@ -107,7 +107,7 @@ def _status_lines(records: Mapping[str, Any], old: str | None) -> list[str]:
     lines = []
     for p, name in PRESETS:
         record = records[p]
-        reason = f" {_cell(record['status']['reason'])}" if record and record.get("status") else ""
+        reason = f" {table_cell(record['status']['reason'])}" if record and record.get("status") else ""
         lines.append(
             f"- {name[0].upper() + name[1:]}: {_status(record, p, old if p == 'gpu' else None)}.{reason}"
         )
@@ -135,7 +135,7 @@ def _claims(records: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]
 def _verdict(records: Mapping[str, Any], preset: str, row: Mapping[str, Any] | None) -> str:
     if row is None:
         return "not reported in this run" if (records[preset] or {}).get("status") else MISSING[preset]
-    return f"**{_cell(row['verdict'])}**"
+    return f"**{table_cell(row['verdict'])}**"
 
 
 def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> str:
@@ -161,7 +161,7 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
     for c in chapters:
         records, old = board[c.name]
         lines.append(
-            f"| {{ref}}`{_cell(c.title)} <scoreboard-{c.name}>` | "
+            f"| {{ref}}`{table_cell(c.title)} <scoreboard-{c.name}>` | "
             + " | ".join(_status(records[p], p, old if p == "gpu" else None) for p, _ in PRESETS)
             + " |"
         )
@@ -190,7 +190,7 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
             "|---|---|---|---|---|---|",
         ]
         for metric, by_preset in claims.items():
-            cells = [_cell(metric), _cell(next(r.get("paper") for r in by_preset.values()))]
+            cells = [table_cell(metric), table_cell(next(r.get("paper") for r in by_preset.values()))]
             for p, _ in PRESETS:
                 row = by_preset.get(p)
                 cells += [_verdict(records, p, row), _result(row) if row else ""]
@@ -214,7 +214,7 @@ def render_summary(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> str:
     if claims:
         lines += ["", "| claim | on one H200 | seminar preset on a CPU |", "|---|---|---|"]
         lines += [
-            f"| {_cell(metric)} | "
+            f"| {table_cell(metric)} | "
             + " | ".join(_verdict(records, p, by_preset.get(p)) for p, _ in PRESETS)
             + " |"
             for metric, by_preset in claims.items()

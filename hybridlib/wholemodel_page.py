@@ -23,6 +23,7 @@ from hybridlib.findings.efficiency import cost, report, wholemodel
 from hybridlib.models import describe
 from hybridlib.notebook import stored_row
 from hybridlib.paths import REPO_ROOT
+from hybridlib.scoreboard import table_cell
 
 PAGE = Path("book/gpu/whole_models.md")
 FIGURES = Path("book/gpu/figures")
@@ -31,15 +32,13 @@ ANALYTIC_SHAPE = "qwen3-4b"  # the efficiency chapter's analytic cross-check of 
 
 
 def _cell(value: object) -> str:
-    """Table-safe text: one line, pipes escaped; NaN/None empty; whole or large floats as grouped integers, other
-    floats to 3 significant digits."""
+    """:func:`~hybridlib.scoreboard.table_cell` of ``value``; NaN/None empty; whole or large floats as grouped
+    integers, other floats to 3 significant digits."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
     if isinstance(value, float):
-        text = f"{value:,.0f}" if value.is_integer() or abs(value) >= 1000 else f"{value:.3g}"
-    else:
-        text = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
-    return " ".join(text.split()).replace("|", "\\|")
+        return table_cell(f"{value:,.0f}" if value.is_integer() or abs(value) >= 1000 else f"{value:.3g}")
+    return table_cell(f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value)
 
 
 def markdown_table(frame: pd.DataFrame, index: str | None = None) -> str:
