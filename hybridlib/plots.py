@@ -100,9 +100,11 @@ def lines_vs_context(
             ax.text(ax.get_xlim()[0], value, f" {label}", va="bottom", fontsize=MIN_FONT_PT, color="grey")
         ax.set_ylabel(ylabel or y)
     if grid.legend is not None:
-        n_entries = len(grid.legend.texts)
+        labels = [t.get_text() for t in grid.legend.texts]
+        # as many entries a row as fit the column (~110 characters at the book's font, a marker ~6)
+        per_row = max(1, 110 // (max(map(len, labels)) + 6))
         sns.move_legend(
-            grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(n_entries, 5), frameon=False
+            grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 5, per_row), frameon=False
         )
     grid.figure.suptitle(title, y=1.03)
     return grid.figure

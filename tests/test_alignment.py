@@ -227,7 +227,10 @@ def test_prealign_measures_what_it_is_asked_with_the_chapters_parameters(monkeyp
     monkeypatch.setattr(
         prealign.alignment, "chapter_measure", lambda m, params: measured.append((m.label, params))
     )
+    threads = []
+    monkeypatch.setattr(prealign.torch, "set_num_threads", threads.append)
     labels = prealign.main(["--preset", "seminar", "--layouts", "reverse_periodic", "--replicates"])
+    assert threads == [chapter("first_fa").resolve("seminar")["torch_threads"]] == [1]
     assert labels == ["reverse_periodic"] * 3
     params = chapter("first_fa").resolve("seminar")
     assert loaded == {

@@ -23,6 +23,23 @@ def test_qwen3_4b_kv_cache_by_hand():
     assert eff.cache_bytes(QWEN, "gdn", 10) == eff.cache_bytes(QWEN, "gdn", 10**6) == 36 * state
 
 
+def test_sliding_window_layers_cache_their_window_by_hand():
+    """Gemma 3 270M: 18 layers, global attention in 5, 11 and 17, a 512-token window elsewhere; 1 KV head x 256
+    dims x 2 x 2 bytes = 1 KiB a token and layer. Its 3:1 student keeps the standard periodic FA layers 3, 8, 12,
+    17 (only 17 global) and 14 GDN layers."""
+    g = eff.shape("gemma3-270m")
+    assert eff.kv_bytes_per_token(g) == 1024 and not g.attends_fully and QWEN.attends_fully
+    assert eff.cache_bytes(g, "full-attention", 100) == 18 * 100 * 1024  # shorter than the window
+    assert eff.cache_bytes(g, "full-attention", 131072) == (3 * 131072 + 15 * 512) * 1024
+    assert eff.fa_layers(g, "hybrid-3:1") == [3, 8, 12, 17]
+    state = eff.gdn_state_bytes(g)
+    assert eff.cache_bytes(g, "hybrid-3:1", 131072, batch=2) == 2 * ((131072 + 3 * 512) * 1024 + 14 * state)
+    with pytest.raises(ValueError, match="global_layers"):
+        eff.ModelShape("x", 2, 8, 2, 2, 4, 1.0, global_layers=(1,))
+    with pytest.raises(ValueError, match="sliding_window"):
+        eff.ModelShape("x", 2, 8, 2, 2, 4, 1.0, sliding_window=0)
+
+
 def test_gdn_extra_params_match_real_modules():
     s = eff.shape("smollm2-135m")
     gdn = GatedDeltaNet(s.hidden_size, s.n_heads, s.head_dim, s.head_dim, s.conv_size)

@@ -7,6 +7,7 @@ import torch
 
 from hybridlib.losses import next_token_ce, shift_labels
 from hybridlib.models import describe, encode, load
+from kernels.shapes import SHAPES
 
 pytestmark = pytest.mark.slow
 
@@ -47,8 +48,14 @@ def test_card_and_weights_agree(loaded):
         assert getattr(card, key) == value, key
     assert sum(p.numel() for p in model.parameters()) == card.n_params
     assert all(p.dtype == torch.float32 for p in model.parameters())
+    shape = SHAPES[name]  # the analytic cost model's copy of the same facts
+    assert (shape.n_layers, shape.hidden_size, shape.n_heads, shape.n_kv_heads) == tuple(
+        EXPECTED[name][k] for k in ("n_layers", "hidden_size", "n_heads", "n_kv_heads")
+    )
+    assert shape.sliding_window == getattr(model.config.get_text_config(), "sliding_window", None)
     if name == "gemma3-270m":
         assert [i for i, t in enumerate(card.layer_types) if t == "full_attention"] == [5, 11, 17]
+        assert list(shape.global_layers) == [5, 11, 17]
         assert set(card.layer_types) == {"full_attention", "sliding_attention"}
     else:
         assert card.layer_types == ["full_attention"] * 30

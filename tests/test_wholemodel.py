@@ -355,6 +355,37 @@ def test_memory_128k_row_from_the_json():
     assert analytic["verdict"].outcome == Outcome.NOT_TESTED and analytic["book"].startswith("analytic")
 
 
+def test_memory_128k_row_is_judged_on_a_full_attention_teacher():
+    """Gemma 3's teacher attends through a sliding window in 15 of 18 layers: it is no full-attention model, so
+    the 128K rule skips it even when its name sorts first, and with it alone the rule is not tested."""
+    data = _with_provenance(_result())
+    models = data["models"]
+    every = {(c, b) for c in (65536, 131072) for b in (1, 2, 4, 8)}
+    models["gemma3-270m:teacher"] = {"grid": _grid((65536, 131072), every), "max_context": {"fits": 1}}
+    models["gemma3-270m:gdn"] = {"grid": _grid((65536, 131072), every), "max_context": {"fits": 1}}
+    data["provenance"]["params"]["models"] = ["gemma3-270m:teacher", "gemma3-270m:gdn"]
+    assert wholemodel.labels(data)[0] == "gemma3-270m:teacher"
+    assert wholemodel.paired_name(data, "gdn") == "gemma3-270m"
+    assert wholemodel.paired_name(data, "gdn", full_attention=True) == "smollm2-135m"
+    row = wholemodel.memory_128k_row(data, _oom())
+    assert row["book"].startswith("smollm2-135m") and row["verdict"].outcome == Outcome.REPRODUCED
+    assert not wholemodel.attends_fully("gemma3-270m") and wholemodel.attends_fully("tiny-random")
+    for kind in ("teacher", "gdn", "window-linear"):
+        del models[f"smollm2-135m:{kind}"]
+    assert wholemodel.memory_128k_row(data, _oom())["verdict"].outcome == Outcome.NOT_TESTED
+
+
+def test_prediction_errors_use_todays_cost_model():
+    """A stored prediction of a known shape is predicted again (the cost model learnt Gemma 3's windows after
+    its run); a tiny model's stored one is kept."""
+    row = {"context": 131072, "batch": 2, "status": "ok", "peak_bytes": 1e9, "prediction_error": 99.0}
+    gemma = cost.shape("gemma3-270m")
+    expected = cost.memory_bytes(gemma, "full-attention", 131072, 2) / 1e9 - 1
+    entry = {"name": "gemma3-270m", "stack": "full-attention", "prefill": [row], "decode": {"4096": [row]}}
+    assert wholemodel._errors(entry) == pytest.approx([expected, expected])
+    assert wholemodel._errors(entry | {"name": "tiny-random"}) == [99.0, 99.0]
+
+
 def test_committed_seminar_run_is_not_tested_at_128k():
     """The seminar JSON (tiny-random on the CPU, contexts up to 2048) must say so rather than judge."""
     data = wholemodel.load_result("seminar")

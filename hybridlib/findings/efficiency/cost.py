@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hybridlib.layouts import BASELINE, make_layout
 from hybridlib.progress import progress_bar
 from kernels import bench
 from kernels.shapes import ModelShape, shape
@@ -76,6 +77,15 @@ def weight_bytes(s: ModelShape, stack: str, weight_bytes_per_param: int = 2) -> 
     return (s.n_params + n_gdn * gdn_extra_params(s)) * weight_bytes_per_param
 
 
+def fa_layers(s: ModelShape, stack: str) -> list[int]:
+    """Indices of ``stack``'s FA layers: all, none, or the standard periodic layout's (one closing each block),
+    as :func:`hybridlib.convert.convert_to_hybrid` places them."""
+    n_fa, _ = layer_counts(s, stack)
+    if n_fa in (0, s.n_layers):
+        return list(range(n_fa))
+    return list(make_layout(BASELINE, s.n_layers, n_fa))
+
+
 def cache_bytes(
     s: ModelShape,
     stack: str,
@@ -84,11 +94,17 @@ def cache_bytes(
     cache_dtype_bytes: int = 2,
     state_dtype_bytes: int = 4,
 ) -> float | np.ndarray:
-    """KV cache + recurrent state of ``batch`` sequences of ``context`` tokens."""
+    """KV cache + recurrent state of ``batch`` sequences of ``context`` tokens; an FA layer that is a sliding
+    window in the model (``ModelShape.sliding_window``, Gemma 3) keeps at most its window."""
     n_fa, n_gdn = layer_counts(s, stack)
-    per_seq = n_fa * kv_bytes_per_token(s, cache_dtype_bytes) * np.asarray(
-        context, dtype=float
-    ) + n_gdn * gdn_state_bytes(s, state_dtype_bytes, cache_dtype_bytes)
+    tokens = np.asarray(context, dtype=float)
+    kv_tokens = sum(
+        (tokens if s.sliding_window is None or i in s.global_layers else np.minimum(tokens, s.sliding_window))
+        for i in fa_layers(s, stack)
+    )
+    per_seq = kv_bytes_per_token(s, cache_dtype_bytes) * kv_tokens + n_gdn * gdn_state_bytes(
+        s, state_dtype_bytes, cache_dtype_bytes
+    )
     return batch * per_seq
 
 

@@ -60,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
     if not (args.layouts or args.teacher or args.swa):
         parser.error("nothing to measure: give --layouts, --teacher or --swa")
     params = chapter(args.chapter).resolve(args.preset)
+    if params["torch_threads"]:
+        # as the notebooks do: torch's default (a thread per core) beside a second GPU's queue oversubscribed
+        # the host on the H200 machine (2026-11-30: 150-210 s a model, 30 cores busy, GPU 2-27% busy)
+        torch.set_num_threads(params["torch_threads"])
     device = "cuda" if torch.cuda.is_available() else "cpu"
     probed = alignment.load_models(
         params["teacher"], args.layouts, preset=args.preset, swa_control=args.swa, device=device
