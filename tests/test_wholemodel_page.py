@@ -61,6 +61,20 @@ def test_rules_read_the_run_as_counted_from_its_json():
 
 
 @needs_run
+def test_decode_ratios_are_the_measured_tokens_per_s_ratios():
+    table = wholemodel.ratio_summary(DATA)
+    rows = lambda label, c: {r["batch"]: r for r in DATA["models"][label]["decode"][c]}
+    teacher, linear = rows("smollm2-135m:teacher", "4096"), rows("smollm2-135m:window-linear", "4096")
+    assert table.loc["smollm2-135m:window-linear, after 4K", 1024] == pytest.approx(
+        linear[1024]["tokens_per_s"] / teacher[1024]["tokens_per_s"]
+    )
+    assert teacher[2048]["status"] == "oom" and linear[2048]["status"] == "ok"
+    assert table.loc["smollm2-135m:window-linear, after 4K", 2048] == "teacher OOM"
+    assert 2048 not in rows("smollm2-135m:gdn", "32768")  # its sweep stopped at its first out of memory
+    assert table.loc["smollm2-135m:gdn, after 32K", 2048] == ""
+
+
+@needs_run
 def test_page_figures_and_rows_are_written(tmp_path):
     paths = wholemodel_page.write("gpu", tmp_path)
     page = (tmp_path / wholemodel_page.PAGE).read_text()
@@ -76,6 +90,15 @@ def test_page_figures_and_rows_are_written(tmp_path):
     stored = {p.parent.name: json.loads(p.read_text()) for p in paths if p.suffix == ".json"}
     assert set(stored) == {"efficiency", "lolcats"}
     assert stored["lolcats"]["status"] is None and stored["lolcats"]["rows"][0]["verdict"] == "direction only"
+    decoding = (tmp_path / wholemodel_page.DECODING_PAGE).read_text()
+    assert decoding == (REPO_ROOT / wholemodel_page.DECODING_PAGE).read_text(), "stale: run the page's module"
+    assert stored["lolcats"]["page"]["doc"] == "gpu/whole_models_decoding"
+    assert stored["efficiency"]["page"]["doc"] == "gpu/whole_models"
+    assert (
+        "| smollm2-135m:window-linear, after 4K | 1.26 |" in decoding
+        and "gemma3" not in decoding.split("Run:")[0]
+    )
+    assert "book/gpu/whole_models_decoding" in (REPO_ROOT / "_toc.yml").read_text()
     assert stored["efficiency"]["provenance"]["git_commit"] == DATA["provenance"]["git_commit"]
 
 

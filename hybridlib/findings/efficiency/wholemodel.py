@@ -742,6 +742,25 @@ def decode_summary(data: Mapping[str, object], context: str | None = None) -> pd
     return pd.DataFrame(rows).pivot(index="model", columns="batch", values="tokens_per_s").loc[list(models)]
 
 
+def ratio_summary(data: Mapping[str, object]) -> pd.DataFrame:
+    """Each student's decoded tokens/s over its teacher's, per (student, context) row and batch column, from the
+    run's ``decode_ratios``: a float where both decoded, ``"teacher OOM"`` where only the student did, ``""``
+    where the student ran out of memory or neither sweep reached the batch."""
+    ratios = data.get("decode_ratios") or {}
+    rows = {}
+    for label in (x for x in labels(data) if x in ratios):
+        for context, points in sorted(ratios[label].items(), key=lambda kv: int(kv[0])):
+            rows[(label, f"{int(context) // 1024}K")] = {
+                p["batch"]: p["ratio"]
+                if p["ratio"] is not None and p["ratio"] == p["ratio"]
+                else ("teacher OOM" if p["student"] == "ok" else "")
+                for p in points
+            }
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index = pd.Index([f"{label}, after {c}" for label, c in rows], name="student / teacher")
+    return frame[sorted(frame.columns)].fillna("") if len(frame.columns) else frame
+
+
 def completion_summary(data: Mapping[str, object]) -> pd.DataFrame:
     """Per model: completed (context, batch) points of the grid and their share, and at the paper's 128K; the
     paper's counts (:data:`report.PAPER`) for comparison come as ``report.PAPER.completed_128k``."""
