@@ -54,12 +54,15 @@ def markdown_table(frame: pd.DataFrame, index: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def rows(data: Mapping[str, object]) -> dict[str, dict[str, object]]:
+def rows(data: Mapping[str, object]) -> dict[str, list[dict[str, object]]]:
     """The rules this run decides, as stored rows (:func:`~hybridlib.notebook.stored_row`), by chapter."""
     oom = cost.oom_table(cost.shape(ANALYTIC_SHAPE), 131072)
+    time = wholemodel.time_64k_row(data)
     return {
-        "efficiency": stored_row(wholemodel.memory_128k_row(data, oom)),
-        "lolcats": stored_row(wholemodel.fig8_measured_row(data)),
+        "efficiency": [
+            stored_row(row) for row in (wholemodel.memory_128k_row(data, oom), time) if row is not None
+        ],
+        "lolcats": [stored_row(wholemodel.fig8_measured_row(data))],
     }
 
 
@@ -167,7 +170,9 @@ def _windowed_text(name: str) -> str:
     )
 
 
-def render(data: Mapping[str, object], decided: Mapping[str, Mapping[str, object]], source: str) -> str:
+def render(
+    data: Mapping[str, object], decided: Mapping[str, Sequence[Mapping[str, object]]], source: str
+) -> str:
     """The page's markdown; figures are referenced as ``figures/whole_models_<name>.png`` beside it."""
     prov = data.get("provenance") or {}
     params = prov.get("params") or {}
@@ -176,7 +181,7 @@ def render(data: Mapping[str, object], decided: Mapping[str, Mapping[str, object
         command += " --models " + ",".join(params["models"])
     versions = prov.get("versions") or {}
     verdicts = pd.DataFrame(
-        [{k: r[k] for k in ("metric", "paper", "book", "verdict")} for r in decided.values()]
+        [{k: r[k] for k in ("metric", "paper", "book", "verdict")} for rs in decided.values() for r in rs]
     ).set_index("metric")
     paper = ", ".join(f"{m} {k}/{n}" for m, k, n in report.PAPER.completed_128k)
     contexts = sorted(
@@ -200,7 +205,7 @@ def render(data: Mapping[str, object], decided: Mapping[str, Mapping[str, object
         "",
         markdown_table(verdicts, "claim"),
         "",
-        *[f"- **{r['metric']}** ({r['verdict']}): {_cell(r['note'])}" for r in decided.values()],
+        *[f"- **{r['metric']}** ({r['verdict']}): {_cell(r['note'])}" for rs in decided.values() for r in rs],
         "",
         "## Prefill and the longest context",
         "",
@@ -345,16 +350,16 @@ def write(preset: str = "gpu", root: Path = REPO_ROOT) -> list[Path]:
     write_text(page, render(data, decided, source))
     written.append(page)
     if wholemodel.paired_name(data, "window-linear"):
-        write_text(root / DECODING_PAGE, render_decoding(data, decided["lolcats"], source))
+        write_text(root / DECODING_PAGE, render_decoding(data, decided["lolcats"][0], source))
         written.append(root / DECODING_PAGE)
-    for chapter, row in decided.items():
+    for chapter, chapter_rows in decided.items():
         path = root / "data" / "results" / chapter / f"paper_vs_book_wholemodel_{preset}.json"
         write_json(
             path,
             {
                 "chapter": chapter,
                 "status": None,
-                "rows": [row],
+                "rows": chapter_rows,
                 "page": _linked_page(chapter, data),
                 "provenance": data.get("provenance"),
                 "source": source,

@@ -285,3 +285,56 @@ def test_paper_rows_take_the_measured_memory_row():
         memory=measured,
     )
     assert rows[2] == measured and rows[2]["verdict"].outcome == R
+
+
+def _timed(ratios, *, cuda=True) -> dict:
+    """``wholemodel.time_64k_values`` of a made-up run: teacher / student prefill time per repeat at 64K."""
+    return {
+        "ratios": list(ratios),
+        "seconds": {"teacher": 1.0, "gdn": 1.0 / ratios[1]} if ratios else {},
+        "other_contexts": {131072: 2.0},
+        "name": "smollm2-135m",
+        "context": 65536,
+        "longest": 65536 if ratios else 32768,
+        "device": "NVIDIA H200" if cuda else "CPU",
+        "cuda": cuda,
+        "preset": "gpu",
+    }
+
+
+@pytest.mark.parametrize(
+    ("ratios", "outcome"),
+    [
+        ([4.4, 4.6, 4.5], R),  # within a factor 1.5 of 4.56, faster in every repeat
+        ([1.18, 1.12, 1.15], D),  # the H200 run's 64K figures: faster, far less than Granite's
+        ([0.9, 1.1, 1.0], I),
+        ([0.7, 0.8, 0.75], C),
+    ],
+)
+def test_measured_time_row_outcomes(ratios, outcome):
+    row = report.time_measured_row(_timed(ratios))
+    assert row["verdict"].outcome == outcome and row["metric"] == report.TIME_WHOLE_METRIC
+    assert row["verdict"].estimate == pytest.approx(sum(ratios) / 3)
+    assert "at 128K: 2.00x" in row["note"]
+
+
+def test_measured_time_row_preconditions():
+    assert report.time_measured_row(_timed([])).get("verdict").outcome == N
+    on_cpu = report.time_measured_row(_timed([4.5, 4.5, 4.6], cuda=False))["verdict"]
+    assert on_cpu.outcome == N and "times are a card's failed" in on_cpu.reason
+    assert report.time_measured_row(_timed([4.5, 4.6]))["verdict"].outcome == N  # 2 repeats, the rule needs 3
+
+
+def test_paper_rows_put_the_measured_time_row_after_the_mixer_only_one():
+    seeds = [([0.9] * 3, [0.6, 0.7, 0.8])] * 3
+    measured = report.time_measured_row(_timed([1.18, 1.12, 1.15]))
+    rows = report.paper_rows(
+        ratios=_ratios(2.6),
+        oom=_oom(),
+        time_ratios={"hybrid-9:1": [4.5, 4.6, 4.7], "hybrid-3:1": [2.0, 2.0, 2.0]},
+        needle=_needle({"eng": [1, 1, 1], "yor": [0, 0, 0]}),
+        mqar=pd.concat([_mqar(seeds), _mqar(seeds, full="full-attention").query("kind == 'full-attention'")]),
+        bench_source="test",
+        time_measured=measured,
+    )
+    assert rows[3]["metric"] == "64K time, full attention / hybrid" and rows[4] == measured and len(rows) == 7

@@ -375,6 +375,29 @@ def test_memory_128k_row_is_judged_on_a_full_attention_teacher():
     assert wholemodel.memory_128k_row(data, _oom())["verdict"].outcome == Outcome.NOT_TESTED
 
 
+def test_time_64k_values_pair_the_repeats():
+    """Repeat i of the teacher over repeat i of the student at 64K; longer contexts both timed are shown."""
+    prefill = lambda times: [
+        {"context": c, "status": "ok", "prefill_s": sorted(ts)[1], "prefill_s_all": ts}
+        for c, ts in times.items()
+    ]
+    data = _with_provenance(_result())
+    data["models"]["smollm2-135m:teacher"]["prefill"] = prefill(
+        {65536: [2.0, 2.2, 2.4], 131072: [8.0, 8.0, 8.0]}
+    )
+    data["models"]["smollm2-135m:gdn"]["prefill"] = prefill({65536: [1.0, 1.1, 1.0], 131072: [2.0, 2.0, 2.0]})
+    v = wholemodel.time_64k_values(data, "smollm2-135m")
+    assert v["ratios"] == pytest.approx([2.0, 2.0, 2.4]) and v["seconds"] == {"teacher": 2.2, "gdn": 1.0}
+    assert v["other_contexts"] == {131072: 4.0} and v["cuda"] and v["longest"] == 131072
+    row = wholemodel.time_64k_row(data)
+    assert row["book"].startswith(
+        "smollm2-135m on NVIDIA H200 (gpu preset): teacher 2.2 s vs GDN student 1 s"
+    )
+    assert wholemodel.time_64k_row(None) is None
+    del data["models"]["smollm2-135m:gdn"]["prefill"][0]  # the student was not timed at 64K
+    assert wholemodel.time_64k_values(data, "smollm2-135m")["ratios"] == []
+
+
 def test_prediction_errors_use_todays_cost_model():
     """A stored prediction of a known shape is predicted again (the cost model learnt Gemma 3's windows after
     its run); a tiny model's stored one is kept."""

@@ -37,7 +37,17 @@ def test_rules_read_the_run_as_counted_from_its_json():
         for kind in ("teacher", "gdn")
     }
     rows = wholemodel_page.rows(DATA)
-    memory = rows["efficiency"]
+    memory, time = rows["efficiency"]
+    assert (
+        time["metric"] == "64K prefill time, whole models (measured)" and time["verdict"] == "direction only"
+    )
+    t64 = {
+        kind: {r["context"]: r for r in models[f"smollm2-135m:{kind}"]["prefill"]}[65536]["prefill_s_all"]
+        for kind in ("teacher", "gdn")
+    }
+    assert time["rule"]["estimate"] == pytest.approx(
+        np.mean([a / b for a, b in zip(t64["teacher"], t64["gdn"])])
+    )
     counts = {k: f"{v.count('completed')}/{len(v)}" for k, v in at_128k.items()}
     assert f"3:1 GDN hybrid {counts['gdn']} completed vs full attention {counts['teacher']}" in memory["book"]
     discordant = sum(t != g for t, g in zip(at_128k["teacher"], at_128k["gdn"]))
@@ -53,7 +63,7 @@ def test_rules_read_the_run_as_counted_from_its_json():
             "tokens_per_s"
         ]
 
-    fig8 = rows["lolcats"]
+    (fig8,) = rows["lolcats"]
     assert fig8["rule"]["estimate"] == pytest.approx(
         tokens("window-linear", 1024) / tokens("teacher", 1024), rel=0.01
     )

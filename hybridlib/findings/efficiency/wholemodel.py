@@ -523,6 +523,35 @@ def memory_128k_values(data: Mapping[str, object], name: str, context: int = 131
     }
 
 
+def time_64k_values(data: Mapping[str, object], name: str, context: int = 65536) -> dict[str, object]:
+    """Inputs of ``efficiency.report.TIME_64K_WHOLE`` from a CLI result: ``ratios``, teacher / GDN student batch-1
+    prefill time at ``context``, repeat by repeat (empty if either was not timed there); the median ``seconds``
+    of each; ``other_contexts``, the median ratio at every other context both timed (shown, not judged); and
+    what the preconditions read (``name``, ``device``, ``cuda``, ``preset``, the ``longest`` context both timed)."""
+    timed = {
+        kind: {r["context"]: r for r in data["models"][f"{name}:{kind}"]["prefill"] if r["status"] == "ok"}
+        for kind in ("teacher", "gdn")
+    }
+    both = sorted(set(timed["teacher"]) & set(timed["gdn"]))
+    teacher, student = (timed[k].get(context) for k in ("teacher", "gdn"))
+    provenance = data.get("provenance") or {}
+    return {
+        "ratios": [a / b for a, b in zip(teacher["prefill_s_all"], student["prefill_s_all"])]
+        if teacher and student
+        else [],
+        "seconds": {k: timed[k][context]["prefill_s"] for k in timed} if teacher and student else {},
+        "other_contexts": {
+            c: timed["teacher"][c]["prefill_s"] / timed["gdn"][c]["prefill_s"] for c in both if c > context
+        },
+        "name": name,
+        "context": context,
+        "longest": both[-1] if both else None,
+        "device": provenance.get("device") or "device not recorded",
+        "cuda": ((provenance.get("params") or {}).get("device")) == "cuda",
+        "preset": provenance.get("preset"),
+    }
+
+
 def _errors(entry: Mapping[str, object]) -> list[float]:
     """The analytic model's errors (predicted / measured peak - 1) over a model's prefill, probe and decode rows,
     predicted again with today's :func:`cost.memory_bytes` for a model of :data:`kernels.shapes.SHAPES` (the
@@ -638,6 +667,15 @@ def memory_128k_row(
     no such pair."""
     name = name or (None if data is None else paired_name(data, "gdn", full_attention=True))
     return report.memory_row(None if name is None else memory_128k_values(data, name), oom)
+
+
+def time_64k_row(data: Mapping[str, object] | None, name: str | None = None) -> dict[str, object] | None:
+    """Finding 1's measured 64K time row (:func:`efficiency.report.time_measured_row`) for ``name`` (default: the
+    first model with a full-attention teacher and a GDN student); None without a run or such a pair."""
+    if data is None:
+        return None
+    name = name or paired_name(data, "gdn", full_attention=True)
+    return None if name is None else report.time_measured_row(time_64k_values(data, name))
 
 
 def fig8_measured_row(
