@@ -252,7 +252,10 @@ def render(
         markdown_table(wholemodel.completion_summary(data)),
         "",
         "The analytic memory model of the efficiency chapter (its Figure 4) against the measured peak "
-        "(predicted / measured - 1):",
+        "(predicted / measured - 1). The model counts weights and the cache; its cache part is checked on its own "
+        "against the bytes each run allocated for its cache (cache_largest_error): where that is 0 the peak's "
+        "remaining error is what the model leaves out: activations and kernel workspace (of the 8K-token "
+        "prefill chunks, and of the decoding step).",
         "",
         markdown_table(wholemodel.prediction_summary(data)),
         "",

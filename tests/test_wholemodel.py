@@ -407,6 +407,14 @@ def test_prediction_errors_use_todays_cost_model():
     entry = {"name": "gemma3-270m", "stack": "full-attention", "prefill": [row], "decode": {"4096": [row]}}
     assert wholemodel._errors(entry) == pytest.approx([expected, expected])
     assert wholemodel._errors(entry | {"name": "tiny-random"}) == [99.0, 99.0]
+    # the cache part alone, against the cache the run allocated: the SmolLM2 student's at 64K, counted by hand
+    # (7 FA layers x 3 KV heads x 64 dims x 2 x 2 bytes a token, 23 GDN states of 9 heads x 64 x 64 x 4 bytes + the
+    # convolution windows 3 x 3 x 9 x 64 x 2 bytes), as the H200 run recorded it
+    cached = {"context": 65536, "batch": 1, "status": "ok", "cache_bytes": 355951488}
+    student = {"name": "smollm2-135m", "stack": "hybrid-3:1", "prefill": [cached]}
+    assert 7 * 768 * 65536 + 23 * (9 * 64 * 64 * 4 + 3 * 3 * 9 * 64 * 2) == 355951488
+    assert wholemodel._cache_errors(student) == [0.0]
+    assert wholemodel._cache_errors(student | {"name": "tiny-random"}) == []
 
 
 def test_committed_seminar_run_is_not_tested_at_128k():

@@ -565,6 +565,23 @@ def _errors(entry: Mapping[str, object]) -> list[float]:
     ]
 
 
+def _cache_errors(entry: Mapping[str, object]) -> list[float]:
+    """The analytic cache model's errors (:func:`cost.cache_bytes` / the cache the run allocated - 1) over a
+    model of :data:`kernels.shapes.SHAPES`'s rows that record their cache (empty for other models)."""
+    shape, stack = SHAPES.get(str(entry.get("name"))), entry.get("stack")
+    if shape is None or not stack:
+        return []
+    sweeps = [entry.get("prefill", []), entry.get("probe", []), *(entry.get("decode") or {}).values()]
+    return [
+        float(cost.cache_bytes(shape, str(stack), int(r.get("capacity", r["context"])), int(r["batch"])))
+        / float(r["cache_bytes"])
+        - 1
+        for rows in sweeps
+        for r in rows
+        if r.get("cache_bytes") and r.get("status") in ("ok", "completed")
+    ]
+
+
 def fig8_values(
     data: Mapping[str, object], name: str = "smollm2-135m", context: str = "4096"
 ) -> dict[str, object]:
@@ -822,12 +839,13 @@ def completion_summary(data: Mapping[str, object]) -> pd.DataFrame:
 
 def prediction_summary(data: Mapping[str, object]) -> pd.DataFrame:
     """The analytic memory model (:func:`cost.memory_bytes`) against the measured peak, per model with a cost-model
-    stack: points with both, median and largest error (predicted / measured - 1); empty when no peak was measured
-    (CPU runs)."""
+    stack: points with both, median and largest error (predicted / measured - 1), and the largest error of its
+    cache part (:func:`cost.cache_bytes`) against the cache the run allocated (empty when not recorded); empty
+    when no peak was measured (CPU runs)."""
     rows = []
     for label in labels(data):
         e = data["models"][label]
-        errors = _errors(e)
+        errors, cache = _errors(e), _cache_errors(e)
         if e.get("stack") and errors:
             rows.append(
                 {
@@ -836,11 +854,11 @@ def prediction_summary(data: Mapping[str, object]) -> pd.DataFrame:
                     "points": len(errors),
                     "median_error": float(np.median(errors)),
                     "largest_error": max(errors, key=abs),
+                    "cache_largest_error": max(cache, key=abs) if cache else None,
                 }
             )
-    return pd.DataFrame(
-        rows, columns=["model", "stack", "points", "median_error", "largest_error"]
-    ).set_index("model")
+    columns = ["model", "stack", "points", "median_error", "largest_error", "cache_largest_error"]
+    return pd.DataFrame(rows, columns=columns).set_index("model")
 
 
 # --- models and CLI -------------------------------------------------------------------------------------------
