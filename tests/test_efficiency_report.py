@@ -272,18 +272,23 @@ def test_memory_row_shows_the_analytic_models_error():
     assert "not checked against this run" in report.memory_row(_measured([1]), _oom())["note"]
 
 
-def test_paper_rows_take_the_measured_memory_row():
-    measured = report.memory_row(_measured([1, 1]), _oom())
+def _paper_rows(**measured) -> list[dict]:
+    """The chapter's rows on made-up inputs whose own rules all reproduce, with ``measured`` whole-model rows."""
     seeds = [([0.9] * 3, [0.6, 0.7, 0.8])] * 3
-    rows = report.paper_rows(
+    return report.paper_rows(
         ratios=_ratios(2.6),
         oom=_oom(),
         time_ratios={"hybrid-9:1": [4.5, 4.6, 4.7], "hybrid-3:1": [2.0, 2.0, 2.0]},
         needle=_needle({"eng": [1, 1, 1], "yor": [0, 0, 0]}),
         mqar=pd.concat([_mqar(seeds), _mqar(seeds, full="full-attention").query("kind == 'full-attention'")]),
         bench_source="test",
-        memory=measured,
+        **measured,
     )
+
+
+def test_paper_rows_take_the_measured_memory_row():
+    measured = report.memory_row(_measured([1, 1]), _oom())
+    rows = _paper_rows(memory=measured)
     assert rows[2] == measured and rows[2]["verdict"].outcome == R
 
 
@@ -326,15 +331,6 @@ def test_measured_time_row_preconditions():
 
 
 def test_paper_rows_put_the_measured_time_row_after_the_mixer_only_one():
-    seeds = [([0.9] * 3, [0.6, 0.7, 0.8])] * 3
     measured = report.time_measured_row(_timed([1.18, 1.12, 1.15]))
-    rows = report.paper_rows(
-        ratios=_ratios(2.6),
-        oom=_oom(),
-        time_ratios={"hybrid-9:1": [4.5, 4.6, 4.7], "hybrid-3:1": [2.0, 2.0, 2.0]},
-        needle=_needle({"eng": [1, 1, 1], "yor": [0, 0, 0]}),
-        mqar=pd.concat([_mqar(seeds), _mqar(seeds, full="full-attention").query("kind == 'full-attention'")]),
-        bench_source="test",
-        time_measured=measured,
-    )
+    rows = _paper_rows(time_measured=measured)
     assert rows[3]["metric"] == "64K time, full attention / hybrid" and rows[4] == measured and len(rows) == 7
