@@ -50,8 +50,7 @@ for gpu in 0 1; do
   repo=/tmp/repo-$gpu plan=plan$gpu
   rm -rf "$repo" && mkdir -p "$repo"
   tar --exclude=./.gpu --exclude=./.venv --exclude=./.git -cf - . | tar -C "$repo" -xf -
-  # half the cores a queue: torch's default (a thread per core) in both queues oversubscribed the host
-  (cd "$repo" && source tools/offline_gpu/env.sh && CUDA_VISIBLE_DEVICES=$gpu OMP_NUM_THREADS=$(($(nproc) / 2)) setsid bash -c \
+  (cd "$repo" && source tools/offline_gpu/env.sh && CUDA_VISIBLE_DEVICES=$gpu setsid bash -c \
     "echo \$(date +%T) start; ${!plan}; echo \$(date +%T) queue done rc \$?" > "/tmp/queue-$gpu.log" 2>&1 < /dev/null &)
   echo "GPU $gpu: ${!plan}"
 done
