@@ -5,15 +5,17 @@ Every number the paper reports is held here once (:data:`PAPER`); each claim has
 :class:`~hybridlib.verdicts.Verdict`. Units of replication:
 
 - token inflation: a deterministic count over the 30 UDHR articles (one measurement, nothing to replicate);
-- 64K time ratio: a benchmark repeat (the whole per-layer benchmark timed again and refitted);
+- 64K time ratio: a benchmark repeat (the whole per-layer benchmark timed again and refitted); measured on whole
+  models (a full-attention teacher and its 3:1 GDN student, :func:`time_measured_row`), a timing repeat;
 - needle: a needle cell (key, value, depth and haystack offset, the same in every language; the model is fixed,
   pretrained and decoded greedily, so cells are the only thing that varies);
 - MQAR: a training seed (model initialisation and data order).
 
 The 128K memory rule is judged on whole models (:mod:`~hybridlib.findings.efficiency.wholemodel`: a teacher and
 its 3:1 GDN student, per grid batch at 128K, completed or out of memory; the unit is a (128K, batch) point of
-one run) when that run exists, finished, ran on a CUDA card and has 128K points; otherwise it reports *not
-tested* and the analytic figure (weights + cache of a Qwen3-4B shape) stays as the cross-check.
+one run; the teacher must attend fully in every layer, so not Gemma 3) when that run exists, finished, ran on a
+CUDA card and has 128K points; otherwise it reports *not tested* and the analytic figure (weights + cache of a
+Qwen3-4B shape) stays as the cross-check.
 """
 
 from __future__ import annotations
