@@ -13,6 +13,7 @@ own row for the same claim wins). ``make html`` runs it; a preset without a whol
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -281,9 +282,41 @@ def render(
     return "\n".join(lines)
 
 
-def render_decoding(data: Mapping[str, object], row: Mapping[str, object], source: str) -> str:
+def superseded_text(
+    chapter_run: Mapping[str, object] | None, data: Mapping[str, object], metric: str
+) -> str | None:
+    """What the LoLCATs chapter's own H200 run (``chapter_run``, its ``gpu.json``) said of ``metric`` (Fig. 8),
+    when it is older than the whole-model run ``data``: its verdict and its teacher's step time at the smallest
+    and largest batch (flat in the batch: the host set it). None when there is no such older run."""
+    if not chapter_run or not chapter_run.get("fig8"):
+        return None
+    old, new = ((r.get("provenance") or {}).get("date_utc") or "" for r in (chapter_run, data))
+    teacher = sorted(
+        (r for r in chapter_run["fig8"] if r["status"] == "ok" and "teacher" in r["model"]),
+        key=lambda r: r["batch"],
+    )
+    if not old or not new or old >= new or len(teacher) < 2:
+        return None
+    step = lambda r: 1000 * r["decode_s"] / r["new_tokens"]  # ms a decoded token
+    first, last = teacher[0], teacher[-1]
+    flat = step(last) < 2 * step(first)
+    verdict = (chapter_run.get("verdicts") or {}).get(metric, "no verdict")
+    commit = chapter_run["provenance"]["git_commit"][:7]
+    return (
+        f"The chapter's own H200 page is an older run ({old[:10]}, commit {commit}): its Fig. 8 row (*{verdict}*) "
+        f"timed a decoding loop whose teacher took {step(first):.0f} ms a step at batch {first['batch']} and "
+        f"{step(last):.0f} ms at batch {last['batch']}"
+        + (" - flat in the batch: the host set the step time, not the GPU" if flat else "")
+        + ". The row above is the one the scoreboard shows until the chapter is re-run."
+    )
+
+
+def render_decoding(
+    data: Mapping[str, object], row: Mapping[str, object], source: str, superseded: str | None = None
+) -> str:
     """The LoLCATs chapter's section: Fig. 8's rule on the whole-model run, each window + linear model's decoded
-    tokens/s beside its teacher's and their ratio per batch; the rest is on :data:`PAGE`."""
+    tokens/s beside its teacher's and their ratio per batch, and ``superseded`` (:func:`superseded_text`) if
+    given; the rest is on :data:`PAGE`."""
     linear = [x for x in wholemodel.labels(data) if x.endswith(":window-linear")]
     pairs = [x for label in linear for x in (label.replace(":window-linear", ":teacher"), label)]
     ratios = wholemodel.ratio_summary(data)
@@ -320,6 +353,7 @@ def render_decoding(data: Mapping[str, object], row: Mapping[str, object], sourc
         "",
         f"- **{row['metric']}** ({row['verdict']}): {_cell(row['note'])}",
         "",
+        *([superseded, ""] if superseded else []),
         "## Throughput against batch",
         "",
         *tables,
@@ -353,7 +387,11 @@ def write(preset: str = "gpu", root: Path = REPO_ROOT) -> list[Path]:
     write_text(page, render(data, decided, source))
     written.append(page)
     if wholemodel.paired_name(data, "window-linear"):
-        write_text(root / DECODING_PAGE, render_decoding(data, decided["lolcats"][0], source))
+        chapter_run = REPO_ROOT / "data" / "results" / "lolcats" / f"{preset}.json"
+        fig8 = decided["lolcats"][0]
+        old = json.loads(chapter_run.read_text()) if chapter_run.is_file() else None
+        superseded = superseded_text(old, data, fig8["metric"])
+        write_text(root / DECODING_PAGE, render_decoding(data, fig8, source, superseded))
         written.append(root / DECODING_PAGE)
     for chapter, chapter_rows in decided.items():
         path = root / "data" / "results" / chapter / f"paper_vs_book_wholemodel_{preset}.json"

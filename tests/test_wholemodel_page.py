@@ -116,3 +116,29 @@ def test_cli_rejects_an_unknown_preset(capsys):
     with pytest.raises(SystemExit):
         wholemodel_page.main(["--preset", "seminar"])
     assert "--preset" in capsys.readouterr().err
+
+
+def test_an_older_chapter_run_is_said_to_be_superseded():
+    """The LoLCATs page's older Fig. 8 row is named with its teacher's step times, only while it is older."""
+    run = lambda date: {"provenance": {"date_utc": date}}
+    row = lambda batch, seconds: {
+        "model": "softmax (teacher, SDPA)",
+        "status": "ok",
+        "batch": batch,
+        "decode_s": seconds,
+        "new_tokens": 128,
+    }
+    old = run("2026-11-29T21:08:49") | {
+        "fig8": [row(1024, 10.75), row(1, 10.62)],
+        "verdicts": {"Fig. 8": "not reproduced at this scale"},
+    }
+    old["provenance"]["git_commit"] = "3d471eb8fb50"
+    text = wholemodel_page.superseded_text(old, run("2026-11-30T20:10:42"), "Fig. 8")
+    assert "older run (2026-11-29, commit 3d471eb): its Fig. 8 row (*not reproduced at this scale*)" in text
+    assert (
+        "83 ms a step at batch 1 and 84 ms at batch 1024 - flat in the batch" in text
+    )  # 10.62 s / 128 tokens
+    growing = old | {"fig8": [row(1, 1.0), row(1024, 10.75)]}
+    assert "flat" not in wholemodel_page.superseded_text(growing, run("2026-11-30"), "Fig. 8")
+    assert wholemodel_page.superseded_text(old, run("2026-11-28"), "Fig. 8") is None  # the chapter is newer
+    assert wholemodel_page.superseded_text(None, run("2026-11-30"), "Fig. 8") is None
