@@ -153,21 +153,23 @@ def models_text(data: Mapping[str, object]) -> list[str]:
         "(standard periodic layout, n_layers // 4 full-attention layers), `window-linear` by LoLCATs' "
         f"`linearize` (Hedgehog feature maps, terraced window of {', '.join(map(str, sorted(windows))) or '-'} "
         "tokens).",
-        *(_windowed_text(name) for name in names if not wholemodel.attends_fully(name)),
+        *(_windowed_text(name, data) for name in names if not wholemodel.attends_fully(name)),
     ]
 
 
-def _windowed_text(name: str) -> str:
-    """Why a teacher with sliding-window layers (Gemma 3) is shown but not judged against full attention."""
+def _windowed_text(name: str, data: Mapping[str, object]) -> str:
+    """Why a teacher with sliding-window layers (Gemma 3) is shown but not judged against full attention, and on
+    which teacher of ``data`` the 128K rule is judged instead (if any)."""
     s = cost.shape(name)
     student = cost.fa_layers(s, "hybrid-3:1")
-    full = next((n for n in wholemodel.NAMES if wholemodel.attends_fully(n)), "")
+    full = wholemodel.paired_name(data, "gdn", full_attention=True)
+    judged = f"is judged on `{full}`" if full else "is not tested: this run has no full-attention teacher"
     return (
         f"`{name}` is no full-attention teacher: {s.n_layers - len(s.global_layers)} of its {s.n_layers} layers "
         f"attend through a {s.sliding_window}-token sliding window and cache no more (global attention in layers "
         f"{', '.join(map(str, s.global_layers))}); its GDN student keeps the teacher's attention in layers "
         f"{', '.join(map(str, student))}, global only in {', '.join(str(i) for i in student if i in s.global_layers)}"
-        f". Its rows are measured and shown; the 128K rule, a hybrid against full attention, is judged on `{full}`."
+        f". Its rows are measured and shown; the 128K rule, a hybrid against full attention, {judged}."
     )
 
 

@@ -142,3 +142,19 @@ def test_an_older_chapter_run_is_said_to_be_superseded():
     assert "flat" not in wholemodel_page.superseded_text(growing, run("2026-11-30"), "Fig. 8")
     assert wholemodel_page.superseded_text(old, run("2026-11-28"), "Fig. 8") is None  # the chapter is newer
     assert wholemodel_page.superseded_text(None, run("2026-11-30"), "Fig. 8") is None
+
+
+def test_a_windowed_teacher_is_described_and_the_judged_teacher_named():
+    """Gemma 3's teacher is shown with its windows; the 128K rule names the full-attention teacher it is judged
+    on, or says it is not tested when the run has none."""
+    kinds = lambda name: {f"{name}:{k}": {"window": None} for k in ("teacher", "gdn")}
+    both = " ".join(wholemodel_page.models_text({"models": kinds("gemma3-270m") | kinds("smollm2-135m")}))
+    assert (
+        "`gemma3-270m` is no full-attention teacher: 15 of its 18 layers attend through a 512-token" in both
+    )
+    assert "layers 3, 8, 12, 17, global only in 17" in both and "is judged on `smollm2-135m`" in both
+    alone = " ".join(wholemodel_page.models_text({"models": kinds("gemma3-270m")}))
+    assert "is not tested: this run has no full-attention teacher" in alone
+    assert "no full-attention teacher:" not in " ".join(
+        wholemodel_page.models_text({"models": kinds("smollm2-135m")})
+    )
