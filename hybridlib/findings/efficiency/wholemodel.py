@@ -552,12 +552,17 @@ def time_64k_values(data: Mapping[str, object], name: str, context: int = 65536)
     }
 
 
+def _sweeps(entry: Mapping[str, object]) -> list[list[Mapping[str, object]]]:
+    """A model's measured rows that carry memory: its prefill, probe and every decode sweep."""
+    return [entry.get("prefill", []), entry.get("probe", []), *(entry.get("decode") or {}).values()]
+
+
 def _errors(entry: Mapping[str, object]) -> list[float]:
     """The analytic model's errors (predicted / measured peak - 1) over a model's prefill, probe and decode rows,
     predicted again with today's :func:`cost.memory_bytes` for a model of :data:`kernels.shapes.SHAPES` (the
     stored prediction otherwise: a tiny model's shape is read off its config at run time)."""
     shape, stack = SHAPES.get(str(entry.get("name"))), entry.get("stack")
-    sweeps = [entry.get("prefill", []), entry.get("probe", []), *(entry.get("decode") or {}).values()]
+    sweeps = _sweeps(entry)
     if shape is not None and stack:
         sweeps = [with_prediction(rows, shape, str(stack)) for rows in sweeps]
     return [
@@ -571,7 +576,7 @@ def _cache_errors(entry: Mapping[str, object]) -> list[float]:
     shape, stack = SHAPES.get(str(entry.get("name"))), entry.get("stack")
     if shape is None or not stack:
         return []
-    sweeps = [entry.get("prefill", []), entry.get("probe", []), *(entry.get("decode") or {}).values()]
+    sweeps = _sweeps(entry)
     return [
         float(cost.cache_bytes(shape, str(stack), int(r.get("capacity", r["context"])), int(r["batch"])))
         / float(r["cache_bytes"])
