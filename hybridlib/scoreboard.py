@@ -114,6 +114,21 @@ def _status_lines(records: Mapping[str, Any], old: str | None) -> list[str]:
     return lines
 
 
+#: How the first-FA rows named their layer until 2026-12-01 (it is in their note now; it differs between teachers
+#: of other depths): a row stored before then stands for the layer-free claim.
+_LAYER_NAMED = (
+    (re.compile(r" \(layer \d+\)"), ""),
+    (re.compile(r"\bat layer \d+:"), "at the first FA layer:"),
+)
+
+
+def claim(metric: str) -> str:
+    """``metric`` without the layer index of an older first-FA row (:data:`_LAYER_NAMED`)."""
+    for pattern, text in _LAYER_NAMED:
+        metric = pattern.sub(text, metric)
+    return metric
+
+
 def aliases(metric: str) -> list[str]:
     """The claims one row stands for: ``"R, a = b"`` (arms that coincide in that run) -> ``["R, a", "R, b"]``."""
     head, sep, tail = metric.rpartition(", ")
@@ -124,11 +139,12 @@ def _claims(records: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]
     """Each claim (metric) with its row on each preset that reported it, in reporting order. A row whose arms
     coincide (:func:`aliases`) fills each arm's claim that another preset reports on its own."""
     reported = [(p, row) for p, _ in PRESETS for row in (records[p] or {}).get("rows", [])]
-    metrics = {row["metric"] for _, row in reported}
+    metrics = {claim(row["metric"]) for _, row in reported}
     rows: dict[str, dict[str, Mapping[str, Any]]] = {}
     for p, row in reported:
-        for claim in [a for a in aliases(row["metric"]) if a in metrics] or [row["metric"]]:
-            rows.setdefault(claim, {})[p] = row
+        metric = claim(row["metric"])
+        for name in [a for a in aliases(metric) if a in metrics] or [metric]:
+            rows.setdefault(name, {})[p] = row
     return rows
 
 

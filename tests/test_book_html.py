@@ -235,13 +235,8 @@ _GPU_STYLE = "drawn by the H200 run before hybridlib.style: the gpu re-run draws
 KNOWN: dict[tuple[str, str], str] = {
     **{
         (f"book/gpu/{n}", "figure fonts"): _GPU_STYLE
-        for n in ("01_efficiency", "03_first_fa", "04_lolcats")  # 02, 05: re-run 2026-11-30
+        for n in ("01_efficiency", "04_lolcats")  # 02, 03, 05: re-run 2026-11-30
     },
-    (
-        "book/gpu/03_first_fa",
-        "cut cells",
-    ): "5 computed cells the H200 run cut at 50 characters, in no committed "
-    "file; the gpu re-run prints them whole",
 }
 
 

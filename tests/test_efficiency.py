@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from torch import nn
 
@@ -158,7 +159,8 @@ def test_committed_benchmark_used_only_for_shapes_it_timed(tmp_path, monkeypatch
 
 
 def test_mqar_replicates_fill_the_memo_keys_the_notebook_reads(monkeypatch):
-    """The pre-training CLI's runs are exactly the notebook's runs after the first seed (same memo keys)."""
+    """The pre-training CLI's runs are exactly the notebook's runs after the first seed (same memo keys), and the
+    notebook's runs are the chapter's plan written out: every stack at the first seed, the judged ones after."""
     import pandas as pd
 
     from hybridlib.findings import chapter
@@ -171,14 +173,36 @@ def test_mqar_replicates_fill_the_memo_keys_the_notebook_reads(monkeypatch):
         return pd.DataFrame({"accuracy": [1.0]}), pd.DataFrame({"loss": [0.0]})
 
     monkeypatch.setattr(runs, "memoized", record)
-    params = chapter("efficiency").resolve("gpu")
+    params = chapter("efficiency").resolve("gpu") | {"mqar_workers": 1}
     seeds = list(range(params["seed"], params["seed"] + params["mqar_seeds"]))
     args = [params[f"mqar_{k}"] for k in ("vocab", "pairs", "lengths", "width", "steps", "batch", "lr")]
     runs.mqar_experiment(*args, seeds, params["device"], replicate_kinds=report.MQAR_REPLICATED)
-    notebook = list(keys)
+    plan = list(keys)
     keys.clear()
-    runs.mqar_replicates(params)
-    first = [k for k in notebook if ("seed", str(seeds[0])) in k[1]]
-    assert sorted(keys) == sorted(set(notebook) - set(first)) and len(keys) == 2 * (len(seeds) - 1)
+    runs.mqar_runs(params)
+    assert keys == plan and len(plan) == len(runs.KINDS) + 2 * (len(seeds) - 1)
+    keys.clear()
+    runs.mqar_runs(params, replicates_only=True)
+    first = [k for k in plan if ("seed", str(seeds[0])) in k[1]]
+    assert sorted(keys) == sorted(set(plan) - set(first)) and len(keys) == 2 * (len(seeds) - 1)
     with pytest.raises(ValueError, match="mqar_seeds=1: no replicate seed"):
-        runs.mqar_replicates(params | {"mqar_seeds": 1})
+        runs.mqar_runs(params | {"mqar_seeds": 1}, replicates_only=True)
+    with pytest.raises(ValueError, match="workers must be >= 1, got 0"):
+        runs.mqar_runs(params, workers=0)
+
+
+@pytest.mark.slow
+def test_mqar_in_parallel_processes_equals_one_after_another(monkeypatch, tmp_path):
+    """Two spawned workers (each its own memo entry, in a fresh cache) give the serial run's accuracies and loss
+    curves exactly: each (kind, seed) run is the same deterministic CPU computation in either process."""
+    from hybridlib.findings.efficiency import runs
+
+    args = {"vocab": 16, "pairs": [2], "lengths": [16, 32], "width": 16, "steps": 3, "batch": 4, "lr": 1e-2}
+    args |= {"seeds": [0, 1], "kinds": ("full-attention", "gdn"), "replicate_kinds": ("gdn",)}
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path / "serial"))
+    serial = runs.mqar_experiment(**args)
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path / "parallel"))
+    parallel = runs.mqar_experiment(**args, workers=2)
+    for a, b in zip(serial, parallel):
+        pd.testing.assert_frame_equal(a, b)
+    assert len(list((tmp_path / "parallel").rglob("*.pkl"))) == 3  # seed 0: both kinds; seed 1: gdn

@@ -50,9 +50,9 @@ def _rows(gdn, swa=None, *, share=0.75):
     return {row["metric"]: row["verdict"] for row in rows}
 
 
-EVENT = "largest attn_delta event at the first FA layer (layer 3), standard_periodic"
-VS_SWA = "|event| at layer 3: standard_periodic minus standard_periodic+swa"
-SWA_EVENT = "largest attn_delta event at the first FA layer (layer 3), standard_periodic+swa"
+EVENT = "largest attn_delta event at the first FA layer, standard_periodic"
+VS_SWA = "|event| at the first FA layer: standard_periodic minus standard_periodic+swa"
+SWA_EVENT = "largest attn_delta event at the first FA layer, standard_periodic+swa"
 
 
 def test_event_rule_reproduced_contradicted_inconclusive_not_tested():

@@ -252,3 +252,20 @@ def test_rows_of_a_separate_run_join_the_chapter(tmp_path):
         "| 128K | 25/40 | **reproduced** | 8/8 | not yet executed under the pre-registered rules |  |"
         in beta_part
     )
+
+
+def test_an_older_first_fa_row_naming_its_layer_is_the_same_claim():
+    """The H200 teacher's first FA layer is 2, the seminar teacher's 3: one claim, one scoreboard row."""
+    assert scoreboard.claim("largest attn_delta event at the first FA layer (layer 2), a") == (
+        "largest attn_delta event at the first FA layer, a"
+    )
+    assert (
+        scoreboard.claim("|event| at layer 2: a minus a+swa")
+        == "|event| at the first FA layer: a minus a+swa"
+    )
+    gpu = {"rows": [{"metric": "|event| at layer 2: a minus a+swa"}]}
+    seminar = {"rows": [{"metric": "|event| at the first FA layer: a minus a+swa"}]}
+    claims = scoreboard._claims({"gpu": gpu, "seminar": seminar})
+    assert claims == {
+        "|event| at the first FA layer: a minus a+swa": {"gpu": gpu["rows"][0], "seminar": seminar["rows"][0]}
+    }

@@ -4,7 +4,9 @@ training of the three tiny stacks."""
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -81,45 +83,60 @@ def mqar_experiment(
     kinds: Sequence[str] = KINDS,
     eval_examples: int = 128,
     replicate_kinds: Sequence[str] | None = None,
+    workers: int = 1,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train each of ``kinds`` on MQAR at ``lengths[0]`` with every ``pairs`` count mixed, once per seed (model
     initialisation and data order), evaluate on every (length, pairs); seeds after the first train only
     ``replicate_kinds`` (None: all ``kinds``). Returns (accuracy rows seed, kind, seq_len, n_pairs, accuracy; loss
     curves seed, kind, step, loss). Each (kind, seed) result is memoized by every argument, so a killed run resumes
-    with the next one."""
+    with the next one. ``workers > 1`` trains up to that many (kind, seed) runs at once in spawned processes on
+    ``device`` (the tiny models leave an H200 mostly idle: launching kernels bounds their steps), each with this
+    process's CPU threads divided among them; the results and memo entries are those of ``workers=1``."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     plan = [
         (seed, kind)
         for i, seed in enumerate(seeds)
         for kind in kinds
         if i == 0 or replicate_kinds is None or kind in replicate_kinds
     ]
-    results = [
-        memoized(
-            "mqar",
-            {
-                "vocab": vocab,
-                "pairs": list(pairs),
-                "lengths": list(lengths),
-                "width": width,
-                "steps": steps,
-                "batch": batch,
-                "lr": lr,
-                "seed": seed,
-                "device": device,
-                "kind": kind,
-                "eval_examples": eval_examples,
-            },
-            partial(
-                _mqar_kind, kind, vocab, pairs, lengths, width, steps, batch, lr, seed, device, eval_examples
-            ),
-        )
+    settings = [
+        {
+            "vocab": vocab,
+            "pairs": list(pairs),
+            "lengths": list(lengths),
+            "width": width,
+            "steps": steps,
+            "batch": batch,
+            "lr": lr,
+            "seed": seed,
+            "device": device,
+            "kind": kind,
+            "eval_examples": eval_examples,
+        }
         for seed, kind in plan
     ]
+    if workers == 1 or len(plan) == 1:
+        results = [_memoized_kind(s) for s in settings]
+    else:
+        n = min(workers, len(plan))
+        with ProcessPoolExecutor(
+            n,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=torch.set_num_threads,
+            initargs=(max(1, torch.get_num_threads() // n),),
+        ) as pool:
+            results = list(pool.map(_memoized_kind, settings))
     results = [(a.assign(seed=seed), c.assign(seed=seed)) for (seed, _), (a, c) in zip(plan, results)]
     return (
         pd.concat([a for a, _ in results], ignore_index=True),
         pd.concat([c for _, c in results], ignore_index=True),
     )
+
+
+def _memoized_kind(settings: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`_mqar_kind` of ``settings`` (its keyword arguments), memoized under them."""
+    return memoized("mqar", settings, partial(_mqar_kind, **settings))
 
 
 def _mqar_kind(
@@ -153,12 +170,15 @@ def _mqar_kind(
     return accuracy, curve
 
 
-def mqar_replicates(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The chapter's MQAR runs after the first seed (``params``: the efficiency chapter's resolved parameters):
-    :data:`~hybridlib.findings.efficiency.report.MQAR_REPLICATED` for seeds ``seed + 1 ... seed + mqar_seeds - 1``,
-    memoized under the keys the notebook's :func:`mqar_experiment` call looks up."""
-    seeds = list(range(params["seed"] + 1, params["seed"] + params["mqar_seeds"]))
-    if not seeds:
+def mqar_runs(
+    params: dict[str, Any], replicates_only: bool = False, workers: int | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The chapter's MQAR runs (``params``: the efficiency chapter's resolved parameters) through
+    :func:`mqar_experiment`: every stack at ``seed`` and the judged stacks
+    (:data:`~hybridlib.findings.efficiency.report.MQAR_REPLICATED`) at ``seed + 1 ... seed + mqar_seeds - 1``, or
+    (``replicates_only``) just the latter, memoized under the same keys; ``workers`` defaults to ``mqar_workers``."""
+    seeds = list(range(params["seed"], params["seed"] + params["mqar_seeds"]))
+    if replicates_only and len(seeds) == 1:
         raise ValueError(f"mqar_seeds={params['mqar_seeds']}: no replicate seed after the first to train")
     return mqar_experiment(
         params["mqar_vocab"],
@@ -168,22 +188,29 @@ def mqar_replicates(params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]
         params["mqar_steps"],
         params["mqar_batch"],
         params["mqar_lr"],
-        seeds,
+        seeds[1:] if replicates_only else seeds,
         params["device"],
-        kinds=MQAR_REPLICATED,
+        kinds=MQAR_REPLICATED if replicates_only else KINDS,
+        replicate_kinds=None if replicates_only else MQAR_REPLICATED,
+        workers=params["mqar_workers"] if workers is None else workers,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m hybridlib.findings.efficiency.runs mqar-replicates --preset gpu``: train the MQAR replicate
-    seeds ahead of (or beside, on another GPU) the notebook, which then finds them memoized."""
+    """``python -m hybridlib.findings.efficiency.runs mqar|mqar-replicates --preset gpu [--workers N]``: train the
+    chapter's MQAR runs (all, or the replicate seeds) ahead of (or beside, on another GPU) the notebook, which then
+    finds them memoized."""
     parser = argparse.ArgumentParser(
         prog="python -m hybridlib.findings.efficiency.runs", description=main.__doc__
     )
-    parser.add_argument("command", choices=("mqar-replicates",))
+    parser.add_argument("command", choices=("mqar", "mqar-replicates"))
     parser.add_argument("--preset", required=True, choices=("seminar", "gpu", "paper"))
+    parser.add_argument("--workers", type=int, help="trainings at once (default: the preset's mqar_workers)")
     args = parser.parse_args(argv)
-    accuracy, _ = mqar_replicates(chapter("efficiency").resolve(args.preset))
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers must be >= 1, got {args.workers}")
+    params = chapter("efficiency").resolve(args.preset)
+    accuracy, _ = mqar_runs(params, args.command == "mqar-replicates", args.workers)
     print(accuracy.groupby(["kind", "seed"])["accuracy"].mean().round(3).to_string(), flush=True)
 
 

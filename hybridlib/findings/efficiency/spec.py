@@ -162,6 +162,14 @@ SPEC = ChapterSpec(
             defaults={"seminar": 1, "gpu": 3, "paper": 3},
         ),
         Param(
+            "mqar_workers",
+            int,
+            "MQAR trainings at once, each in its own process on the chapter's device (the tiny models are "
+            "host-bound, so several share one GPU); 1: one after another in the notebook",
+            minimum=1,
+            defaults={"seminar": 1, "gpu": 6, "paper": 6},
+        ),
+        Param(
             "mqar_lr",
             float,
             "MQAR peak learning rate (cosine to a tenth, 5% warm-up)",

@@ -200,10 +200,10 @@ def judge_events(
         )
         rows.append(
             {
-                "metric": f"largest attn_delta event at the first FA layer (layer {first}), {label}",
+                "metric": f"largest attn_delta event at the first FA layer, {label}",
                 "paper": "yes: + in Qwen3.5 / OLMo-Hybrid / Granite-H, - in Ring / Ling",
                 "verdict": verdict,
-                "note": "",
+                "note": f"first FA layer: {first}",
                 "paper_claim": True,
             }
         )
@@ -224,10 +224,10 @@ def judge_events(
             )
             rows.append(
                 {
-                    "metric": f"|event| at layer {first}: {label} minus {swa}",
+                    "metric": f"|event| at the first FA layer: {label} minus {swa}",
                     "paper": "GDN hybrids reorganise there, SWA hybrids (Tiny Aya, OLMo-3) do not",
                     "verdict": verdict,
-                    "note": "",
+                    "note": f"first FA layer: {first}",
                     "paper_claim": True,
                 }
             )
@@ -246,10 +246,10 @@ def judge_events(
         )
         rows.append(
             {
-                "metric": f"largest attn_delta event at the first FA layer (layer {first}), {swa}",
+                "metric": f"largest attn_delta event at the first FA layer, {swa}",
                 "paper": "no such event in SWA hybrids",
                 "verdict": verdict,
-                "note": "",
+                "note": f"first FA layer: {first}",
                 "paper_claim": True,
             }
         )

@@ -17,10 +17,12 @@ distillation runs count them) and, on CUDA, a ``torch.profiler`` summary of ``pr
 - ``fast``: ``compiled`` with the backbones replayed as CUDA graphs (``torch.compile``'s "reduce-overhead") -
   the chapters' default on one GPU;
 - ``regional``: ``fast`` with each decoder layer compiled instead of each backbone (layers of one class share
-  a graph: the compile no longer grows with depth or changes with the layout; its ``warmup_s`` is the point).
+  a graph: the compile no longer grows with depth or changes with the layout; its ``warmup_s`` is the point). On
+  the H200 it ran as fast as ``fast`` but its loss curve left the eager one (up to 50% at step 5; README of
+  ``tools/offline_gpu``): not the chapters' path.
 
 ``random_weights`` builds the teacher from its ``config.json`` alone (``teacher_path`` = a folder holding it),
-so shapes, not checkpoints, travel to a GPU machine. ``loss_curves(...)`` trains two variants on the same
+so shapes, not checkpoints, travel to a GPU machine. ``loss_curves(...)`` trains each variant on the same
 batches and reports their losses step by step (the fast path must match the eager one within bf16 noise);
 ``kl_chunk_timings(...)`` times the fused KL alone per chunk length.
 
@@ -122,6 +124,7 @@ class _Step:
         precision: str,
         example: torch.Tensor,
         lr: float,
+        cuda_graphs: bool = True,
     ):
         if variant not in VARIANTS:
             raise ValueError(f"variant={variant!r} is not allowed; choose one of {VARIANTS}")
@@ -137,7 +140,7 @@ class _Step:
                 student,
                 teacher,
                 compile=self.teacher_compiled,
-                cuda_graphs=cuda and variant in ("fast", "regional"),
+                cuda_graphs=cuda and cuda_graphs and variant in ("fast", "regional"),
                 regional=variant == "regional",
             )
         fused = device.type == "cuda" and variant != "eager"
@@ -202,11 +205,13 @@ def profile_step(
     teacher_path: str | Path | None = None,
     profile_steps: int = 2,
     layout: str = BASELINE,
+    cuda_graphs: bool = True,
 ) -> dict[str, Any]:
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
     ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``, for the
     student of ``layout``. ``warmup_s`` includes compiling: a later layout in the same process shows what a new
-    layout costs to compile once the teacher and the kernels are."""
+    layout costs to compile once the teacher and the kernels are. ``cuda_graphs=False``: ``fast`` and ``regional``
+    without CUDA graphs (compiled only)."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     device, precision = distill._resolve_device(device, precision)
@@ -218,7 +223,7 @@ def profile_step(
         torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator).to(device)
         for _ in range(warmup + steps)
     ]
-    step = _Step(variant, student, teacher, device, precision, batches[0], lr=1e-5)
+    step = _Step(variant, student, teacher, device, precision, batches[0], lr=1e-5, cuda_graphs=cuda_graphs)
     start = time.perf_counter()
     warm = _Timer(device)
     for ids in batches[:warmup]:
@@ -248,6 +253,7 @@ def profile_step(
         "precision": precision,
         "random_weights": random_weights,
         "teacher_compiled": step.teacher_compiled,
+        "cuda_graphs": bool(getattr(step, "model", None) and step.model.cuda_graphs),
         "device": torch.cuda.get_device_name(device) if cuda else "cpu",
         "phase_ms": {k: round(v, 3) for k, v in ms.items()},
         "step_ms": round(step_ms, 3),
@@ -325,6 +331,7 @@ def loss_curves(
     teacher_path: str | Path | None = None,
     device: str | torch.device | None = None,
     precision: str | None = None,
+    cuda_graphs: bool = True,
 ) -> dict[str, Any]:
     """Train a fresh student with each of ``variants`` for ``steps`` AdamW steps (constant ``lr``) on the same
     random batches; returns the loss per step per variant and the largest relative gap to the first."""
@@ -338,7 +345,16 @@ def loss_curves(
             torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator)
             for _ in range(steps)
         ]
-        step = _Step(variant, student, teacher, device, precision, batches[0].to(device), lr=lr)
+        step = _Step(
+            variant,
+            student,
+            teacher,
+            device,
+            precision,
+            batches[0].to(device),
+            lr=lr,
+            cuda_graphs=cuda_graphs,
+        )
         losses = [step(ids.to(device), _Timer(device).phase) for ids in batches]
         curves[variant] = [float(x) for x in torch.stack(losses).cpu()]
         del student, teacher, step
@@ -351,6 +367,7 @@ def loss_curves(
         "seq_len": seq_len,
         "lr": lr,
         "precision": precision,
+        "cuda_graphs": cuda_graphs,
         "losses": curves,
         "max_rel_gap_to_first": gaps,
     }
@@ -504,7 +521,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--curve-steps",
         type=int,
         default=0,
-        help="also compare the loss curves of 'eager' and the last variant that ran",
+        help="also compare the loss curves of 'eager' and every variant that ran",
     )
     parser.add_argument("--tag", default="", help="suffix of the JSON file name")
     parser.add_argument(
@@ -514,7 +531,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="instead: time the trainer itself (train_speed; works under torchrun)",
     )
     parser.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp")
-    parser.add_argument("--no-cuda-graphs", action="store_true")
+    parser.add_argument(
+        "--no-cuda-graphs",
+        action="store_true",
+        help="fast / regional / the trainer compiled, without CUDA graphs",
+    )
     parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
@@ -523,6 +544,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "seq_len": args.seq_len,
         "random_weights": args.random_weights,
         "teacher_path": args.teacher_path,
+        "cuda_graphs": not args.no_cuda_graphs,
     }
     device = "cuda" if torch.cuda.is_available() else "cpu"
     path = (
@@ -534,7 +556,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             steps=args.train_steps,
             strategy=args.strategy,
             out_dir=args.out_dir,
-            cuda_graphs=not args.no_cuda_graphs,
             stop_at=args.stop_at,
             **common,
         )
@@ -572,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ran = [r["variant"] for r in rows if "error" not in r]
     if args.curve_steps and ran:
         curves = loss_curves(
-            args.teacher, list(dict.fromkeys(["eager", ran[-1]])), steps=args.curve_steps, **common
+            args.teacher, list(dict.fromkeys(["eager", *ran])), steps=args.curve_steps, **common
         )
         print({k: v for k, v in curves.items() if k != "losses"}, flush=True)
         save(rows, curves)
