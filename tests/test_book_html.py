@@ -8,16 +8,13 @@ no stderr text among the outputs, and at 420 px no sideways scrolling of the pag
 that scrolls. ``HYBRIDLIB_BOOK_HTML=<dir>`` checks an existing build instead of building.
 """
 
-import functools
-import http.server
+import importlib.util
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -26,6 +23,10 @@ import yaml
 
 from hybridlib.paths import REPO_ROOT
 from hybridlib.style import MIN_FONT_PT, MIN_FONT_PX
+
+_spec = importlib.util.spec_from_file_location("book_review", REPO_ROOT / "tools" / "book_review.py")
+review = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(review)
 
 
 def toc_files() -> list[str]:
@@ -80,52 +81,23 @@ def html_root(tmp_path_factory) -> Path:
     return out / "_build" / "html"
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:  # no request lines in the test output
-        pass
-
-
 @pytest.fixture(scope="module")
 def server(html_root):
-    handler = functools.partial(QuietHandler, directory=str(html_root))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with review.serve(html_root) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    assert chromium and driver_path, "Debian chromium and chromium-driver are needed: run `make browser`"
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--hide-scrollbars",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver = review.chromium()
+    except RuntimeError as err:
+        pytest.fail(str(err))
     yield driver
     driver.quit()
 
 
-ASSETS_JS = """
-return Array.from(document.querySelectorAll('img[src], script[src], link[href]'))
-  .map(e => e.src || e.href);
-"""
+ASSETS_JS = review.ASSETS_JS
 IMAGES_JS = "return Array.from(document.images).map(i => [i.src, i.complete && i.naturalWidth > 0]);"
 
 

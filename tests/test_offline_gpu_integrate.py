@@ -404,6 +404,21 @@ def test_summary_include_added_after_the_title_once():
     assert [c["source"] for c in cells[2:]] == [["```{include} ../summaries/other.md\n", "```"], "x"]
 
 
+def test_summary_box_moves_right_below_the_claim_once():
+    title = "# T\n\n**Claim under test.** X holds.\n\nThe paper says Y.\n\n**Models.** Z."
+    nb = _nb(_markdown(title) | {"id": "t"}, _markdown("```{include} ../summaries/t.md\n```"), _code("x"))
+    cells = integrate.summary_first(integrate.summary_first(nb))["cells"]
+    assert [c["source"] for c in cells] == [
+        ["# T\n", "\n", "**Claim under test.** X holds."],
+        "```{include} ../summaries/t.md\n```",
+        ["The paper says Y.\n", "\n", "**Models.** Z."],
+        "x",
+    ]
+    assert cells[2]["cell_type"] == "markdown" and cells[2]["id"] == "t-intro"
+    no_box = _nb(_markdown(title), _code("x"))  # without its box a page keeps its introduction whole
+    assert integrate.summary_first(json.loads(json.dumps(no_box))) == no_box
+
+
 def test_clean_an_executed_run():
     bar = "needle:  50%|#####     | 260/520 [00:20<00:20]\rneedle: 100%|##########| 520/520 [00:40<00:00]\n"
     view = {"output_type": "display_data", "data": {integrate.WIDGET_VIEW: {}, "text/plain": ["0%"]}}

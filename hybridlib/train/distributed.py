@@ -32,12 +32,20 @@ def init_world(model_device: torch.device) -> World:
     if size == 1:
         return World(0, 1, model_device)
     cuda = model_device.type == "cuda"
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
+    device = rank_device(model_device)
     if cuda:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo")
     return World(dist.get_rank(), dist.get_world_size(), device)
+
+
+def rank_device(device: torch.device) -> torch.device:
+    """This process's device for ``device``: under torchrun (``WORLD_SIZE`` > 1) on CUDA the GPU of ``LOCAL_RANK``,
+    otherwise ``device`` (a CPU world runs every rank on the CPU)."""
+    if device.type == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return device
 
 
 def wrap(model: nn.Module, world: World, strategy: str) -> nn.Module:

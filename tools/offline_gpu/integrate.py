@@ -8,10 +8,10 @@ yet); each JSON file goes to ``data/results/<chapter>/``, and the run it replace
 run never reaches the book.
 Each notebook is cleaned for the page (``clean``), so that an integrated notebook needs no edit by hand: a
 log-mode run's (``--log-output``) text progress bars (every redraw), kernel libraries' log lines and
-progress-bar widgets are dropped; the all-None
-parameters cell is removed from the page and long code cells are collapsed; pandas' 0..N-1 index column is
-dropped from tables; the title says "(on one H200)" and the chapter's summary box is included from
-``book/summaries/``. Every step is idempotent: cleaning a committed ``book/gpu/`` notebook changes nothing.
+progress-bar widgets are dropped; the all-None parameters cell is removed from the page and long code cells are
+collapsed; pandas' 0..N-1 index column is dropped from tables; the title says "(on one H200)" and the chapter's
+summary box is included from ``book/summaries/``, right below the claim under test. Every step is idempotent:
+cleaning a committed ``book/gpu/`` notebook changes nothing.
 """
 
 from __future__ import annotations
@@ -236,6 +236,31 @@ def summary_include(nb: dict, chapter: str) -> dict:
     return nb
 
 
+_CLAIM = "**Claim under test.**"
+
+
+def summary_first(nb: dict) -> dict:
+    """``nb`` with its summary box (the include cell after the title cell) right below the title and the claim
+    under test, the rest of the introduction after it: a reader sees the verdicts before the method. A title cell
+    that holds only the title and the claim is left as it is."""
+    cells = nb["cells"]
+    if len(cells) < 2 or cells[0]["cell_type"] != "markdown" or "{include}" not in _text(cells[1]["source"]):
+        return nb
+    paragraphs = _text(cells[0]["source"]).split("\n\n")
+    at = next((i + 1 for i, p in enumerate(paragraphs) if p.startswith(_CLAIM)), None)
+    if at is None or at == len(paragraphs):
+        return nb
+    rest = {
+        "cell_type": "markdown",
+        "id": f"{cells[0].get('id', 'title')}-intro",
+        "metadata": {},
+        "source": _lines("\n\n".join(paragraphs[at:])),
+    }
+    cells[0]["source"] = _lines("\n\n".join(paragraphs[:at]))
+    cells.insert(2, rest)
+    return nb
+
+
 def clean(nb: dict, chapter: str) -> dict:
     """``nb``, an executed ``gpu`` notebook of ``chapter``, as its ``book/gpu/`` page shows it: every step
     above, in order; applying it twice changes nothing more."""
@@ -249,7 +274,7 @@ def clean(nb: dict, chapter: str) -> dict:
         title_on_h200,
     ):
         nb = step(nb)
-    return summary_include(nb, chapter)
+    return summary_first(summary_include(nb, chapter))
 
 
 def check_notebook(path: Path) -> str:

@@ -50,6 +50,7 @@ from hybridlib.paths import cache_dir
 from hybridlib.provenance import source_digest
 from hybridlib.train import PackedBatches, TrainConfig, objectives, optim, train
 from hybridlib.train import trainer as _trainer
+from hybridlib.train.distributed import barrier, init_world, rank_device
 from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers import gated_deltanet as gdn
 from kernels.ops.gated_delta_rule import gated_delta_rule
@@ -374,6 +375,7 @@ def distill_layout(
     if mixer != "swa":
         values["swa_window"] = 0
     device, precision = _resolve_device(device, precision)
+    device = rank_device(device)  # under torchrun: this rank's GPU, for the teacher the trainer does not move
     teacher, tokenizer = load(teacher_name, path=teacher_path)
     layout = _layout(teacher, layout_name, values.pop("fa_fraction"))
     settings = DistillSettings(
@@ -392,10 +394,13 @@ def distill_layout(
         return replace(DistillRun.read(folder), layout_name=layout_name)
     card = describe(teacher_name, path=teacher_path)
     run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress, teacher_path)
-    run.save()
-    shutil.rmtree(
-        folder / "train", ignore_errors=True
-    )  # the checkpoint (with optimizer state) is no longer needed
+    world = init_world(device)  # the trainer's (torchrun: every rank trained the same student)
+    if world.is_main:
+        run.save()
+        shutil.rmtree(
+            folder / "train", ignore_errors=True
+        )  # the checkpoint (with optimizer state) is not needed
+    barrier(world)
     return replace(DistillRun.read(folder), layout_name=layout_name)  # as a later cache hit returns it
 
 
@@ -519,7 +524,8 @@ def _distill(
     )
     cpu = time.process_time() - cpu0 - (evaluate.cpu_s - eval_cpu0)
     wall = time.perf_counter() - wall0
-    student.save_pretrained(folder / "student")
+    if init_world(device).is_main:  # under torchrun every rank holds the same student (DDP)
+        student.save_pretrained(folder / "student")
     tokens_per_s = float(pd.Series([r["tokens_per_s"] for r in history.train[1:] or history.train]).median())
     flops = 6 * matmul_params(student) + 2 * matmul_params(teacher)
     return DistillRun(

@@ -13,6 +13,7 @@ mean validation CE, so they train every replicate of the FA-first layouts first 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -139,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             }
     else:
         runs = train(params, args.replicates, labels=args.arms)
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun: rank 0 reports and scores
+        return
     for label, reps in runs.items():
         print(label, [f"{r.key} {r.wall_s:.0f} s" for r in reps], flush=True)
         if args.score:
