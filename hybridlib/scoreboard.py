@@ -97,6 +97,14 @@ def _status(record: Mapping[str, Any] | None, preset: str, old: str | None) -> s
     return f"**{record['status']['status']}**"
 
 
+def _glance(record: Mapping[str, Any] | None, preset: str, old: str | None) -> str:
+    """The at-a-glance cell: the chapter's verdict and, under it, its rules' tally (the first sentence of the
+    reason :func:`hybridlib.notebook.verdict_summary` wrote, "N pre-registered rules: ...")."""
+    reason = ((record or {}).get("status") or {}).get("reason", "")
+    tally = reason.split(". ")[0].rstrip(".") if "pre-registered rules:" in reason else ""
+    return _status(record, preset, old) + (f"<br>{table_cell(tally)}" if tally else "")
+
+
 def _collect(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> tuple[dict[str, Any], str | None]:
     """The chapter's records by preset and the old verdict of its committed H200 notebook."""
     return {p: load(results, chapter.name, p) for p, _ in PRESETS}, old_verdict(gpu_pages / chapter.notebook)
@@ -178,7 +186,7 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
         records, old = board[c.name]
         lines.append(
             f"| {{ref}}`{table_cell(c.title)} <scoreboard-{c.name}>` | "
-            + " | ".join(_status(records[p], p, old if p == "gpu" else None) for p, _ in PRESETS)
+            + " | ".join(_glance(records[p], p, old if p == "gpu" else None) for p, _ in PRESETS)
             + " |"
         )
     for c in chapters:

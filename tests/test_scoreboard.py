@@ -121,7 +121,8 @@ def test_scoreboard_markdown(tmp_path):
 
 | chapter | on one H200 | seminar preset on a CPU |
 |---|---|---|
-| {{ref}}`Alpha: a claim <scoreboard-alpha>` | **reproduced** | **inconclusive** |
+| {{ref}}`Alpha: a claim <scoreboard-alpha>` | **reproduced**<br>1 pre-registered rules: 1 reproduced | \
+**inconclusive** |
 | {{ref}}`Beta <scoreboard-beta>` | not yet re-run under the pre-registered rules; earlier run: *partly reproduced* \
 (old rules) | not yet executed under the pre-registered rules |
 
@@ -269,3 +270,22 @@ def test_an_older_first_fa_row_naming_its_layer_is_the_same_claim():
     assert claims == {
         "|event| at the first FA layer: a minus a+swa": {"gpu": gpu["rows"][0], "seminar": seminar["rows"][0]}
     }
+
+
+def test_at_a_glance_shows_the_verdict_and_its_rules_tally():
+    record = {
+        "status": {
+            "status": "inconclusive",
+            "reason": "3 pre-registered rules: 1 reproduced, 2 inconclusive. "
+            "Students of t, 3 replicate(s) each.",
+        }
+    }
+    assert scoreboard._glance(record, "gpu", None) == (
+        "**inconclusive**<br>3 pre-registered rules: 1 reproduced, 2 inconclusive"
+    )
+    assert scoreboard._glance({"status": {"status": "not tested", "reason": "no rows"}}, "seminar", None) == (
+        "**not tested**"
+    )
+    assert scoreboard._glance(None, "gpu", "reproduced") == (
+        "not yet re-run under the pre-registered rules; earlier run: *reproduced* (old rules)"
+    )
