@@ -184,6 +184,56 @@ def alignment_grid(
     return fig
 
 
+def layer_bars(
+    frame: pd.DataFrame,
+    y: str,
+    n_layers: int,
+    title: str,
+    fa_layers: Mapping[str, Sequence[int]] | None = None,
+    hue: str | None = None,
+    ncols: int = 2,
+) -> Figure:
+    """A bar per layer (columns ``model``, ``layer``, ``y``), one panel per model in ``frame``'s order, ``ncols``
+    per row across the text column, a zero line and every 5th layer labelled. Without ``hue`` the bars of a
+    model's full-attention layers (``fa_layers``; all-attention models stay plain) are orange; with ``hue`` its
+    values are side-by-side bars with one legend below the panels."""
+    _require(frame, ["model", "layer", y] + ([hue] if hue else []))
+    models = list(dict.fromkeys(frame["model"]))
+    groups = list(dict.fromkeys(frame[hue])) if hue else [None]
+    nrows = -(-len(models) // ncols)
+    fig, axes = plt.subplots(
+        nrows, min(ncols, len(models)), figsize=figsize(nrows, panel_height=2.4), squeeze=False, sharey=True
+    )
+    width = 0.8 / len(groups)
+    for ax, model in zip(axes.flat, models):
+        rows = frame[frame["model"] == model]
+        fa = set((fa_layers or {}).get(model, ()))
+        for i, group in enumerate(groups):
+            part = rows if group is None else rows[rows[hue] == group]
+            x = part["layer"].to_numpy() + (i - (len(groups) - 1) / 2) * width
+            if group is None:
+                colors = [
+                    PALETTE[1] if (layer in fa and len(fa) < n_layers) else PALETTE[0]
+                    for layer in part["layer"]
+                ]
+                ax.bar(x, part[y], width=width, color=colors)
+            else:
+                ax.bar(x, part[y], width=width, color=PALETTE[i], label=str(group))
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set(title=model, xlabel="layer", ylabel=y)
+        layer_ticks(ax, n_layers)
+    for ax in list(axes.flat)[len(models) :]:
+        ax.set_visible(False)
+    if hue:
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(
+            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(labels), frameon=False
+        )
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def throughput_figure(frame: pd.DataFrame, title: str) -> Figure:
     """Decoded tokens/s, peak memory while decoding and cache size against batch size (log 2), one line per
     ``model``, from ``generation_throughput`` rows with a ``model`` column; out-of-memory points are dotted

@@ -160,3 +160,35 @@ def test_fit_shrinks_a_wide_grid_to_the_column_and_puts_its_legend_below():
     with pytest.raises(TypeError, match="obj must be"):
         style.fit("figure")
     plt.close("all")
+
+
+def test_layer_bars_colour_fa_layers_and_label_every_fifth_layer():
+    frame = pd.DataFrame(
+        [
+            {"model": m, "layer": layer, "jump": (-1) ** layer * 0.1}
+            for m in ("teacher", "hybrid", "swa")
+            for layer in range(30)
+        ]
+    )
+    fa = {"teacher": list(range(30)), "hybrid": [2, 6, 10], "swa": [2, 6, 10]}
+    fig = plots.layer_bars(frame, "jump", 30, "t", fa_layers=fa)
+    assert fig.get_size_inches()[0] == pytest.approx(style.COLUMN_WIDTH_IN)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["teacher", "hybrid", "swa"]
+    rows = {round(ax.get_position().y0, 3) for ax in panels}
+    assert len(rows) == 2  # three panels: two per row
+    orange = [
+        i
+        for i, bar in enumerate(panels[1].patches)
+        if matplotlib.colors.to_hex(bar.get_facecolor()) == style.PALETTE[1]
+    ]
+    assert orange == [2, 6, 10]
+    assert not any(matplotlib.colors.to_hex(b.get_facecolor()) == style.PALETTE[1] for b in panels[0].patches)
+    fig.canvas.draw()
+    assert [int(t) for t in panels[1].get_xticks() if -0.5 <= t <= 29.5] == [0, 5, 10, 15, 20, 25]
+    tasks = frame.assign(task="within").pipe(lambda f: pd.concat([f, f.assign(task="across", jump=0.0)]))
+    grouped = plots.layer_bars(tasks, "jump", 30, "t", hue="task")
+    assert [t.get_text() for t in grouped.legends[0].texts] == ["within", "across"]
+    bars = grouped.axes[0].patches
+    assert len(bars) == 60  # side by side at layer 0: the within bar ends where the across bar starts
+    assert bars[0].get_x() + bars[0].get_width() == pytest.approx(bars[30].get_x(), abs=1e-9)
