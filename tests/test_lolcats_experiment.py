@@ -1,10 +1,14 @@
-"""LoLCATs experiment driver on the tiny teacher: the arms one replicate converts, and a replicate run in a
-spawned process giving the same numbers as in this process."""
+"""LoLCATs experiment driver on the tiny teacher: the arms one replicate converts, a replicate run in a
+spawned process giving the same numbers as in this process, and a killed replicate resuming at its first arm
+not yet done."""
+
+from pathlib import Path
 
 import pytest
 
 from hybridlib.findings.lolcats import experiment
 from hybridlib.findings.lolcats.spec import SPEC
+from hybridlib.paths import cache_dir
 
 P = SPEC.resolve(
     "seminar",
@@ -24,9 +28,26 @@ P = SPEC.resolve(
 FIELDS = ("lora_lr", "window", "terraced", "stage", "transfer_steps", "lora_steps")
 
 
+def _fresh_memo(monkeypatch, root: Path) -> None:
+    """Point ``$HYBRIDLIB_CACHE`` at ``root``: the real cache's teacher, corpora and tokenizers (links), an
+    empty memo. Spawned processes inherit the variable."""
+    real = cache_dir()
+    root.mkdir()
+    for d in real.iterdir():
+        if d.name != "memo":
+            (root / d.name).symlink_to(d)
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(root))
+
+
 @pytest.mark.slow
-def test_one_replicate_converts_every_arm_and_a_spawned_process_computes_the_same_numbers():
-    here, spawned = experiment.replicates(P, [("tiny-teacher", 0), ("tiny-teacher", 0)], ["cpu"], parallel=2)
+def test_one_replicate_converts_every_arm_and_a_spawned_process_computes_the_same_numbers(
+    monkeypatch, tmp_path
+):
+    experiment.data("tiny-teacher", P)  # the teacher and its data in the real cache, before the links
+    _fresh_memo(monkeypatch, tmp_path / "spawned")
+    spawned, _ = experiment.replicates(P, [("tiny-teacher", 0), ("tiny-teacher", 1)], ["cpu"], parallel=2)
+    _fresh_memo(monkeypatch, tmp_path / "here")
+    here = experiment.replicate(P, "tiny-teacher", 0, "cpu")
     stages = [("swap", 0, 0), ("transfer", 2, 0), ("lora", 0, 3), ("transfer+lora", 2, 1)]
     expected = [
         (1e-3, w, w > 0, *st) for w in (0, 8) for st in stages
@@ -39,14 +60,45 @@ def test_one_replicate_converts_every_arm_and_a_spawned_process_computes_the_sam
     ]  # Table 23
     assert sorted(tuple(r[k] for k in FIELDS) for r in here["rows"]) == sorted(expected)
     assert all(r["model"] == "tiny-teacher" and r["seed"] == 0 for r in here["rows"])
-    assert (
-        here["model"] is not None and spawned["model"] is None
-    )  # only the in-process replicate keeps its model
     assert set(here["passkey_hits"]) == {
         "teacher (softmax)",
         "converted with corpus text",
         "converted with passkey data",
     }
+    assert all(h is not None for h in here["passkey_hits"].values())
     assert len(here["per_layer"]) == 2 and len(here["per_layer"][0]["mse_transfer"]) == 8  # 8 layers
+    assert (
+        len(here["arms"]) == 2 + 1 + 2 + 1 + 1
+    )  # ablations, LoRA lr sweep, Table 18, Table 23, passkey data
     assert [r["nll"] for r in spawned["rows"]] == [r["nll"] for r in here["rows"]]  # same seed, same numbers
     assert spawned["passkey_hits"] == here["passkey_hits"]
+
+
+@pytest.mark.slow
+def test_a_killed_replicate_resumes_at_its_first_arm_not_yet_done(monkeypatch, tmp_path):
+    experiment.data("tiny-teacher", P)
+    _fresh_memo(monkeypatch, tmp_path / "cache")
+    calls = {"ablation": 0, "converted": 0}
+    ablation, converted = experiment.ablation, experiment.converted
+
+    def counted(name, fn, fail=False):
+        def wrapper(*args, **kwargs):
+            if fail:
+                raise RuntimeError("killed")
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(experiment, "ablation", counted("ablation", ablation))
+    monkeypatch.setattr(experiment, "converted", counted("converted", converted, fail=True))
+    with pytest.raises(RuntimeError, match="killed"):  # killed after the ablations, at the first conversion
+        experiment.replicate(P, "tiny-teacher", 0, "cpu")
+    assert calls == {"ablation": 3, "converted": 0}
+    monkeypatch.setattr(experiment, "converted", counted("converted", converted))
+    first = experiment.replicate(P, "tiny-teacher", 0, "cpu")
+    assert calls == {"ablation": 3, "converted": 4}  # the ablations came from the memo
+    again = experiment.replicate(P, "tiny-teacher", 0, "cpu")
+    assert calls == {"ablation": 3, "converted": 4} and again["rows"] == first["rows"]
+    assert [a["arm"] for a in again["arms"]] == [a["arm"] for a in first["arms"]]
+    assert "7 arms converted on" in experiment.arms_summary([again])

@@ -2,6 +2,8 @@
 # On the GPU machine, from the checkout: install a payload made by pack.sh.
 #   install.sh site DIR    fla/TileLang + wheels into /tmp/site, then a detached kernel warm-up (warm.py)
 #   install.sh assets DIR  weight/tokenizer packages into /tmp/site, the prepared cache into /tmp/hlcache
+#   install.sh memo FILE   an earlier session's memo.tgz (collect.sh) into /tmp/hlcache: its finished experiments
+#                          (MQAR runs, LoLCATs arms) are not run again, if this tree's library code is the same
 set -euo pipefail
 what=$1; dir=$2
 case $what in
@@ -15,5 +17,7 @@ case $what in
     python3 -c "import transformers, datasets, papermill, fla; print('installed', transformers.__version__, fla.__version__)" ;;
   assets)
     mkdir -p /tmp/hlcache && tar -C /tmp/site -xf "$dir/pkgs.tar" && tar -C /tmp/hlcache -xJf "$dir/cache.tar.xz" ;;
-  *) echo "install.sh: first argument must be 'site' or 'assets', got '$what'" >&2; exit 2 ;;
+  memo)
+    mkdir -p /tmp/hlcache && tar -C /tmp/hlcache -xzf "$dir" && ls /tmp/hlcache/memo/* | wc -l ;;
+  *) echo "install.sh: first argument must be 'site', 'assets' or 'memo', got '$what'" >&2; exit 2 ;;
 esac
