@@ -7,8 +7,12 @@ from pathlib import Path
 import pytest
 
 from hybridlib.findings.lolcats import experiment
+from hybridlib.findings.lolcats.ablation import converted
 from hybridlib.findings.lolcats.spec import SPEC
+from hybridlib.findings.lolcats.throughput import generation_throughput
+from hybridlib.models import load
 from hybridlib.paths import cache_dir
+from hybridlib.train import PackedBatches
 
 P = SPEC.resolve(
     "seminar",
@@ -102,3 +106,25 @@ def test_a_killed_replicate_resumes_at_its_first_arm_not_yet_done(monkeypatch, t
     assert calls == {"ablation": 3, "converted": 4} and again["rows"] == first["rows"]
     assert [a["arm"] for a in again["arms"]] == [a["arm"] for a in first["arms"]]
     assert "7 arms converted on" in experiment.arms_summary([again])
+
+
+@pytest.mark.slow
+def test_the_decoding_student_is_the_converted_students_architecture():
+    """Fig. 8 benchmarks the untrained window + linear student: a converted, LoRA-merged student has the same
+    parameters (names, shapes) and decodes with a cache of the same size."""
+    teacher, _ = load("tiny-teacher")
+    d = experiment.data("tiny-teacher", P)
+    _, model = converted(
+        teacher,
+        PackedBatches(d.train_rows, P["batch_size"], seed=0),
+        d.evaluation,
+        experiment.budget(P, 0, "cpu"),
+        feature_map=P["feature_maps"][0],
+        window=P["window"],
+        terraced=P["terraced"],
+    )
+    merged, untrained = model.merge_and_unload(), experiment.decoding_student(teacher, P)
+    shapes = [{n: p.shape for n, p in m.named_parameters()} for m in (merged, untrained)]
+    assert shapes[0] == shapes[1]
+    rows = [generation_throughput(m, [2], prompt_len=24, new_tokens=4)[0] for m in (merged, untrained)]
+    assert rows[0]["cache_gib"] == rows[1]["cache_gib"] > 0
