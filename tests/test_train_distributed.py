@@ -10,6 +10,7 @@ import torch.multiprocessing as mp
 from test_train import config, tiny_batches, tiny_model
 
 from hybridlib.train import train
+from hybridlib.train.distributed import spawn_pool
 from hybridlib.train.objectives import causal_lm_loss
 
 
@@ -140,3 +141,15 @@ def test_distillation_checkpoints_move_between_one_and_two_processes(tmp_path, m
     for name, value in reference.items():
         torch.testing.assert_close(resumed[name], value, rtol=0, atol=2e-5, msg=name)
         torch.testing.assert_close(two["state"][name], value, rtol=0, atol=2e-5, msg=name)
+
+
+def test_spawn_pool_divides_this_process_threads_among_its_workers():
+    before = torch.get_num_threads()
+    torch.set_num_threads(7)  # read when the pool is made, in this process
+    try:
+        with spawn_pool(3) as pool:
+            assert {pool.submit(torch.get_num_threads).result() for _ in range(3)} == {2}  # 7 // 3
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="workers must be >= 1, got 0"):
+        spawn_pool(0)

@@ -3,7 +3,9 @@ and small collectives. With ``WORLD_SIZE`` unset or 1 everything is a no-op."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,3 +91,17 @@ def gather_objects(obj: Any, world: World) -> list[Any]:
 def barrier(world: World) -> None:
     if world.size > 1:
         dist.barrier()
+
+
+def spawn_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of ``workers`` spawned processes (fresh interpreters, safe beside CUDA) for independent runs on
+    one host, each given this process's CPU threads divided among them so that the pool never oversubscribes
+    the host."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    return ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=torch.set_num_threads,
+        initargs=(max(1, torch.get_num_threads() // workers),),
+    )

@@ -4,9 +4,7 @@ training of the three tiny stacks."""
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -23,6 +21,7 @@ from hybridlib.findings.layout.distill import teacher_identity
 from hybridlib.memo import memoized
 from hybridlib.models import ModelCard, encode
 from hybridlib.train import TrainConfig, causal_lm_loss, train
+from hybridlib.train.distributed import spawn_pool
 
 
 def udhr_units(languages: Sequence[str]) -> dict[str, list[str]]:
@@ -119,13 +118,7 @@ def mqar_experiment(
     if workers == 1 or len(plan) == 1:
         results = [_memoized_kind(s) for s in settings]
     else:
-        n = min(workers, len(plan))
-        with ProcessPoolExecutor(
-            n,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=torch.set_num_threads,
-            initargs=(max(1, torch.get_num_threads() // n),),
-        ) as pool:
+        with spawn_pool(min(workers, len(plan))) as pool:
             results = list(pool.map(_memoized_kind, settings))
     results = [(a.assign(seed=seed), c.assign(seed=seed)) for (seed, _), (a, c) in zip(plan, results)]
     return (

@@ -13,10 +13,8 @@ window + linear ablation for every feature map. ``P`` is the chapter's resolved 
 from __future__ import annotations
 
 import datetime as _dt
-import multiprocessing
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -33,6 +31,7 @@ from hybridlib.memo import memoized
 from hybridlib.models import describe, encode, load, load_tokenizer
 from hybridlib.provenance import device_name
 from hybridlib.train import PackedBatches
+from hybridlib.train.distributed import spawn_pool
 
 Params = Mapping[str, Any]
 
@@ -253,9 +252,7 @@ def replicates(
         data(name, P)  # convert each GGUF and build each corpus once, before processes race to write them
     if parallel == 1 or len(tasks) == 1:
         return [replicate(P, n, s, devices[0]) for n, s in tasks]
-    with ProcessPoolExecutor(
-        max_workers=min(parallel, len(tasks)), mp_context=multiprocessing.get_context("spawn")
-    ) as pool:
+    with spawn_pool(min(parallel, len(tasks))) as pool:
         futures = [
             pool.submit(replicate, dict(P), n, s, devices[i % len(devices)]) for i, (n, s) in enumerate(tasks)
         ]
