@@ -104,3 +104,23 @@ def test_loss_curves_of_the_fused_step_follow_the_eager_one():
     assert len(eager) == len(fused) == 3 and eager[2] < eager[0]  # it trains
     assert out["max_rel_gap_to_first"]["eager"] == 0.0
     assert out["max_rel_gap_to_first"]["fused"] < 1e-3 and out["cuda_graphs"] is True
+
+
+@pytest.mark.slow
+def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeypatch, capsys):
+    import json
+
+    from hybridlib.findings.layout import bench
+
+    with pytest.raises(SystemExit):  # nothing to do
+        bench.main(["--teacher", "tiny-teacher", "--steps", "0"])
+    assert "--steps must be >= 1, or 0 with --curve-steps >= 1; got 0" in capsys.readouterr().err
+    monkeypatch.setattr(bench, "results_dir", lambda chapter: tmp_path)
+    timed = []
+    monkeypatch.setattr(bench, "profile_step", lambda *a, **k: timed.append(k))
+    args = ["--teacher", "tiny-teacher", "--steps", "0", "--curve-steps", "2", "--variants", "fused"]
+    bench.main([*args, "--batch-size", "2", "--seq-len", "32", "--tag", "curves"])
+    out = json.loads((tmp_path / "step_profile_cpu_curves.json").read_text())
+    assert timed == [] and out["rows"] == []
+    assert sorted(out["loss_curves"]["losses"]) == ["eager", "fused"]
+    assert all(len(v) == 2 for v in out["loss_curves"]["losses"].values())

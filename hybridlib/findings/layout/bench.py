@@ -504,7 +504,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--teacher", required=True, choices=sorted(distill.RECIPES))
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument(
+        "--steps", type=int, default=10, help="timed steps per variant; 0: no timing, only --curve-steps"
+    )
     parser.add_argument("--profile-steps", type=int, default=2)
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument(
@@ -539,6 +541,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
+    if args.steps < 0 or (args.steps == 0 and not args.curve_steps and not args.train_steps):
+        parser.error(f"--steps must be >= 1, or 0 with --curve-steps >= 1; got {args.steps}")
     common = {
         "batch_size": args.batch_size,
         "seq_len": args.seq_len,
@@ -568,7 +572,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         write_json(path, {"rows": rows, "loss_curves": curves, "provenance": collect("bench", vars(args))})
 
     rows: list[dict[str, Any]] = []
-    queue = [(v, layout) for v in args.variants for layout in args.layouts]
+    queue = [(v, layout) for v in args.variants for layout in args.layouts] if args.steps else []
     while queue:
         variant, layout = queue.pop(0)
         try:
@@ -590,7 +594,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"  profile: {row['profile']}", flush=True)
         rows.append(row)
         save(rows, None)  # after every variant: a run cut short keeps what it measured
-    ran = [r["variant"] for r in rows if "error" not in r]
+    ran = [r["variant"] for r in rows if "error" not in r] if args.steps else args.variants
     if args.curve_steps and ran:
         curves = loss_curves(
             args.teacher, list(dict.fromkeys(["eager", *ran])), steps=args.curve_steps, **common
