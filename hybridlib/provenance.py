@@ -102,6 +102,11 @@ def versions() -> dict[str, str]:
     return found
 
 
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
 def collect(preset: str | None = None, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything needed to say where a number came from; ``wall_time_s`` counts from this module's import."""
     return {
@@ -110,6 +115,6 @@ def collect(preset: str | None = None, params: dict[str, Any] | None = None) -> 
         "git_commit": git_commit(),
         "device": device_name(),
         "versions": versions(),
-        "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "date_utc": utc_now(),
         "wall_time_s": round(time.monotonic() - _START, 1),
     }

@@ -12,7 +12,6 @@ window + linear ablation for every feature map. ``P`` is the chapter's resolved 
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from hybridlib.findings.lolcats.linearize import linearize
 from hybridlib.findings.lolcats.passkey import PasskeyItem, passkey_hits, passkey_items, passkey_training_rows
 from hybridlib.memo import memoized
 from hybridlib.models import describe, encode, load, load_tokenizer
-from hybridlib.provenance import device_name
+from hybridlib.provenance import device_name, utc_now
 from hybridlib.train import PackedBatches
 from hybridlib.train.distributed import spawn_pool
 
@@ -123,7 +122,7 @@ def _arm(
         return {
             "value": value,
             "device": device_name(),
-            "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "date_utc": utc_now(),
             "wall_s": time.perf_counter() - start,
         }
 
