@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import datasets
 
-from hybridlib.atomic import write_json
+from hybridlib.atomic import file_lock, write_json
 from hybridlib.data.bible import chapters, check_bible_language
 from hybridlib.data.checksums import load_manifest
 from hybridlib.data.languages import BIBLE_LANGUAGES, ENGLISH, TIERS, check_languages, language
@@ -219,8 +219,11 @@ def training_corpus(
         ).encode()
     ).hexdigest()[:24]
     path = cache_dir("corpus") / key
-    if not (path / "meta.json").is_file():
-        _build(path, tokenizer, budgets, seq_len, seed, bos_token_id, eos)
+    with file_lock(
+        cache_dir("locks") / f"corpus-{key}"
+    ):  # torchrun ranks on one cache: one builds, the rest wait
+        if not (path / "meta.json").is_file():
+            _build(path, tokenizer, budgets, seq_len, seed, bos_token_id, eos)
     meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
     for lang, info in meta["languages"].items():
         if info["passes"] > 1:
