@@ -4,13 +4,30 @@
 # queue sees only GPU N (CUDA_VISIBLE_DEVICES), so a machine with several GPUs runs one queue per GPU (a second
 # queue on a GPU whose queue still runs would delete that queue's copy: wait for its "queue done"). Each
 # group's notebook, result JSON and log land in /tmp/gpu-out/<chapters>; collect.sh packs them into $OUT.
+# With --tree .gpu/frozen/tree-<commit>.tar.gz (freeze.sh) the queue runs that commit's tree instead of this
+# checkout, and records <commit> as the notebooks' commit.
 set -euo pipefail
+gpu=0; tree=
+while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do
+  case $1 in
+    --gpu) gpu=$2; shift 2 ;;
+    --tree) tree=$2; shift 2 ;;
+    *) echo "queue.sh: unknown option '$1' (allowed: --gpu N, --tree FILE)" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$tree" ]; then
+  name=$(basename "$tree")
+  [[ $name =~ ^tree-([0-9a-f]{40})\.tar\.gz$ ]] || { echo "queue.sh: --tree must name a file tree-<40-hex commit>.tar.gz written by freeze.sh, got '$tree'" >&2; exit 2; }
+  export HYBRIDLIB_GIT_COMMIT=${BASH_REMATCH[1]}
+fi
 : "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first: the notebooks record it}"
-gpu=0
-if [ "${1:-}" = "--gpu" ]; then gpu=$2; shift 2; fi
 repo=/tmp/repo-$gpu
 rm -rf "$repo" && mkdir -p "$repo" /tmp/gpu-out
-tar --exclude=./.gpu --exclude=./.venv --exclude=./.git -cf - . | tar -C "$repo" -xf -
+if [ -n "$tree" ]; then
+  tar -C "$repo" -xzf "$tree"
+else
+  tar --exclude=./.gpu --exclude=./.venv --exclude=./.git -cf - . | tar -C "$repo" -xf -
+fi
 cd "$repo"
 CUDA_VISIBLE_DEVICES=$gpu setsid bash -c 'for spec in "$@"; do
   chapters=${spec#*:}
@@ -18,4 +35,4 @@ CUDA_VISIBLE_DEVICES=$gpu setsid bash -c 'for spec in "$@"; do
   OUT=/tmp/gpu-out/${chapters//,/-} bash tools/offline_gpu/chapter.sh "${spec%%:*}" ${chapters//,/ }
   echo "$(date +%T) end $chapters"
 done; echo "$(date +%T) queue done"' queue "$@" > "/tmp/queue-$gpu.log" 2>&1 < /dev/null &
-echo "queued on GPU $gpu: $*"
+echo "queued on GPU $gpu (commit $HYBRIDLIB_GIT_COMMIT): $*"
