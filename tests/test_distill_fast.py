@@ -14,7 +14,8 @@ from tiny_models import tiny_causal_lm
 from hybridlib.convert import convert_to_hybrid
 from hybridlib.losses import forward_kl, linear_forward_kl
 from hybridlib.train.objectives import DistillationModel
-from kernels.layers.gated_deltanet import ShortConvolution
+from kernels.layers.gated_deltanet import GatedDeltaNet, ShortConvolution
+from kernels.ops.short_conv import causal_conv_silu
 
 F64 = torch.float64
 SMALL = {
@@ -74,6 +75,21 @@ def test_short_convolution_is_the_causal_depthwise_conv1d():
     assert rel(y, ref) < 1e-14 and torch.equal(past, x.transpose(1, 2)[..., -3:])
     y_tail, _ = conv(x[:, 5:], past=conv(x[:, :5])[1])  # decoding in two pieces continues the sequence
     assert rel(y_tail, y[:, 5:]) < 1e-14
+
+
+def test_short_convolution_refuses_bad_input_before_any_work():
+    """The parameter and its allowed values in the message; fla's kernel needs CUDA and no past state."""
+    x, w = torch.zeros(1, 5, 6), torch.zeros(6, 4)
+    with pytest.raises(
+        ValueError, match=r"impl='triton' is not supported; allowed values: \('torch', 'fla'\)"
+    ):
+        causal_conv_silu(x, w, impl="triton")
+    with pytest.raises(ValueError, match="impl='fla' runs on CUDA without a past state"):
+        causal_conv_silu(x, w, impl="fla")
+    with pytest.raises(ValueError, match=r"need x \[B, T, C\] and weight \[C, K\]"):
+        causal_conv_silu(x, torch.zeros(5, 4))
+    with pytest.raises(ValueError, match="conv_impl='cuda' is not supported"):
+        GatedDeltaNet(12, 2, 4, 4, conv_impl="cuda")
 
 
 def _pair(family: str):

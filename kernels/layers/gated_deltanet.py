@@ -20,7 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from kernels.ops._checks import check_choice
 from kernels.ops.gated_delta_rule import gated_delta_rule
+from kernels.ops.short_conv import IMPLS as CONV_IMPLS
+from kernels.ops.short_conv import causal_conv_silu
 
 
 @dataclass
@@ -37,39 +40,16 @@ class GatedDeltaNetState:
     recurrent: torch.Tensor | None = None
 
 
-def causal_conv_silu(
-    x: torch.Tensor, weight: torch.Tensor, past: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """SiLU of the causal depthwise convolution of ``x`` [B, T, C] with ``weight`` [C, 1, K] (``F.conv1d``'s
-    cross-correlation over ``past`` [B, C, K - 1] (zeros if None) then ``x``); returns ([B, T, C] in x's dtype,
-    the new past [B, C, K - 1]).
-
-    Computed as ``K`` shifted multiply-adds in float32 at least, in ``[B, T, C]`` without transposes:
-    elementwise work that ``torch.compile`` fuses into one kernel forward and backward.
-    """
-    K, T = weight.shape[-1], x.shape[1]
-    if past is None:
-        x = F.pad(x, (0, 0, K - 1, 0))
-    else:
-        x = torch.cat([past.transpose(1, 2).to(x.dtype), x], dim=1)
-    f32 = torch.promote_types(x.dtype, torch.float32)
-    w = weight[:, 0].to(f32)  # [C, K]
-    y = x[:, :T].to(f32) * w[:, 0]
-    for j in range(1, K):
-        y = y + x[:, j : j + T].to(f32) * w[:, j]
-    return F.silu(y).to(x.dtype), x[:, x.shape[1] - (K - 1) :].transpose(1, 2)
-
-
 class ShortConvolution(nn.Conv1d):
-    """Causal depthwise 1-D convolution over time followed by SiLU (:func:`causal_conv_silu`); input and
-    output [B, T, C]."""
+    """Causal depthwise 1-D convolution over time followed by SiLU
+    (:func:`kernels.ops.short_conv.causal_conv_silu`, its ``torch`` path); input and output [B, T, C]."""
 
     def __init__(self, channels: int, kernel_size: int):
         super().__init__(channels, channels, kernel_size, groups=channels, bias=False)
 
     def forward(self, x: torch.Tensor, past: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (SiLU(conv(x)) [B, T, C], the new past [B, C, kernel_size - 1])."""
-        return causal_conv_silu(x, self.weight, past)
+        return causal_conv_silu(x, self.weight[:, 0], past)
 
 
 class GatedRMSNorm(nn.Module):
@@ -93,7 +73,9 @@ class GatedDeltaNet(nn.Module):
     Parameters are fla's: ``q_proj, k_proj, v_proj, a_proj, b_proj, g_proj, o_proj``, short convolutions
     ``q_conv, k_conv, v_conv``, ``A_log`` [H], ``dt_bias`` [H], per-head ``o_norm``. Default initialisation
     follows fla / Mamba-2 (``A`` uniform in [1, 16], ``dt`` log-uniform in [1e-3, 1e-1] and
-    ``dt_bias = softplus^-1(dt)``); a converter overwrites it from a teacher.
+    ``dt_bias = softplus^-1(dt)``); a converter overwrites it from a teacher. ``conv_impl``: the short
+    convolutions' path without a cache (:data:`kernels.ops.short_conv.IMPLS`; "fla" on CUDA only), an attribute
+    that may be set after construction.
     """
 
     def __init__(
@@ -104,8 +86,11 @@ class GatedDeltaNet(nn.Module):
         head_v_dim: int,
         conv_size: int = 4,
         norm_eps: float = 1e-6,
+        conv_impl: str = "torch",
     ):
         super().__init__()
+        check_choice("conv_impl", conv_impl, CONV_IMPLS)
+        self.conv_impl = conv_impl
         for name, value in [
             ("hidden_size", hidden_size),
             ("num_heads", num_heads),
@@ -161,7 +146,8 @@ class GatedDeltaNet(nn.Module):
         )
         convs = (self.q_conv, self.k_conv, self.v_conv)
         if cache is None:
-            q, k, v = causal_conv_silu(qkv, torch.cat([c.weight for c in convs]))[0].split(qkv_dims, dim=-1)
+            weight = torch.cat([c.weight[:, 0] for c in convs])
+            q, k, v = causal_conv_silu(qkv, weight, impl=self.conv_impl)[0].split(qkv_dims, dim=-1)
         else:
             q, k, v = qkv.split(qkv_dims, dim=-1)
             q, state.conv_q = self.q_conv(q, state.conv_q)

@@ -1,8 +1,9 @@
-"""Token-mixer functions: gated delta rule, linear attention, window + linear, sliding window."""
+"""Token-mixer functions: gated delta rule, linear attention, window + linear, sliding window, short convolution."""
 
 from kernels.ops.feature_maps import HedgehogFeatureMap, T2RFeatureMap
 from kernels.ops.gated_delta_rule import gated_delta_rule
 from kernels.ops.linear_attention import linear_attention
+from kernels.ops.short_conv import causal_conv_silu
 from kernels.ops.sliding_window import sliding_window_attention
 from kernels.ops.window_linear import WindowLinearState, window_linear_attention, window_weight_share
 from kernels.ops.window_linear_decode import WindowLinearRing, ring_size, window_linear_decode_step
@@ -12,6 +13,7 @@ __all__ = [
     "T2RFeatureMap",
     "WindowLinearRing",
     "WindowLinearState",
+    "causal_conv_silu",
     "gated_delta_rule",
     "linear_attention",
     "ring_size",

@@ -24,12 +24,15 @@ distillation runs count them) and, on CUDA, a ``torch.profiler`` summary of ``pr
 ``random_weights`` builds the teacher from its ``config.json`` alone (``teacher_path`` = a folder holding it),
 so shapes, not checkpoints, travel to a GPU machine. ``loss_curves(...)`` trains each variant on the same
 batches and reports their losses step by step (the fast path must match the eager one within bf16 noise);
-``kl_chunk_timings(...)`` times the fused KL alone per chunk length.
+``kl_chunk_timings(...)`` times the fused KL alone per chunk length. ``conv_impl`` picks the GDN layers' short
+convolution (:data:`kernels.ops.short_conv.IMPLS`: the compiled ``torch`` shifts, or fla's Triton kernel) for every
+variant but ``eager``, which stays the reference.
 
 CLI (writes ``data/results/layout_distillation/step_profile_<device>[_<tag>].json``)::
 
     python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
         [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
+        [--conv-impl fla]
     torchrun --nproc-per-node 2 -m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60
         [--strategy fsdp] [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
 """
@@ -58,6 +61,8 @@ from hybridlib.paths import results_dir
 from hybridlib.provenance import collect
 from hybridlib.train import PackedBatches, TrainConfig, train
 from hybridlib.train.objectives import DistillationModel, model_loss
+from kernels.layers import GatedDeltaNet
+from kernels.ops.short_conv import IMPLS as CONV_IMPLS
 
 PHASES = ("teacher_forward", "student_forward", "kl", "backward", "optimizer")
 VARIANTS = ("eager", "fused", "compiled", "fast", "regional")
@@ -173,9 +178,12 @@ def _models(
     teacher_path: str | Path | None,
     seed: int,
     layout_name: str = BASELINE,
+    conv_impl: str = "torch",
 ) -> tuple[PreTrainedModel, PreTrainedModel]:
-    """(student of ``layout_name`` on ``device``, train mode; teacher on ``device`` in the run's weight dtype,
-    frozen)."""
+    """(student of ``layout_name`` on ``device``, train mode, its GDN layers' short convolutions on
+    ``conv_impl``; teacher on ``device`` in the run's weight dtype, frozen)."""
+    if conv_impl not in CONV_IMPLS:
+        raise ValueError(f"conv_impl={conv_impl!r} is not allowed; choose one of {CONV_IMPLS}")
     if random_weights:
         if teacher_path is None:
             raise ValueError(
@@ -186,6 +194,9 @@ def _models(
         teacher, _ = load(teacher_name, path=teacher_path)
     layout = distill._layout(teacher, layout_name, distill.recipe(teacher_name).fa_fraction)
     student = convert_to_hybrid(teacher, layout, "gdn", seed=distill.MODEL_SEED).to(device).train()
+    for module in student.modules():
+        if isinstance(module, GatedDeltaNet):
+            module.conv_impl = conv_impl
     teacher = teacher.to(device, torch.bfloat16 if precision == "bf16" else torch.float32).eval()
     return student, teacher.requires_grad_(False)
 
@@ -206,6 +217,7 @@ def profile_step(
     profile_steps: int = 2,
     layout: str = BASELINE,
     cuda_graphs: bool = True,
+    conv_impl: str = "torch",
 ) -> dict[str, Any]:
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
     ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``, for the
@@ -217,7 +229,10 @@ def profile_step(
     device, precision = distill._resolve_device(device, precision)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed, layout)
+    conv = "torch" if variant == "eager" else conv_impl
+    student, teacher = _models(
+        teacher_name, device, precision, random_weights, teacher_path, seed, layout, conv
+    )
     generator = torch.Generator().manual_seed(seed)
     batches = [
         torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator).to(device)
@@ -247,6 +262,7 @@ def profile_step(
         "teacher": teacher_name,
         "variant": variant,
         "layout": layout,
+        "conv_impl": conv,
         "batch_size": batch_size,
         "seq_len": seq_len,
         "steps": steps,
@@ -332,6 +348,7 @@ def loss_curves(
     device: str | torch.device | None = None,
     precision: str | None = None,
     cuda_graphs: bool = True,
+    conv_impl: str = "torch",
 ) -> dict[str, Any]:
     """Train a fresh student with each of ``variants`` for ``steps`` AdamW steps (constant ``lr``) on the same
     random batches; returns the loss per step per variant and the largest relative gap to the first."""
@@ -339,7 +356,10 @@ def loss_curves(
     generator = torch.Generator()
     curves: dict[str, list[float]] = {}
     for variant in variants:
-        student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
+        conv = "torch" if variant == "eager" else conv_impl
+        student, teacher = _models(
+            teacher_name, device, precision, random_weights, teacher_path, seed, conv_impl=conv
+        )
         generator.manual_seed(seed + 1)
         batches = [
             torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator)
@@ -368,6 +388,7 @@ def loss_curves(
         "lr": lr,
         "precision": precision,
         "cuda_graphs": cuda_graphs,
+        "conv_impl": conv_impl,
         "losses": curves,
         "max_rel_gap_to_first": gaps,
     }
@@ -386,6 +407,7 @@ def train_speed(
     seed: int = 0,
     random_weights: bool = False,
     teacher_path: str | Path | None = None,
+    conv_impl: str = "torch",
 ) -> dict[str, Any] | None:
     """The distillation trainer itself (:func:`hybridlib.train.train` on a
     :class:`~hybridlib.train.objectives.DistillationModel`, the chapters' learning rates) for ``steps`` steps of
@@ -401,7 +423,9 @@ def train_speed(
         else (torch.device("cpu"))
     )
     device, precision = distill._resolve_device(device, None)
-    student, teacher = _models(teacher_name, device, precision, random_weights, teacher_path, seed)
+    student, teacher = _models(
+        teacher_name, device, precision, random_weights, teacher_path, seed, conv_impl=conv_impl
+    )
     cuda = device.type == "cuda"
     model = DistillationModel(student, teacher, compile=cuda, cuda_graphs=cuda and cuda_graphs and world == 1)
     rows = torch.randint(
@@ -444,6 +468,7 @@ def train_speed(
         "world_size": world,
         "strategy": strategy if world > 1 else None,
         "cuda_graphs": model.cuda_graphs,
+        "conv_impl": conv_impl,
         "batch_size": batch_size,
         "seq_len": seq_len,
         "steps": steps,
@@ -538,6 +563,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="fast / regional / the trainer compiled, without CUDA graphs",
     )
+    parser.add_argument(
+        "--conv-impl",
+        choices=CONV_IMPLS,
+        default="torch",
+        help="the GDN layers' short convolution in every variant but eager",
+    )
     parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
@@ -549,6 +580,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "random_weights": args.random_weights,
         "teacher_path": args.teacher_path,
         "cuda_graphs": not args.no_cuda_graphs,
+        "conv_impl": args.conv_impl,
     }
     device = "cuda" if torch.cuda.is_available() else "cpu"
     path = (

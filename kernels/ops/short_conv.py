@@ -1,0 +1,104 @@
+"""Causal depthwise short convolution followed by SiLU (Gated DeltaNet's q / k / v convolutions), two paths.
+
+Shapes: ``x`` [B, T, C], ``weight`` [C, K] (K taps, ``weight[:, -1]`` multiplies the current token, as
+``F.conv1d``'s cross-correlation over the left-padded sequence), ``past`` [B, C, K - 1] (the inputs before ``x``).
+
+* ``torch``: K shifted multiply-adds in float32 at least, in ``[B, T, C]`` without transposes: elementwise work
+  that ``torch.compile`` fuses into one kernel forward and backward (any device, any dtype).
+* ``fla``: flash-linear-attention's Triton ``causal_conv1d`` forward and backward (SiLU fused, float32
+  accumulation) as ``torch.library`` ops, so that a compiled graph keeps them as single nodes (CUDA only,
+  no ``past``: training and prefill from an empty state).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from kernels.ops._checks import check_choice
+
+IMPLS = ("torch", "fla")
+
+
+def causal_conv_silu(
+    x: torch.Tensor, weight: torch.Tensor, past: torch.Tensor | None = None, impl: str = "torch"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``SiLU(causal depthwise conv1d(x))`` over ``past`` (zeros if None) then ``x``; returns (``[B, T, C]`` in
+    ``x``'s dtype, the new past ``[B, C, K - 1]``: the last ``K - 1`` inputs)."""
+    check_choice("impl", impl, IMPLS)
+    if x.dim() != 3 or weight.dim() != 2 or weight.shape[0] != x.shape[-1]:
+        raise ValueError(
+            f"need x [B, T, C] and weight [C, K], got {tuple(x.shape)} and {tuple(weight.shape)}"
+        )
+    K, T = weight.shape[-1], x.shape[1]
+    padded = (
+        F.pad(x, (0, 0, K - 1, 0))
+        if past is None
+        else torch.cat([past.transpose(1, 2).to(x.dtype), x], dim=1)
+    )
+    new_past = padded[:, padded.shape[1] - (K - 1) :].transpose(1, 2)
+    if impl == "fla":
+        if past is not None or x.device.type != "cuda":
+            raise ValueError(
+                f"impl='fla' runs on CUDA without a past state (got device {x.device.type}, "
+                f"past {'given' if past is not None else 'None'}); use impl='torch'"
+            )
+        _import_fla()
+        return torch.ops.kernels.fla_conv_silu(x, weight), new_past
+    f32 = torch.promote_types(x.dtype, torch.float32)
+    w = weight.to(f32)
+    y = padded[:, :T].to(f32) * w[:, 0]
+    for j in range(1, K):
+        y = y + padded[:, j : j + T].to(f32) * w[:, j]
+    return F.silu(y).to(x.dtype), new_past
+
+
+@functools.cache
+def _import_fla():
+    """fla's causal_conv1d forward / backward (lazily: Triton cannot run on CPU)."""
+    try:
+        from fla.modules.causal_conv1d import causal_conv1d_bwd, causal_conv1d_fwd
+    except ImportError as err:
+        raise ImportError(
+            f"flash-linear-attention is not importable ({err}); install flash-linear-attention==0.6.0"
+        ) from err
+    return causal_conv1d_fwd, causal_conv1d_bwd
+
+
+@torch.library.custom_op("kernels::fla_conv_silu", mutates_args=(), device_types="cuda")
+def _fla_conv_silu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    fwd, _ = _import_fla()
+    y, _ = fwd(x=x, weight=weight, bias=None, residual=None, activation="silu")
+    return y
+
+
+@_fla_conv_silu.register_fake
+def _(x, weight):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("kernels::fla_conv_silu_bwd", mutates_args=(), device_types="cuda")
+def _fla_conv_silu_bwd(
+    dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    _, bwd = _import_fla()
+    dx, dw, _, _, _ = bwd(x=x, dy=dy.contiguous(), dht=None, weight=weight, activation="silu")
+    return dx, dw
+
+
+@_fla_conv_silu_bwd.register_fake
+def _(dy, x, weight):
+    return torch.empty_like(x), torch.empty_like(weight, memory_format=torch.contiguous_format)
+
+
+def _fla_setup_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _fla_backward(ctx, dy):
+    return torch.ops.kernels.fla_conv_silu_bwd(dy, *ctx.saved_tensors)
+
+
+_fla_conv_silu.register_autograd(_fla_backward, setup_context=_fla_setup_context)
