@@ -16,8 +16,6 @@ with ``a_t = exp(g_t)`` (decay, ``g_t <= 0``) and ``b_t = beta_t`` in (0, 1). Pa
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.nn.functional as F
 
@@ -30,6 +28,7 @@ from kernels.ops._checks import (
     compute_dtype,
     warn_once,
 )
+from kernels.ops._fla import import_fla
 
 IMPLS = ("auto", "naive", "chunk", "fla")
 FLA_CHUNK_SIZES = (16, 32, 64)
@@ -158,16 +157,11 @@ def fla_available() -> bool:
     return True
 
 
-@functools.cache
 def _import_fla():
-    """Import fla's gated delta rule kernels (lazily: Triton cannot run on CPU)."""
-    try:
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
-    except ImportError as err:
-        raise ImportError(
-            f"flash-linear-attention is not importable ({err}); install flash-linear-attention==0.6.0"
-        ) from err
-    return chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+    """fla's chunk and fused recurrent gated delta rule kernels."""
+    return import_fla(
+        "fla.ops.gated_delta_rule", "chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule"
+    )
 
 
 def _fla(q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm, chunk_size):

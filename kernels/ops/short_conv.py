@@ -12,12 +12,11 @@ Shapes: ``x`` [B, T, C], ``weight`` [C, K] (K taps, ``weight[:, -1]`` multiplies
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.nn.functional as F
 
 from kernels.ops._checks import check_choice
+from kernels.ops._fla import import_fla
 
 IMPLS = ("torch", "fla")
 
@@ -55,16 +54,9 @@ def causal_conv_silu(
     return F.silu(y).to(x.dtype), new_past
 
 
-@functools.cache
 def _import_fla():
-    """fla's causal_conv1d forward / backward (lazily: Triton cannot run on CPU)."""
-    try:
-        from fla.modules.causal_conv1d import causal_conv1d_bwd, causal_conv1d_fwd
-    except ImportError as err:
-        raise ImportError(
-            f"flash-linear-attention is not importable ({err}); install flash-linear-attention==0.6.0"
-        ) from err
-    return causal_conv1d_fwd, causal_conv1d_bwd
+    """fla's causal_conv1d forward and backward."""
+    return import_fla("fla.modules.causal_conv1d", "causal_conv1d_fwd", "causal_conv1d_bwd")
 
 
 @torch.library.custom_op("kernels::fla_conv_silu", mutates_args=(), device_types="cuda")
