@@ -18,6 +18,7 @@ def test_profile_phases_add_up_to_the_step_and_give_the_speed():
     # by up to 0.05 from rounding alone, more than rel=1e-3
     assert row["tokens_per_s"] == pytest.approx(2 * 32 / (row["step_ms"] / 1e3), rel=1e-3, abs=0.05)
     assert row["mfu"] is None and row["precision"] == "fp32" and not row["teacher_compiled"]
+    assert row["conv_impl"] == "torch"  # eager is the reference: always the shifted sums
     teacher, _ = load("tiny-teacher")
     embed = teacher.get_input_embeddings().weight.numel()
     n_teacher = (
@@ -29,9 +30,15 @@ def test_profile_phases_add_up_to_the_step_and_give_the_speed():
     assert row["flops_per_token"] >= 8 * n_teacher
 
 
-def test_bad_step_counts_are_refused():
+def test_bad_step_counts_and_convolutions_are_refused():
     with pytest.raises(ValueError, match="steps must be >= 1"):
         profile_step("tiny-teacher", steps=0, device="cpu")
+    with pytest.raises(
+        ValueError, match=r"conv_impl='cudnn' is not allowed; choose one of \('torch', 'fla'\)"
+    ):
+        profile_step("tiny-teacher", variant="fused", conv_impl="cudnn", device="cpu")
+    with pytest.raises(ValueError, match="conv_impl='fla' needs CUDA"):
+        profile_step("tiny-teacher", variant="fused", conv_impl="fla", device="cpu")
     assert distill.PEAK_BF16_FLOPS == 694e12
 
 
@@ -45,6 +52,7 @@ def test_bad_step_counts_are_refused():
         ("nvjet_sm90_tst_192x192_64x4_1x2_h_bz_coopB_TNN", "gemm"),
         ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64", "attention"),
         ("chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", "fla_gdn"),
+        ("causal_conv1d_bwd_kernel", "fla_conv"),
         (
             "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)",
             "dtype_copy",

@@ -71,6 +71,7 @@ FAMILIES = (
     ("inductor_fused", r"^triton_"),
     ("attention", r"flash|fmha|attention|sdpa"),
     ("gemm", r"gemm|cutlass|nvjet|xmma|cublas|matmul|splitk"),
+    ("fla_conv", r"causal_conv1d"),
     ("fla_gdn", r"chunk|delta|wy_|l2norm|solve_tril|kkt|recompute|cumsum|main_kernel|tilelang"),
     ("optimizer", r"adam|multi_tensor"),
     ("dtype_copy", r"copy|cast|convert"),
@@ -184,6 +185,8 @@ def _models(
     ``conv_impl``; teacher on ``device`` in the run's weight dtype, frozen)."""
     if conv_impl not in CONV_IMPLS:
         raise ValueError(f"conv_impl={conv_impl!r} is not allowed; choose one of {CONV_IMPLS}")
+    if conv_impl == "fla" and device.type != "cuda":
+        raise ValueError(f"conv_impl='fla' needs CUDA (fla's Triton kernel), got device {device.type}")
     if random_weights:
         if teacher_path is None:
             raise ValueError(
@@ -263,6 +266,7 @@ def profile_step(
         "variant": variant,
         "layout": layout,
         "conv_impl": conv,
+        "fla_env": {k: v for k, v in os.environ.items() if k.startswith("FLA_")},  # e.g. FLA_CONV_GLUON=1
         "batch_size": batch_size,
         "seq_len": seq_len,
         "steps": steps,
