@@ -137,7 +137,9 @@ class GatedDeltaNet(nn.Module):
                 )
             hidden_states = hidden_states * attention_mask[:, -T:, None].to(hidden_states.dtype)
         state = cache if cache is not None else GatedDeltaNetState()
-        # the six input projections as one matmul, the three convolutions as one (per-conv pasts when decoding)
+        # the six input projections as one matmul, the three convolutions as one (per-conv pasts when decoding;
+        # with fla's kernel one per projection, so that q, k, v come out contiguous, as fla's gated delta rule
+        # needs them: a split of one output would be copied there)
         projs = (self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.a_proj, self.b_proj)
         qkv_dims = [p.out_features for p in projs[:3]]
         x = F.linear(hidden_states, torch.cat([p.weight for p in projs]))
@@ -145,9 +147,12 @@ class GatedDeltaNet(nn.Module):
             [sum(qkv_dims), projs[3].out_features, self.num_heads, self.num_heads], dim=-1
         )
         convs = (self.q_conv, self.k_conv, self.v_conv)
-        if cache is None:
+        if cache is None and self.conv_impl == "fla":
+            pieces = zip(qkv.split(qkv_dims, dim=-1), convs)
+            q, k, v = (causal_conv_silu(x_, c.weight[:, 0], impl="fla")[0] for x_, c in pieces)
+        elif cache is None:
             weight = torch.cat([c.weight[:, 0] for c in convs])
-            q, k, v = causal_conv_silu(qkv, weight, impl=self.conv_impl)[0].split(qkv_dims, dim=-1)
+            q, k, v = causal_conv_silu(qkv, weight)[0].split(qkv_dims, dim=-1)
         else:
             q, k, v = qkv.split(qkv_dims, dim=-1)
             q, state.conv_q = self.q_conv(q, state.conv_q)
