@@ -32,12 +32,6 @@ def causal_conv_silu(
             f"need x [B, T, C] and weight [C, K], got {tuple(x.shape)} and {tuple(weight.shape)}"
         )
     K, T = weight.shape[-1], x.shape[1]
-    padded = (
-        F.pad(x, (0, 0, K - 1, 0))
-        if past is None
-        else torch.cat([past.transpose(1, 2).to(x.dtype), x], dim=1)
-    )
-    new_past = padded[:, padded.shape[1] - (K - 1) :].transpose(1, 2)
     if impl == "fla":
         if past is not None or x.device.type != "cuda":
             raise ValueError(
@@ -45,7 +39,17 @@ def causal_conv_silu(
                 f"past {'given' if past is not None else 'None'}); use impl='torch'"
             )
         _import_fla()
-        return torch.ops.kernels.fla_conv_silu(x, weight), new_past
+        keep = min(
+            T, K - 1
+        )  # the new past: the last K - 1 inputs, zeros before the first (no padded copy of x)
+        tail = F.pad(x[:, T - keep :], (0, 0, K - 1 - keep, 0))
+        return torch.ops.kernels.fla_conv_silu(x, weight), tail.transpose(1, 2)
+    padded = (
+        F.pad(x, (0, 0, K - 1, 0))
+        if past is None
+        else torch.cat([past.transpose(1, 2).to(x.dtype), x], dim=1)
+    )
+    new_past = padded[:, padded.shape[1] - (K - 1) :].transpose(1, 2)
     f32 = torch.promote_types(x.dtype, torch.float32)
     w = weight.to(f32)
     y = padded[:, :T].to(f32) * w[:, 0]
