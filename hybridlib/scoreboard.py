@@ -122,17 +122,19 @@ def _status_lines(records: Mapping[str, Any], old: str | None) -> list[str]:
     return lines
 
 
-#: How the first-FA rows named their layer until 2026-12-01 (it is in their note now; it differs between teachers
-#: of other depths): a row stored before then stands for the layer-free claim.
-_LAYER_NAMED = (
+#: Run-dependent numbers that older rows put in their metric (now in their note or result): until 2026-12-01 the
+#: first-FA rows named their layer (it differs between teachers of other depths) and the needle row its longest
+#: haystack (it differs between presets); a row stored before then stands for the claim without them.
+_OLD_NAMES = (
     (re.compile(r" \(layer \d+\)"), ""),
     (re.compile(r"\bat layer \d+:"), "at the first FA layer:"),
+    (re.compile(r"\(longest haystack, \d+ tokens\)"), "(longest haystack)"),
 )
 
 
 def claim(metric: str) -> str:
-    """``metric`` without the layer index of an older first-FA row (:data:`_LAYER_NAMED`)."""
-    for pattern, text in _LAYER_NAMED:
+    """``metric`` without the run-dependent numbers of an older row (:data:`_OLD_NAMES`)."""
+    for pattern, text in _OLD_NAMES:
         metric = pattern.sub(text, metric)
     return metric
 

@@ -207,7 +207,7 @@ _GPU_STYLE = "drawn by the H200 run before hybridlib.style: the gpu re-run draws
 KNOWN: dict[tuple[str, str], str] = {
     **{
         (f"book/gpu/{n}", "figure fonts"): _GPU_STYLE
-        for n in ("01_efficiency", "04_lolcats")  # 02, 03, 05: re-run 2026-11-30
+        for n in ("04_lolcats",)  # 02, 03, 05: re-run 2026-11-30; 01: 2026-12-01
     },
 }
 

@@ -272,6 +272,17 @@ def test_an_older_first_fa_row_naming_its_layer_is_the_same_claim():
     }
 
 
+def test_an_older_needle_row_naming_its_haystack_is_the_same_claim():
+    """The H200 run's longest haystack is 32768 tokens, the seminar's 512: one claim, one scoreboard row."""
+    old = "English vs non-English needle (longest haystack, 32768 tokens)"
+    new = "English vs non-English needle (longest haystack)"
+    assert scoreboard.claim(old) == new
+    gpu, seminar = {"rows": [{"metric": old}]}, {"rows": [{"metric": new}]}
+    assert scoreboard._claims({"gpu": gpu, "seminar": seminar}) == {
+        new: {"gpu": gpu["rows"][0], "seminar": seminar["rows"][0]}
+    }
+
+
 def test_at_a_glance_shows_the_verdict_and_its_rules_tally():
     record = {
         "status": {

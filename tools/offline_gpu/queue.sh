@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# Usage: queue.sh [--gpu N] SECONDS:CHAPTER[,CHAPTER]... : run chapter.sh for each group in order, in the
-# background (setsid, so the runs outlive the calling command) from a copy of this checkout. With --gpu N the
-# queue sees only GPU N (CUDA_VISIBLE_DEVICES), so a machine with several GPUs runs one queue per GPU (a second
-# queue on a GPU whose queue still runs would delete that queue's copy: wait for its "queue done"). Each
-# group's notebook, result JSON and log land in /tmp/gpu-out/<chapters>; collect.sh packs them into $OUT.
-# With --tree .gpu/frozen/tree-<commit>.tar.gz (freeze.sh) the queue runs that commit's tree instead of this
-# checkout, and records <commit> as the notebooks' commit.
+# Usage: queue.sh [--gpu N[,M...]] [--tree FILE] [--set NAME=VALUE]... SECONDS:CHAPTER[,CHAPTER]... : run
+# chapter.sh for each group in order, in the background (setsid, so the runs outlive the calling command) from a
+# copy of this checkout. With --gpu N the queue sees only GPU N (CUDA_VISIBLE_DEVICES), so a machine with several
+# GPUs runs one queue per GPU (a second queue on a GPU whose queue still runs would delete that queue's copy: wait
+# for its "queue done"); --gpu 0,1 gives one queue both (the LoLCATs chapter spreads its replicates over the GPUs
+# it sees). Each group's notebook, result JSON and log land in /tmp/gpu-out/<chapters>; collect.sh packs them
+# into $OUT. With --tree .gpu/frozen/tree-<commit>.tar.gz (freeze.sh) the queue runs that commit's tree instead of
+# this checkout, and records <commit> as the notebooks' commit. Each --set is a parameter override of every
+# chapter of the queue (the book runner's -p NAME=VALUE, e.g. --set parallel=4).
 set -euo pipefail
-gpu=0; tree=
+gpu=0; tree=; sets=()
 while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do
   case $1 in
-    --gpu) gpu=$2; shift 2 ;;
+    --gpu) gpu=$2; shift 2
+      [[ $gpu =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "queue.sh: --gpu takes GPU indices N or N,M,..., got '$gpu'" >&2; exit 2; } ;;
     --tree) tree=$2; shift 2 ;;
-    *) echo "queue.sh: unknown option '$1' (allowed: --gpu N, --tree FILE)" >&2; exit 2 ;;
+    --set) [[ ${2-} =~ ^[a-z_]+=[^[:space:]]+$ ]] || { echo "queue.sh: --set takes NAME=VALUE (a chapter parameter), got '${2-}'" >&2; exit 2; }
+      sets+=(-p "$2"); shift 2 ;;
+    *) echo "queue.sh: unknown option '$1' (allowed: --gpu N[,M...], --tree FILE, --set NAME=VALUE)" >&2; exit 2 ;;
   esac
+done
+for spec in "$@"; do
+  [[ $spec =~ ^[0-9]+:[a-z_]+(,[a-z_]+)*$ ]] || { echo "queue.sh: a group is SECONDS:CHAPTER[,CHAPTER]..., got '$spec'" >&2; exit 2; }
 done
 if [ -n "$tree" ]; then
   name=$(basename "$tree")
@@ -29,10 +37,10 @@ else
   tar --exclude=./.gpu --exclude=./.venv --exclude=./.git -cf - . | tar -C "$repo" -xf -
 fi
 cd "$repo"
-CUDA_VISIBLE_DEVICES=$gpu setsid bash -c 'for spec in "$@"; do
+QUEUE_SETS="${sets[*]}" CUDA_VISIBLE_DEVICES=$gpu setsid bash -c 'for spec in "$@"; do
   chapters=${spec#*:}
   echo "$(date +%T) start $chapters"
-  OUT=/tmp/gpu-out/${chapters//,/-} bash tools/offline_gpu/chapter.sh "${spec%%:*}" ${chapters//,/ }
+  OUT=/tmp/gpu-out/${chapters//,/-} bash tools/offline_gpu/chapter.sh "${spec%%:*}" ${chapters//,/ } $QUEUE_SETS
   echo "$(date +%T) end $chapters"
 done; echo "$(date +%T) queue done"' queue "$@" > "/tmp/queue-$gpu.log" 2>&1 < /dev/null &
-echo "queued on GPU $gpu (commit $HYBRIDLIB_GIT_COMMIT): $*"
+echo "queued on GPU $gpu (commit $HYBRIDLIB_GIT_COMMIT${sets:+; ${sets[*]}}): $*"

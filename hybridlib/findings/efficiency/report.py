@@ -579,10 +579,10 @@ def paper_rows(
         },
         *([dict(time_measured)] if time_measured is not None else []),
         {
-            "metric": f"English vs non-English needle (longest haystack, {budget} tokens)",
+            "metric": "English vs non-English needle (longest haystack)",
             "paper": f"Granite-4.0-H-Micro at 64K: English {PAPER.needle('Granite-4.0-H-Micro', 'English')}% vs "
             f"non-English {PAPER.needle('Granite-4.0-H-Micro', 'non-English')}% (OneRULER)",
-            "book": f"{eng:.0%} vs {oth:.0%}; per-cell difference {_interval(lang)}",
+            "book": f"{eng:.0%} vs {oth:.0%} at {budget} tokens; per-cell difference {_interval(lang)}",
             "verdict": lang,
             "note": f"Gemma 3 270M (itself a sliding-window hybrid); {MODELS_NOTE}; {NEEDLE_TRANSLATION_NOTE}",
         },

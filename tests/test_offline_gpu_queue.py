@@ -1,0 +1,66 @@
+"""tools/offline_gpu/queue.sh: bad options are refused before any work, and a queue hands its groups and
+parameter overrides to chapter.sh (a stand-in that records its arguments: the real one needs the GPU preset)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+QUEUE = ROOT / "tools" / "offline_gpu" / "queue.sh"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+GPU = "97"  # a queue index no real run uses: its copy is /tmp/repo-97, its log /tmp/queue-97.log
+
+
+def queue(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(QUEUE), *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpu", "x", "60:efficiency"], "--gpu takes GPU indices N or N,M,..., got 'x'"),
+        (["--set", "parallel", "60:lolcats"], "--set takes NAME=VALUE (a chapter parameter), got 'parallel'"),
+        (["--set"], "--set takes NAME=VALUE (a chapter parameter), got ''"),
+        (["--tree", "frozen.tar.gz", "60:lolcats"], "--tree must name a file tree-<40-hex commit>.tar.gz"),
+        (
+            ["--fast", "60:lolcats"],
+            "unknown option '--fast' (allowed: --gpu N[,M...], --tree FILE, --set NAME=VALUE)",
+        ),
+        (["--gpu", GPU, "lolcats"], "a group is SECONDS:CHAPTER[,CHAPTER]..., got 'lolcats'"),
+    ],
+)
+def test_bad_options_are_refused_before_any_work(args, message):
+    shutil.rmtree(f"/tmp/repo-{GPU}", ignore_errors=True)
+    got = queue(*args)
+    assert got.returncode == 2
+    assert message in got.stderr
+    assert not Path(f"/tmp/repo-{GPU}").exists()
+
+
+def test_groups_and_overrides_reach_chapter_sh(tmp_path):
+    stand_in = tmp_path / "tree" / "tools" / "offline_gpu" / "chapter.sh"
+    stand_in.parent.mkdir(parents=True)
+    stand_in.write_text('echo "chapter.sh $* (GPUs $CUDA_VISIBLE_DEVICES)"\n')
+    tree = tmp_path / f"tree-{COMMIT}.tar.gz"
+    with tarfile.open(tree, "w:gz") as tar:
+        tar.add(tmp_path / "tree", arcname=".")
+    log = Path(f"/tmp/queue-{GPU},3.log")
+    log.unlink(missing_ok=True)
+    got = queue(
+        "--gpu", f"{GPU},3", "--tree", str(tree), "--set", "parallel=4", "--set", "seeds=3", "60:lolcats"
+    )
+    assert got.returncode == 0, got.stderr
+    assert f"commit {COMMIT}; -p parallel=4 -p seeds=3" in got.stdout
+    for _ in range(100):
+        if log.exists() and "queue done" in log.read_text():
+            break
+        time.sleep(0.1)
+    assert f"chapter.sh 60 lolcats -p parallel=4 -p seeds=3 (GPUs {GPU},3)" in log.read_text()
+    shutil.rmtree(f"/tmp/repo-{GPU},3", ignore_errors=True)
+    log.unlink()
