@@ -197,10 +197,10 @@ SPEC = ChapterSpec(
             "parallel",
             int,
             "replicates (model and seed) converted at once, each in its own process, on the "
-            "GPUs in turn (conversions of these small models are host-bound, so several share one GPU); 1: one "
-            "after another in the notebook",
+            "GPUs in turn (conversions of these small models are host-bound, so several share one GPU; six on "
+            "one H200 ran out of its memory); 1: one after another in the notebook",
             minimum=1,
-            defaults={"seminar": 1, "gpu": 6, "paper": 6},
+            defaults={"seminar": 1, "gpu": 4, "paper": 4},
         ),
     ),
 )

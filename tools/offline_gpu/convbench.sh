@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Usage: convbench.sh : issue 19's measurement of fla's short convolution on the GPU that CUDA_VISIBLE_DEVICES names,
+# after install.sh site + assets and env.sh sourced; start it detached (setsid ... &) and keep a call in flight.
+# The CUDA tests of the fla path, then the fast SmolLM2-135M step (real teacher, batch 32 x 512) with the compiled
+# shifted-sum convolution, with fla's Triton kernels and with fla's Gluon kernels, each timed under the same load
+# and its 200-step loss curve set against the eager one. Every step_profile_cuda_conv_*.json goes flat into $OUT as
+# soon as it is written; the log to $OUT/convbench-log.txt.
+set -uo pipefail
+: "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first}"
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+log="$OUT/convbench-log.txt"
+bench=(-m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast --curve-steps 200)
+keep() { cp -f data/results/layout_distillation/step_profile_cuda_conv_*.json "$OUT"/ 2>/dev/null; }
+run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; echo "$(date +%T) rc $?" | tee -a "$log"; keep; }
+run python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fast_distill_gpu.py
+run python3 "${bench[@]}" --conv-impl torch --tag conv_torch
+run python3 "${bench[@]}" --conv-impl fla --tag conv_fla
+run env FLA_CONV_GLUON=1 python3 "${bench[@]}" --conv-impl fla --tag conv_fla_gluon
+echo "$(date +%T) convbench done" | tee -a "$log"
+grep -v "it/s\]" "$log" | grep "^{'\|rc \|passed\|failed" | tail -n 20
