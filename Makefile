@@ -48,6 +48,7 @@ chapters: data
 
 html: chapters
 	$(PY) -m hybridlib.wholemodel_page
+	$(PY) -m hybridlib.speed_page
 	$(PY) -m hybridlib.scoreboard
 	$(VENV)/bin/jupyter-book build -W -n --keep-going .
 

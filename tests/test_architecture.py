@@ -56,6 +56,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "hybridlib.notebook",
             "hybridlib.prepare",
             "hybridlib.scoreboard",
+            "hybridlib.speed_page",
             "hybridlib.wholemodel_page",
         ),
     ),

@@ -193,7 +193,10 @@ def test_paper_rows_hold_one_verdict_per_rule():
     )
     assert rows[2]["paper"] == "Qwen3.5 25/40 vs Qwen3 1/40 language-task evaluations"
     assert "3:1: 2.00x" in rows[3]["note"] and "lower edge 3.04: +1.56" in rows[3]["note"]  # 4.6 - 3.037
-    assert rows[4]["book"].startswith("100% vs 0%; per-cell difference +1.00 [+1.00, +1.00], 3 cells")
+    assert rows[4]["metric"] == "English vs non-English needle (longest haystack)"  # the length is a run's
+    assert rows[4]["book"].startswith(
+        "100% vs 0% at 512 tokens; per-cell difference +1.00 [+1.00, +1.00], 3 cells"
+    )
     assert "without the convolution (not judged): seed 0: 256: -0.30" in rows[5]["note"]
 
 

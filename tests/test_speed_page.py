@@ -1,0 +1,127 @@
+"""The generated distillation-speed page (hybridlib.speed_page): its targets driven into every
+outcome on synthetic runs, and the committed page current with the committed benchmark files."""
+
+from __future__ import annotations
+
+import pytest
+
+from hybridlib import speed_page
+from hybridlib.paths import REPO_ROOT
+
+PHASES = {"teacher_forward": 10.0, "student_forward": 20.0, "kl": 5.0, "backward": 40.0, "optimizer": 1.0}
+
+
+def step(mfu: float, tokens_per_s: float, step_ms: float, **extra) -> dict:
+    row = {"teacher": "smollm2-135m", "variant": "fast", "step_ms": step_ms, "tokens_per_s": tokens_per_s}
+    return row | {"mfu": mfu, "warmup_s": 100.0, "phase_ms": PHASES} | extra
+
+
+def train(world: int, tokens_per_s: float, losses: list[float], first_step: int = 1) -> dict:
+    row = {"world_size": world, "strategy": "ddp" if world > 1 else None, "tokens_per_s": tokens_per_s}
+    return {"rows": [row | {"cuda_graphs": False, "first_step": first_step, "mfu": 0.2, "losses": losses}]}
+
+
+def by_target(runs: dict) -> dict[str, dict]:
+    return {c["target"]: c for c in speed_page.checks(runs)}
+
+
+ONE = "one H200: MFU >= 35% and >= 150,000 tokens/s"
+TWO = "two H200s (DDP): tokens/s >= 1.8x one"
+DDP = "loss curve, DDP, within the one-GPU noise"
+FSDP = "loss curve, FSDP, within the one-GPU noise"
+
+
+def test_nothing_measured():
+    assert [c["status"] for c in speed_page.checks({})] == ["not measured", "not measured"]
+
+
+@pytest.mark.parametrize(
+    ("mfu", "tokens", "status"),
+    [(0.36, 200_000.0, "met"), (0.30, 176_000.0, "not met"), (0.36, 140_000.0, "not met")],
+)
+def test_one_gpu_target(mfu, tokens, status):
+    check = by_target({"a": {"rows": [step(mfu, tokens, 90.0)]}})[ONE]
+    assert check["status"] == status
+    assert f"35% needs {90.0 * mfu / 0.35:.1f} ms" in check["figures"]
+
+
+def test_one_gpu_target_ignores_random_weight_teachers_and_takes_the_best_step():
+    runs = {
+        "r": {"rows": [step(0.40, 300_000.0, 50.0, random_weights=True)]},
+        "a": {"rows": [step(0.29, 170_000.0, 96.0), step(0.30, 176_000.0, 93.0)]},
+    }
+    check = by_target(runs)[ONE]
+    assert check["status"] == "not met" and "best step 93.0 ms (a, fast)" in check["figures"]
+
+
+def scaling(speed2: float, ddp: list[float], fsdp: list[float] | None = None) -> dict:
+    runs = {
+        "train1": train(1, 100.0, [4.0, 3.0, 2.0, 1.0]),
+        "train1_repeat": train(1, 110.0, [4.0, 3.0, 2.0, 1.01]),  # noise: 1%
+        "train2": train(2, speed2, ddp),
+    }
+    if fsdp is not None:
+        runs["train2_fsdp"] = train(2, speed2, fsdp)
+    return runs
+
+
+def test_two_gpu_speedup_met_and_not_met():
+    assert by_target(scaling(199.5, [4.0, 3.0, 2.0, 1.0]))[TWO]["status"] == "met"  # 199.5 / 105 = 1.9x
+    check = by_target(scaling(150.0, [4.0, 3.0, 2.0, 1.0]))[TWO]
+    assert check["status"] == "not met" and "1.43x" in check["figures"]
+
+
+def test_curves_within_twice_the_noise_met_beyond_not_met_missing_not_measured():
+    checks = by_target(scaling(200.0, [4.0, 3.0, 2.0, 1.015], fsdp=[4.0, 3.0, 2.0, 1.03]))
+    assert checks[DDP]["status"] == "met"  # 1.5% <= 2 x 1%
+    assert checks[FSDP]["status"] == "not met"  # 3% > 2%
+    assert "bound 2.00%" in checks[FSDP]["figures"]
+    assert by_target(scaling(200.0, [4.0, 3.0, 2.0, 1.0]))[FSDP]["status"] == "not measured"
+
+
+def test_identical_one_gpu_runs_leave_the_bf16_floor():
+    runs = scaling(200.0, [4.0, 3.0, 2.0, 1.004])
+    runs["train1_repeat"] = train(1, 100.0, [4.0, 3.0, 2.0, 1.0])  # no noise at all
+    assert by_target(runs)[DDP]["status"] == "met"  # 0.4% <= the 0.5% floor
+
+
+def test_a_resumed_run_is_compared_over_its_steps():
+    runs = scaling(200.0, [4.0, 3.0, 2.0, 1.0])
+    runs["train2to1"] = train(1, 100.0, [2.0, 1.5], first_step=3)  # steps 3-4: 1.5 vs 1.0 is 50% off
+    check = by_target(runs)["loss curve, written on 2, resumed on 1, within the one-GPU noise"]
+    assert check["status"] == "not met" and "largest gap 50.00%" in check["figures"]
+
+
+def test_command_from_recorded_arguments():
+    params = {"teacher": "smollm2-135m", "variants": ["fast", "regional"], "no_cuda_graphs": True}
+    params |= {"random_weights": False, "teacher_path": None, "train_steps": 0, "steps": 10, "layouts": []}
+    assert speed_page.command(params) == (
+        "python -m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast regional "
+        "--no-cuda-graphs --steps 10"
+    )
+
+
+def test_family_frame_largest_families_first_totals_last():
+    prof = {"gpu_ms_by_family": {"gemm": 30.0, "conv": 0.2, "inductor_fused": 40.0}}
+    prof |= {"gpu_ms_per_step": 70.2, "host_ms_per_step": 40.0, "kernels_per_step": 3000}
+    frame = speed_page.family_frame({"a": {"rows": [step(0.3, 1.0, 1.0, profile=prof)]}})
+    assert list(frame.index) == ["inductor_fused", "gemm", "conv", *speed_page.FAMILY_TOTALS]
+    assert frame.loc["gemm", "a: fast"] == 30.0
+
+
+def test_committed_page_is_current():
+    """`python -m hybridlib.speed_page` was run after the last benchmark file was committed."""
+    runs = speed_page.load()
+    drawn = (REPO_ROOT / speed_page.FIGURE).exists()
+    expected = speed_page.render(runs, "data/results/layout_distillation/step_profile_cuda*.json", drawn)
+    assert (REPO_ROOT / speed_page.PAGE).read_text() == expected
+
+
+def test_committed_one_gpu_figures():
+    """The best committed step is regional's 92.7 ms at 30.1% MFU: 35% would need 79.6 ms."""
+    check = by_target(speed_page.load())[ONE]
+    assert check["status"] == "not met"
+    assert (
+        "best step 92.7 ms (compile, regional)" in check["figures"]
+        and "35% needs 79.6 ms" in check["figures"]
+    )
