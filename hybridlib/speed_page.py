@@ -35,10 +35,22 @@ TARGET_TOKENS_PER_S = 150_000.0  # the floor on that step
 TARGET_SPEEDUP = 1.8  # tokens/s on two GPUs over one, the same global batch
 #: bf16 keeps 8 significant bits (relative rounding 2^-8 = 0.4%): two curves closer than this differ by rounding
 CURVE_FLOOR = 0.005
-PHASES = ("teacher_forward", "student_forward", "kl", "backward", "optimizer")
+#: the bench's phases and their column heads
+PHASES = {
+    "teacher_forward": "teacher fwd",
+    "student_forward": "student fwd",
+    "kl": "KL",
+    "backward": "backward",
+    "optimizer": "AdamW",
+}
 FAMILY_TOTALS = ("GPU ms a step (all)", "host ms a step", "kernels a step")
 SCALING_RUNS = ("train1", "train1_repeat", "train2", "train2_fsdp", "train2to1", "train1to2")
 SCALING_COMMAND = "bash tools/offline_gpu/scaling.sh"
+
+
+def _name(tag: str) -> str:
+    """A file's tag as the tables show it: words that wrap ('compile nograph'); '-' for the untagged file."""
+    return tag.replace("_", " ") or "-"
 
 
 def load(folder: Path | None = None) -> dict[str, dict[str, Any]]:
@@ -52,9 +64,9 @@ def load(folder: Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per timed step (not the trainer runs): file tag, teacher and its weights, variant, layout, short
-    convolution, CUDA graphs, ms a step, tokens/s, MFU (%), seconds of the first steps (compiling: ``compile s``)
-    and ms per phase (:data:`PHASES`)."""
+    """One row per timed step (not the trainer runs): file tag, teacher (``(random)``: random weights), variant
+    (:func:`_variant`), layout, ms a step, tokens/s, MFU (%), seconds of the first steps (compiling) and ms per
+    phase (:data:`PHASES`)."""
     out = []
     for tag, run in runs.items():
         params = (run.get("provenance") or {}).get("params") or {}
@@ -63,20 +75,33 @@ def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
                 continue
             out.append(
                 {
-                    "file": tag or "(untagged)",
-                    "teacher": r["teacher"] + (" (random weights)" if r.get("random_weights") else ""),
-                    "variant": r.get("variant", "compiled" if r.get("compile_student") else "eager"),
-                    "layout": r.get("layout", "standard_periodic"),
-                    "conv": r.get("conv_impl", "torch"),
-                    "graphs": _graphs(r, params),
+                    "file": _name(tag),
+                    "teacher": r["teacher"] + (" (random)" if r.get("random_weights") else ""),
+                    "variant": _variant(r, params),
+                    "layout": r.get("layout", "standard_periodic").replace("_", " "),
                     "ms": r["step_ms"],
                     "tokens/s": r["tokens_per_s"],
                     "MFU %": 100 * r["mfu"] if r.get("mfu") is not None else None,
-                    "compile s": r.get("warmup_s"),
+                    "compile (s)": r.get("warmup_s"),
                 }
-                | {p: r["phase_ms"].get(p) for p in PHASES}
+                | {head: r["phase_ms"].get(p) for p, head in PHASES.items()}
             )
     return pd.DataFrame(out)
+
+
+def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
+    """The step's variant with what sets it apart: fla's short convolution (Triton or Gluon kernels) and a compiled
+    step without CUDA graphs, or whose graphs were not recorded (:func:`_graphs`)."""
+    name = row.get("variant", "compiled" if row.get("compile_student") else "eager")
+    extras = []
+    if row.get("conv_impl") == "fla":
+        extras.append(
+            "fla conv, Gluon" if (row.get("fla_env") or {}).get("FLA_CONV_GLUON") == "1" else "fla conv"
+        )
+    graphs = _graphs(row, params)
+    if name not in ("eager", "fused") and graphs != "yes":
+        extras.append("no CUDA graphs" if graphs == "no" else "graphs not recorded")
+    return f"{name} ({', '.join(extras)})" if extras else name
 
 
 def _graphs(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
@@ -98,7 +123,7 @@ def family_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
             prof = r.get("profile")
             if not prof:
                 continue
-            name = f"{tag or '(untagged)'}: {r.get('variant', 'eager')}"
+            name = f"{_name(tag)}: {r.get('variant', 'eager')}"
             totals = (prof["gpu_ms_per_step"], prof["host_ms_per_step"], prof["kernels_per_step"])
             cols[name] = dict(prof["gpu_ms_by_family"]) | dict(zip(FAMILY_TOTALS, totals))
     frame = pd.DataFrame(cols)
@@ -122,7 +147,7 @@ def curve_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
                 continue
             out.append(
                 {
-                    "file": tag or "(untagged)",
+                    "file": _name(tag),
                     "variant": variant,
                     "conv": curves.get("conv_impl", "torch"),
                     "CUDA graphs": "no" if curves.get("cuda_graphs") is False else "yes",
@@ -167,14 +192,19 @@ def _gap(a: Sequence[float], b: Sequence[float]) -> float:
 def checks(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
     """The targets, each ``met`` / ``not met`` / ``not measured`` with the figures behind it:
 
-    - MFU >= :data:`TARGET_MFU` and tokens/s >= :data:`TARGET_TOKENS_PER_S`, best pretrained-SmolLM2 step;
+    - MFU >= :data:`TARGET_MFU` and tokens/s >= :data:`TARGET_TOKENS_PER_S`, the best step of the ``fast`` path
+      (the one the chapters train on) with the pretrained SmolLM2-135M teacher;
     - tokens/s on two GPUs (DDP) over the mean of the two one-GPU runs >= :data:`TARGET_SPEEDUP`;
     - each two-GPU curve (DDP, FSDP) and each resumed one within the run-to-run noise: its largest relative gap to
       the one-GPU curve at most twice the gap between the two one-GPU runs, or :data:`CURVE_FLOOR` (bf16
       rounding) when that is larger.
     """
     steps = step_frame(runs)
-    real = steps[steps["teacher"] == "smollm2-135m"] if not steps.empty else steps
+    real = (
+        steps[(steps["teacher"] == "smollm2-135m") & steps["variant"].str.startswith("fast")]
+        if not steps.empty
+        else steps
+    )
     out = []
     if real.empty or real["MFU %"].isna().all():
         out.append({"target": "one H200: MFU and tokens/s", "status": "not measured", "figures": ""})
@@ -253,7 +283,7 @@ def figure(runs: Mapping[str, Mapping[str, Any]], path: Path) -> bool:
     """The relative gap of each variant's loss curve to eager's, per step, for every file with curves (log scale);
     False when no file has them."""
     gaps = {
-        f"{tag or '(untagged)'}: {variant}": [
+        f"{_name(tag)}: {variant}": [
             abs(x / e - 1) for x, e in zip(losses, run["loss_curves"]["losses"]["eager"])
         ]
         for tag, run in runs.items()
@@ -306,19 +336,19 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         "## The step on one H200, variant by variant",
         "",
         "Milliseconds a step (median of the timed steps after warm-up), tokens/s, MFU and the seconds the first "
-        "steps took (`compile s`). `eager`: the reference; `compiled`, `fast`, `regional`: "
-        "`torch.compile` of the student whole or layer by layer; `conv`: the GDN layers' short convolution "
-        "(`torch`: compiled shifted sums, `fla`: fla's Triton kernel).",
+        "steps took (`compile`). `eager`: the reference; `compiled`, `fast`, `regional`: "
+        "`torch.compile` of the student whole or layer by layer, in CUDA graphs unless marked; `fla conv`: the "
+        "GDN layers' short convolution by fla's kernel (otherwise compiled shifted sums); a teacher marked "
+        "`(random)` has its "
+        "architecture with random weights (the step's cost is the same, its loss is not).",
         "",
         *(
             [
-                markdown_table(steps.drop(columns=list(PHASES)).set_index("file")),
+                markdown_table(steps.drop(columns=list(PHASES.values())).set_index("file")),
                 "",
                 "Milliseconds a step by phase (CUDA events around each phase of the timed steps):",
                 "",
-                markdown_table(
-                    steps[["file", "variant", "layout", "conv", "graphs", *PHASES]].set_index("file")
-                ),
+                markdown_table(steps[["file", "variant", "layout", *PHASES.values()]].set_index("file")),
             ]
             if not steps.empty
             else ["No step timed yet."]
