@@ -32,7 +32,7 @@ FSDP = "loss curve, FSDP, within the one-GPU noise"
 
 
 def test_nothing_measured():
-    assert [c["status"] for c in speed_page.checks({})] == ["not measured", "not measured"]
+    assert [c["status"] for c in speed_page.checks({})] == ["not measured"] * 3
 
 
 @pytest.mark.parametrize(
@@ -135,3 +135,43 @@ def test_variant_names_what_sets_a_step_apart():
     assert speed_page._variant({"variant": "regional"}, {"no_cuda_graphs": False}) == "regional"
     assert speed_page._variant({"variant": "fast"}, {}) == "fast (graphs not recorded)"
     assert speed_page._variant({"compile_student": False}, {}) == "eager"
+
+
+def curves(
+    gap: float, steps: int = 200, variant: str = "fast", random: bool = False, conv: str = "torch"
+) -> dict:
+    curve = {"steps": steps, "conv_impl": conv, "max_rel_gap_to_first": {"eager": 0.0, variant: gap}}
+    return {"loss_curves": curve, "provenance": {"params": {"random_weights": random}}}
+
+
+CURVE_NOT_MEASURED = (
+    "one H200: the fast path's loss curve within bf16 rounding of eager's (200 steps, pretrained teacher)"
+)
+
+
+@pytest.mark.parametrize(("gap", "status"), [(0.004, "met"), (0.006, "not met")])
+def test_fast_curve_within_bf16_rounding_met_and_not_met(gap, status):
+    check = by_target({"conv_fla": curves(gap, conv="fla")})
+    row = check["one H200: loss curve of conv fla: fast (conv fla) within bf16 rounding of eager's"]
+    assert row["status"] == status and f"largest gap {100 * gap:.2f}% over 200 steps" in row["figures"]
+
+
+def test_fast_curve_short_random_or_other_variants_not_measured():
+    runs = {
+        "short": curves(0.001, steps=100),
+        "rand": curves(0.001, random=True),
+        "reg": curves(0.001, variant="regional"),  # not the chapters' path: no check
+    }
+    row = by_target(runs)[CURVE_NOT_MEASURED]
+    assert row["status"] == "not measured"
+    assert row["figures"] == (
+        "only short: fast (conv torch), 100 steps: 0.10%; rand: fast (conv torch), 200 steps, random teacher: 0.10%"
+    )
+
+
+def test_off_path_note_names_other_variants_beyond_the_band():
+    frame = speed_page.curve_frame({"c": curves(0.5, variant="regional"), "d": curves(0.02)})
+    assert speed_page._off_path_note(frame)[0].startswith(
+        "Beyond bf16 rounding (0.5%) of eager's curve: regional (c: 50.0%). The chapters train on `fast`"
+    )
+    assert speed_page._off_path_note(speed_page.curve_frame({"d": curves(0.02)})) == []
