@@ -1,5 +1,6 @@
 """tools/offline_gpu/queue.sh: bad options are refused before any work, and a queue hands its groups and
-parameter overrides to chapter.sh (a stand-in that records its arguments: the real one needs the GPU preset)."""
+parameter overrides to chapter.sh (a stand-in that records its arguments: the real one needs the GPU preset);
+convbench.sh times the convolution paths again alone only once the GPU runs nothing else."""
 
 from __future__ import annotations
 
@@ -64,3 +65,48 @@ def test_groups_and_overrides_reach_chapter_sh(tmp_path):
     assert f"chapter.sh 60 lolcats -p parallel=4 -p seeds=3 (GPUs {GPU},3)" in log.read_text()
     shutil.rmtree(f"/tmp/repo-{GPU},3", ignore_errors=True)
     log.unlink()
+
+
+CONVBENCH = ROOT / "tools" / "offline_gpu" / "convbench.sh"
+
+
+def convbench(tmp_path: Path, busy_polls: int, wait_s: str) -> str:
+    """convbench.sh with stand-ins for python3 (records its arguments), sleep (returns at once) and nvidia-smi (a
+    process on the GPU for its first ``busy_polls`` queries); returns its log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    polls = tmp_path / "polls"
+    polls.write_text("0")
+    stand_ins = {
+        "python3": 'echo "python3 $*"\n',
+        "sleep": "true\n",
+        "nvidia-smi": f'n=$(cat {polls}); echo $((n + 1)) > {polls}; [ "$n" -lt {busy_polls} ] && echo 4242\n',
+    }
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HYBRIDLIB_GIT_COMMIT": COMMIT, "OUT": str(tmp_path / "out")}
+    got = subprocess.run(
+        ["bash", str(CONVBENCH)],
+        cwd=tmp_path,
+        env=env | {"ALONE_WAIT_S": wait_s, "CUDA_VISIBLE_DEVICES": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert got.returncode == 0, got.stderr
+    return (tmp_path / "out" / "convbench-log.txt").read_text()
+
+
+def test_convbench_times_both_paths_alone_once_the_gpu_is_free(tmp_path):
+    log = convbench(tmp_path, busy_polls=3, wait_s="1200")
+    assert "--conv-impl fla --tag conv_fla_gluon" in log  # the three paths under load first
+    assert "the GPU to itself after 30 s: the timings alone" in log
+    assert log.index("--tag conv_torch_alone") < log.index("--tag conv_fla_alone")
+
+
+@pytest.mark.parametrize(("busy_polls", "wait_s"), [(1000, "60"), (0, "0")])
+def test_convbench_skips_the_timings_alone_on_a_shared_gpu_or_when_asked(tmp_path, busy_polls, wait_s):
+    log = convbench(tmp_path, busy_polls=busy_polls, wait_s=wait_s)
+    assert "the GPU stayed shared (or ALONE_WAIT_S=0): no timings alone" in log
+    assert "_alone" not in log
