@@ -286,7 +286,7 @@ def profile_step(
     }
 
 
-def kernel_summary(run_step: Callable[[int], Any], steps: int, top: int = 12) -> dict[str, Any]:
+def kernel_summary(run_step: Callable[[int], Any], steps: int, top: int = 30) -> dict[str, Any]:
     """``torch.profiler`` over ``steps`` calls of ``run_step(i)`` (CUDA): per step, the kernels launched, the
     host milliseconds to issue the step (its CPU span) and the GPU milliseconds (sum of kernel times), GPU ms
     per kernel family (:data:`FAMILIES`) and the ``top`` kernels by GPU time."""
