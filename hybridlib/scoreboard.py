@@ -5,9 +5,10 @@
 one table per chapter, one row per claim (matched by its metric across presets), the paper's number, ours on each
 preset (with the rule's interval and replicate count) and each verdict. A preset without such a file says so; for
 ``gpu`` the verdicts an earlier run printed under the old rules (the verdict boxes of the executed notebook in
-``book/gpu/``) are shown beside it, marked as such. It also writes ``book/summaries/<chapter>.md``, the box each
-chapter page opens with (a markdown cell ```{include} <path>/book/summaries/<chapter>.md```). ``make book``
-regenerates both; never edit them by hand.
+``book/gpu/``) are shown beside it, marked as such. A row judged by a rule that changed after its run
+(:data:`hybridlib.findings.RULE_CHANGES`) is marked "(earlier rule)" and says what that rule did. It also writes
+``book/summaries/<chapter>.md``, the box each chapter page opens with (a markdown cell ```{include}
+<path>/book/summaries/<chapter>.md```). ``make book`` regenerates both; never edit them by hand.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from hybridlib.atomic import write_text
-from hybridlib.findings import CHAPTERS
+from hybridlib.findings import CHAPTERS, RULE_CHANGES
 from hybridlib.notebook import interval_text
 from hybridlib.params import ChapterSpec
 from hybridlib.paths import REPO_ROOT
-from hybridlib.verdicts import Verdict
+from hybridlib.verdicts import RuleChange, Verdict, rule_change
 
 #: (preset, how the page names it), in column order: the headline run first.
 PRESETS: tuple[tuple[str, str], ...] = (("gpu", "on one H200"), ("seminar", "seminar preset on a CPU"))
@@ -110,16 +111,35 @@ def _collect(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> tuple[dict
     return {p: load(results, chapter.name, p) for p, _ in PRESETS}, old_verdict(gpu_pages / chapter.notebook)
 
 
-def _status_lines(records: Mapping[str, Any], old: str | None) -> list[str]:
-    """``- On one H200: <verdict>. <reason>`` and the same for the seminar preset."""
+def _status_lines(
+    records: Mapping[str, Any], old: str | None, changes: Sequence[RuleChange] = ()
+) -> list[str]:
+    """``- On one H200: <verdict>. <reason>`` and the same for the seminar preset, naming the rows judged by a rule
+    changed since their run (:func:`_earlier`)."""
     lines = []
     for p, name in PRESETS:
         record = records[p]
         reason = f" {table_cell(record['status']['reason'])}" if record and record.get("status") else ""
+        earlier = [r["metric"] for r in (record or {}).get("rows", []) if _earlier(changes, record, r)]
+        if earlier:
+            reason += (
+                f" Judged by a rule changed since this run: {', '.join(earlier)} (the scoreboard's row says "
+                "how; the next run is judged by the current rule)."
+            )
         lines.append(
             f"- {name[0].upper() + name[1:]}: {_status(record, p, old if p == 'gpu' else None)}.{reason}"
         )
     return lines
+
+
+def _earlier(
+    changes: Sequence[RuleChange], record: Mapping[str, Any] | None, row: Mapping[str, Any] | None
+) -> RuleChange | None:
+    """The change of rule that makes ``row`` of ``record`` (a preset's run) a row judged by the earlier rule."""
+    if record is None or row is None:
+        return None
+    failed = [c["name"] for c in (row.get("rule") or {}).get("preconditions", []) if not c["holds"]]
+    return rule_change(changes, row["metric"], (record.get("provenance") or {}).get("date_utc"), failed)
 
 
 #: Run-dependent numbers that older rows put in their metric (now in their note or result): until 2026-12-01 the
@@ -158,10 +178,24 @@ def _claims(records: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]
     return rows
 
 
-def _verdict(records: Mapping[str, Any], preset: str, row: Mapping[str, Any] | None) -> str:
+def _verdict(
+    records: Mapping[str, Any], preset: str, row: Mapping[str, Any] | None, changes: Sequence[RuleChange] = ()
+) -> str:
     if row is None:
         return "not reported in this run" if (records[preset] or {}).get("status") else MISSING[preset]
-    return f"**{table_cell(row['verdict'])}**"
+    marked = " (earlier rule)" if _earlier(changes, records[preset], row) else ""
+    return f"**{table_cell(row['verdict'])}**{marked}"
+
+
+def _result_cell(
+    records: Mapping[str, Any], preset: str, row: Mapping[str, Any], changes: Sequence[RuleChange]
+) -> str:
+    """:func:`_result`, and for a row judged by a rule changed since its run, what that rule did."""
+    change = _earlier(changes, records[preset], row)
+    if change is None:
+        return _result(row)
+    since, before = change.since_utc[:10], table_cell(change.before)
+    return f"{_result(row)}. Judged by the rule before its change of {since}: {before}."
 
 
 def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> str:
@@ -193,6 +227,7 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
         )
     for c in chapters:
         records, old = board[c.name]
+        changes = RULE_CHANGES.get(c.name, ())
         stem = Path(c.notebook).stem
         pages = [f"{{doc}}`seminar preset on a CPU <../notebooks/{stem}>`"]
         if (gpu_pages / c.notebook).exists():
@@ -205,7 +240,7 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
             "",
             "Pages: " + " · ".join(pages) + ".",
             "",
-            *_status_lines(records, old),
+            *_status_lines(records, old, changes),
         ]
         claims = _claims(records)
         if not claims:
@@ -219,7 +254,10 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
             cells = [table_cell(metric), table_cell(next(r.get("paper") for r in by_preset.values()))]
             for p, _ in PRESETS:
                 row = by_preset.get(p)
-                cells += [_verdict(records, p, row), _result(row) if row else ""]
+                cells += [
+                    _verdict(records, p, row, changes),
+                    _result_cell(records, p, row, changes) if row else "",
+                ]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -228,20 +266,21 @@ def render_summary(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> str:
     """The box a chapter opens with (``book/summaries/<chapter>.md``, pulled in by an ``{include}``): its verdict
     on each preset and each claim's verdicts, linking to the scoreboard for the numbers."""
     records, old = _collect(chapter, results, gpu_pages)
+    changes = RULE_CHANGES.get(chapter.name, ())
     lines = [
         f"% {GENERATED}",
         "",
         ":::{admonition} Scoreboard",
         ":class: tip",
         "",
-        *_status_lines(records, old),
+        *_status_lines(records, old, changes),
     ]
     claims = _claims(records)
     if claims:
         lines += ["", "| claim | on one H200 | seminar preset on a CPU |", "|---|---|---|"]
         lines += [
             f"| {table_cell(metric)} | "
-            + " | ".join(_verdict(records, p, by_preset.get(p)) for p, _ in PRESETS)
+            + " | ".join(_verdict(records, p, by_preset.get(p), changes) for p, _ in PRESETS)
             + " |"
             for metric, by_preset in claims.items()
         ]

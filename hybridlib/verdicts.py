@@ -47,6 +47,7 @@ import json
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
 from enum import StrEnum
 from typing import Any
 
@@ -63,6 +64,43 @@ class Outcome(StrEnum):
     INCONCLUSIVE = "inconclusive"
     CONTRADICTED = "contradicted"
     NOT_TESTED = "not tested"
+
+
+@dataclass(frozen=True)
+class RuleChange:
+    """A pre-registered rule changed after a committed run it judged: rows of ``claim_prefix`` (a metric's start)
+    from runs dated before ``since_utc`` (ISO 8601, UTC) were judged by the rule as it was, which ``before`` states;
+    with ``precondition`` set, only rows in which that precondition failed (the change concerns that case; elsewhere
+    both rules agree). The book marks such rows until the next run (:func:`rule_change`)."""
+
+    claim_prefix: str
+    since_utc: str
+    before: str
+    precondition: str | None = None
+
+    def applies(self, metric: str, run_utc: str, failed: Iterable[str] = ()) -> bool:
+        """Whether a row on ``metric`` from a run dated ``run_utc`` (ISO 8601), whose preconditions ``failed``
+        (names), was judged by the earlier rule in a way the change concerns."""
+        return (
+            metric.startswith(self.claim_prefix)
+            and _utc(run_utc) < _utc(self.since_utc)
+            and (self.precondition is None or self.precondition in set(failed))
+        )
+
+
+def _utc(stamp: str) -> datetime:
+    """An ISO 8601 timestamp as an aware datetime (a naive one is taken as UTC)."""
+    t = datetime.fromisoformat(stamp)
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def rule_change(
+    changes: Iterable[RuleChange], metric: str, run_utc: str | None, failed: Iterable[str] = ()
+) -> RuleChange | None:
+    """The first of ``changes`` that makes a row on ``metric`` of a run dated ``run_utc`` (preconditions ``failed``)
+    a row judged by an earlier rule differently from the current one; None when none does or the run has no date."""
+    failed = list(failed)
+    return next((c for c in changes if run_utc and c.applies(metric, run_utc, failed)), None)
 
 
 @dataclass(frozen=True)

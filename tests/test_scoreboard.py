@@ -6,7 +6,7 @@ from hybridlib import scoreboard
 from hybridlib.findings import CHAPTERS
 from hybridlib.params import ChapterSpec
 from hybridlib.paths import REPO_ROOT
-from hybridlib.verdicts import Outcome, Tolerance, Verdict
+from hybridlib.verdicts import Outcome, Precondition, RuleChange, Tolerance, Verdict
 
 ALPHA = ChapterSpec("alpha", "Alpha: a claim", "01_alpha.ipynb", "claim", ())
 BETA = ChapterSpec("beta", "Beta", "02_beta.ipynb", "claim", ())
@@ -300,3 +300,34 @@ def test_at_a_glance_shows_the_verdict_and_its_rules_tally():
     assert scoreboard._glance(None, "gpu", "reproduced") == (
         "not yet re-run under the pre-registered rules; earlier run: *reproduced* (old rules)"
     )
+
+
+def test_rows_judged_by_a_rule_changed_since_are_marked(tmp_path, monkeypatch):
+    """A gpu row of a run dated before a change of its rule, in which the changed case arose, says so in its verdict,
+    its result and the chapter's status line; a later run of the same row is not marked."""
+    results, gpu = _results(tmp_path)
+    record_path = results / "alpha" / "paper_vs_book_gpu.json"
+    record = json.loads(record_path.read_text())
+    row = record["rows"][0]
+    row["rule"]["preconditions"] = [Precondition("measured", False, "why").__dict__]
+    record["provenance"] = {"date_utc": "2026-11-30T12:00:00+00:00"}
+    record_path.write_text(json.dumps(record))
+    change = RuleChange("R, ", "2026-11-30T16:00:00+00:00", "it discarded a run", precondition="measured")
+    monkeypatch.setattr(scoreboard, "RULE_CHANGES", {"alpha": (change,)})
+    text = scoreboard.render([ALPHA, BETA], results, gpu)
+    assert "| R, reverse | 0.697 | **reproduced** (earlier rule) | R 0.67 (" in text
+    assert ". Judged by the rule before its change of 2026-11-30: it discarded a run. |" in text
+    assert "Judged by a rule changed since this run: R, reverse (the scoreboard's row says how" in text
+    box = scoreboard.render_summary(ALPHA, results, gpu)
+    assert "| R, reverse | **reproduced** (earlier rule) | **inconclusive** |" in box
+    record["provenance"] = {"date_utc": "2026-11-30T17:00:00+00:00"}  # the next run: the current rule
+    record_path.write_text(json.dumps(record))
+    assert "earlier rule" not in scoreboard.render([ALPHA, BETA], results, gpu)
+
+
+def test_the_h200_layout_speedup_of_endpoint_spread_is_marked_as_judged_by_the_earlier_rule():
+    """The committed H200 layout run (2026-11-30 14:55) predates the speed-up rule's change (16:09): only
+    endpoint_spread had a replicate that never reached the baseline, so only its row is marked."""
+    text = (REPO_ROOT / "book" / "scoreboard.md").read_text()
+    marked = [line.split(" | ")[0] for line in text.splitlines() if "(earlier rule)" in line]
+    assert marked == ["| speed-up, endpoint_spread"]

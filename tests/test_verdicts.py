@@ -14,6 +14,7 @@ from hybridlib.verdicts import (
     Outcome,
     Precondition,
     Rule,
+    RuleChange,
     Tolerance,
     Verdict,
     binds,
@@ -22,6 +23,7 @@ from hybridlib.verdicts import (
     hierarchical_samples,
     paired_bootstrap,
     repeat_bootstrap,
+    rule_change,
     t_quantile,
 )
 
@@ -433,3 +435,21 @@ def test_a_bounded_metric_keeps_its_interval_inside_its_range():
     assert clipped.outcome == free.outcome == Outcome.REPRODUCED
     with pytest.raises(ValueError, match=r"bounds=\(0.6, 1.0\) must hold null=0.5 strictly inside"):
         Rule(*args, null=0.5, bounds=(0.6, 1.0))
+
+
+def test_a_rule_change_marks_rows_of_earlier_runs_where_its_precondition_failed():
+    """Rows of the claim, from runs before the change, in which the changed case arose (the precondition failed)."""
+    change = RuleChange("speed-up, ", "2026-11-30T16:09:54+00:00", "made it not tested", "speed-up measured")
+    before, after = "2026-11-30T14:55:12+00:00", "2026-11-30T16:10:00+00:00"
+    failed = ["speed-up measured", "replicates"]
+    assert rule_change([change], "speed-up, endpoint_spread", before, failed) is change
+    assert (
+        rule_change([change], "speed-up, endpoint_spread", after, failed) is None
+    )  # judged by the current rule
+    assert (
+        rule_change([change], "speed-up, sandwich", before, ["replicates"]) is None
+    )  # both rules agree there
+    assert rule_change([change], "R, endpoint_spread", before, failed) is None  # another claim
+    assert rule_change([change], "speed-up, endpoint_spread", None, failed) is None  # a run without a date
+    anywhere = RuleChange("speed-up, ", "2026-11-30T16:09:54", "changed")  # naive stamps are UTC
+    assert rule_change([anywhere], "speed-up, sandwich", "2026-11-30T16:09:53+00:00") is anywhere

@@ -7,14 +7,19 @@ from typing import Any
 
 from hybridlib.findings.efficiency.spec import SPEC as EFFICIENCY
 from hybridlib.findings.first_fa.spec import SPEC as FIRST_FA
+from hybridlib.findings.layout.spec import RULE_CHANGES as LAYOUT_RULE_CHANGES
 from hybridlib.findings.layout.spec import SPEC as LAYOUT_DISTILLATION
 from hybridlib.findings.lolcats.spec import SPEC as LOLCATS
 from hybridlib.findings.softcka.spec import SPEC as SOFTCKA
 from hybridlib.params import ChapterSpec, ParameterError, check_choice
+from hybridlib.verdicts import RuleChange
 
 CHAPTERS: dict[str, ChapterSpec] = {
     spec.name: spec for spec in (EFFICIENCY, SOFTCKA, FIRST_FA, LOLCATS, LAYOUT_DISTILLATION)
 }
+
+#: Per chapter, its rules changed after a committed run they judged (:class:`~hybridlib.verdicts.RuleChange`).
+RULE_CHANGES: dict[str, tuple[RuleChange, ...]] = {LAYOUT_DISTILLATION.name: LAYOUT_RULE_CHANGES}
 
 
 def chapter(name: str) -> ChapterSpec:

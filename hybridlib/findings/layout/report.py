@@ -24,10 +24,10 @@ and model-init seed); intervals resample replicates, then test documents within 
 - **speed-up**, per distinct FA-first arm: baseline budget / tokens to reach the baseline's final validation CE
   above 1; paper 1 / 0.345 = 2.9 (reverse periodic), ~1 / 0.40 = 2.5 (the others); the gain over 1x within a factor
   2. A replicate that never reaches it is slower than the baseline: its speed-up is measured the other way round
-  (:func:`speedup`, below 1), so it counts against the claim. (Until 2026-11-30 such a replicate made the rule
-  *not tested*, which discarded evidence against the claim; the H200 run at c7e7858 was judged that way.) Not
-  tested when a replicate's speed-up is only a bound: reached at the first validation, or (slower) the baseline
-  already at its final CE at the baseline's first validation.
+  (:func:`speedup`, below 1), so it counts against the claim (since 2026-11-30:
+  :data:`~hybridlib.findings.layout.spec.RULE_CHANGES`). Not tested when a replicate's speed-up is only a bound:
+  reached at the first validation, or (slower) the baseline already at its final CE at the baseline's first
+  validation.
 - **languages improved**: share of languages whose test perplexity falls (reverse periodic) above 1/2; paper 23/26
   (Qwen) and 25/26 (Granite); tolerance [0.75, 1].
 - **non-Latin scripts gain more**: mean perplexity change of non-Latin minus Latin-script languages below 0

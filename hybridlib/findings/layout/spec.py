@@ -9,6 +9,7 @@ chapters load by default.
 from dataclasses import dataclass
 
 from hybridlib.params import ChapterSpec, Param
+from hybridlib.verdicts import RuleChange
 
 
 @dataclass(frozen=True)
@@ -250,3 +251,16 @@ def replicate_seeds(data_seed: int, seeds: int) -> list[dict[str, int]]:
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds!r}")
     return [{"data_seed": data_seed + r, "init_seed": r} for r in range(seeds)]
+
+
+#: Rules of this chapter changed after a committed run they judged (the scoreboard marks that run's rows).
+RULE_CHANGES: tuple[RuleChange, ...] = (
+    RuleChange(
+        claim_prefix="speed-up, ",
+        since_utc="2026-11-30T16:09:54+00:00",
+        before="a replicate that never reached the baseline's final CE made the rule not tested (its evidence "
+        "discarded); the rule now measures such a replicate the other way round, a speed-up below 1 against the "
+        "claim",
+        precondition="speed-up measured",
+    ),
+)
