@@ -1,7 +1,8 @@
 """Figure helpers shared by the chapters, drawn in :mod:`hybridlib.style` for the book's text column.
 
 Each figure helper returns the matplotlib Figure it drew; :func:`curve_selector` returns a plain-HTML chart with
-drop-downs that works in the static book (no kernel, no CDN).
+drop-downs that works in the static book (no kernel, no CDN); :func:`flat_note` is the sentence a chapter prints
+instead of a figure whose values do not vary.
 """
 
 from __future__ import annotations
@@ -26,6 +27,21 @@ def _require(frame: pd.DataFrame, columns: Sequence[str]) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"frame lacks column(s) {missing}; it has {list(frame.columns)}")
+
+
+def flat_note(frame: pd.DataFrame, y: str, what: str) -> str | None:
+    """A sentence to print instead of a figure whose ``y`` values are all the same (a flat, empty-looking plot);
+    None when they vary. ``what`` names the quantity (e.g. "passkey accuracy")."""
+    _require(frame, [y])
+    values = frame[y].dropna().unique()
+    if len(values) > 1:
+        return None
+    if len(values) == 0:
+        return f"Figure not drawn: no {what} was measured."
+    return (
+        f"Figure not drawn: {what} is {values[0]:g} at every point ({frame[y].notna().sum()} values), a flat "
+        "plot; the table gives the numbers."
+    )
 
 
 def heatmap(

@@ -192,3 +192,17 @@ def test_layer_bars_colour_fa_layers_and_label_every_fifth_layer():
     bars = grouped.axes[0].patches
     assert len(bars) == 60  # side by side at layer 0: the within bar ends where the across bar starts
     assert bars[0].get_x() + bars[0].get_width() == pytest.approx(bars[30].get_x(), abs=1e-9)
+
+
+def test_flat_note_replaces_a_plot_whose_values_do_not_vary():
+    """Seminar pages drew all-zero passkey bars and needle lines flat at 1 (the book issue): a sentence instead."""
+    flat = pd.DataFrame({"depth": [0.0, 0.5, 1.0], "accuracy": [0.0, 0.0, 0.0]})
+    assert plots.flat_note(flat, "accuracy", "passkey accuracy") == (
+        "Figure not drawn: passkey accuracy is 0 at every point (3 values), a flat plot; the table gives the numbers."
+    )
+    assert plots.flat_note(flat.assign(accuracy=[0.0, 0.5, None]), "accuracy", "passkey accuracy") is None
+    assert (
+        plots.flat_note(flat.assign(accuracy=None), "accuracy", "x") == "Figure not drawn: no x was measured."
+    )
+    with pytest.raises(ValueError, match=r"frame lacks column\(s\) \['correct'\]"):
+        plots.flat_note(flat, "correct", "needles")
