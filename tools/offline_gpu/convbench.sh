@@ -11,7 +11,8 @@ set -uo pipefail
 : "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first}"
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 log="$OUT/convbench-log.txt"
-bench=(-m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast --curve-steps 200)
+step=(-m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast)  # timed and profiled
+bench=("${step[@]}" --curve-steps 200)  # and its loss curve against eager
 keep() { cp -f data/results/layout_distillation/step_profile_cuda_conv_*.json "$OUT"/ 2>/dev/null; }
 run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; echo "$(date +%T) rc $?" | tee -a "$log"; keep; }
 run python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fast_distill_gpu.py
@@ -23,8 +24,8 @@ busy() { [ -n "$(nvidia-smi -i "${gpu%%,*}" --query-compute-apps=pid --format=cs
 while busy && [ "$waited" -lt "$wait_s" ]; do sleep 10; waited=$((waited + 10)); done
 if [ "$wait_s" -gt 0 ] && ! busy; then
   echo "$(date +%T) the GPU to itself after ${waited} s: the timings alone" | tee -a "$log"
-  run python3 -m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast --conv-impl torch --tag conv_torch_alone
-  run python3 -m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast --conv-impl fla --tag conv_fla_alone
+  run python3 "${step[@]}" --conv-impl torch --tag conv_torch_alone
+  run python3 "${step[@]}" --conv-impl fla --tag conv_fla_alone
 else
   echo "$(date +%T) the GPU stayed shared (or ALONE_WAIT_S=0): no timings alone" | tee -a "$log"
 fi
