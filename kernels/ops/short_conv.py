@@ -38,7 +38,8 @@ def causal_conv_silu(
                 f"impl='fla' runs on CUDA without a past state (got device {x.device.type}, "
                 f"past {'given' if past is not None else 'None'}); use impl='torch'"
             )
-        _import_fla()
+        if not torch.compiler.is_compiling():  # a clear error early; dynamo cannot trace an import
+            _import_fla()
         keep = min(
             T, K - 1
         )  # the new past: the last K - 1 inputs, zeros before the first (no padded copy of x)
