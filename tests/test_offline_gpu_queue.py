@@ -110,3 +110,45 @@ def test_convbench_skips_the_timings_alone_on_a_shared_gpu_or_when_asked(tmp_pat
     log = convbench(tmp_path, busy_polls=busy_polls, wait_s=wait_s)
     assert "the GPU stayed shared (or ALONE_WAIT_S=0): no timings alone" in log
     assert "_alone" not in log
+
+
+CHAPTER = ROOT / "tools" / "offline_gpu" / "chapter.sh"
+
+
+@pytest.mark.parametrize("overrides", [[], ["-p", "parallel=4"]])
+def test_chapter_sh_collects_the_notebook_where_the_runner_wrote_it(tmp_path, overrides):
+    """With overrides the book runner writes the notebook to _build/runs/gpu, outside the book (the LoLCATs run
+    of 2026-12-01 lost its notebook so): chapter.sh collects it there as well as from book/gpu, with the
+    chapter's new result JSON, and not the committed JSON that predates the run."""
+    repo, bin_dir = tmp_path / "repo", tmp_path / "bin"
+    (repo / "tools" / "offline_gpu").mkdir(parents=True)
+    for name in ("chapter.sh", "env.sh"):
+        shutil.copy(ROOT / "tools" / "offline_gpu" / name, repo / "tools" / "offline_gpu" / name)
+    (repo / "data" / "results" / "lolcats").mkdir(parents=True)
+    (repo / "data" / "results" / "lolcats" / "gpu_old.json").write_text("{}")  # committed, older than the run
+    where = "_build/runs/gpu" if overrides else "book/gpu"
+    bin_dir.mkdir()
+    stand_ins = {  # the runner writes the notebook and a result; `python3 -c` names the chapter's notebook
+        "python3": f"""if [ "$1" = -c ]; then echo 04_lolcats.ipynb; exit; fi
+mkdir -p {where} && echo '{{"cells": []}}' > {where}/04_lolcats.ipynb && echo '{{}}' > data/results/lolcats/gpu.json
+echo "runner $*"\n""",
+        "nvidia-smi": "true\n",
+    }
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    time.sleep(1.1)  # the committed JSON is older than chapter.sh's marker
+    out, keep = tmp_path / "out", tmp_path / "keep"
+    got = subprocess.run(
+        ["bash", "tools/offline_gpu/chapter.sh", "60", "lolcats", *overrides],
+        cwd=repo,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(out), "KEEP": str(keep)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert got.returncode == 0, got.stderr
+    runner = f"runner -m hybridlib.book run lolcats {' '.join(overrides)}".rstrip()
+    assert runner in (out / "log-lolcats.txt").read_text()
+    assert sorted(p.name for p in (out / "lolcats").iterdir()) == ["04_lolcats.ipynb", "gpu.json"]
+    assert (keep / where / "04_lolcats.ipynb").is_file()
