@@ -464,7 +464,8 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         prov = run.get("provenance") or {}
         lines += [
             f"- `step_profile_cuda{'_' + tag if tag else ''}.json` ({str(prov.get('date_utc', ''))[:10]}, "
-            f"commit {str(prov.get('git_commit', ''))[:8]}): `{command(prov.get('params') or {})}`",
+            f"commit {str(prov.get('git_commit', ''))[:8]}): `{command(prov.get('params') or {})}`"
+            + (f" ({prov['note']})" if prov.get("note") else ""),
         ]
     return "\n".join(lines) + "\n"
 

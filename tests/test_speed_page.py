@@ -102,6 +102,18 @@ def test_command_from_recorded_arguments():
     )
 
 
+def test_a_file_s_provenance_note_is_shown_beside_its_command():
+    """A JSON rebuilt from a run's printed rows says so in its provenance; the page repeats it."""
+    prov = {"date_utc": "2026-12-01T15:35:00+00:00", "git_commit": "42aa76d", "params": {"teacher": "t"}}
+    runs = {
+        "x": {"rows": [], "provenance": prov | {"note": "rebuilt from the printed row"}},
+        "y": {"rows": []},
+    }
+    page = speed_page.render(runs, "src", drawn=False)
+    assert "`python -m hybridlib.findings.layout.bench --teacher t` (rebuilt from the printed row)" in page
+    assert "`step_profile_cuda_y.json` (, commit ): `python -m hybridlib.findings.layout.bench`\n" in page
+
+
 def test_family_frame_largest_families_first_totals_last():
     prof = {"gpu_ms_by_family": {"gemm": 30.0, "conv": 0.2, "inductor_fused": 40.0}}
     prof |= {"gpu_ms_per_step": 70.2, "host_ms_per_step": 40.0, "kernels_per_step": 3000}
