@@ -50,6 +50,16 @@ def _paper_levels(scale=1.0):
     return {stage: scale * math.log(ppl) for stage, ppl in report.PAPER_TABLE2["hedgehog"].items()}
 
 
+def test_table2_lora_only_leaves_out_the_ordering_without_lora():
+    """A LoRA learning-rate sweep judges the three orderings with a LoRA stage; swap vs transfer would repeat."""
+    every = report.table2_rows(_table2_rows(_paper_levels()), feature_map="hedgehog", model="m", window=0)
+    lora = report.table2_rows(
+        _table2_rows(_paper_levels()), feature_map="hedgehog", lora_only=True, model="m"
+    )
+    assert [r["metric"] for r in lora] == [r["metric"] for r in every[1:]]
+    assert all("untrained swap" not in r["metric"] for r in lora)
+
+
 def test_table2_reproduces_the_papers_log_ratios_exactly():
     rows = report.table2_rows(_table2_rows(_paper_levels()), feature_map="hedgehog", model="m", window=0)
     assert _outcomes(rows) == [Outcome.REPRODUCED] * 4

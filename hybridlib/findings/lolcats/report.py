@@ -173,13 +173,17 @@ def _ppl_note(rows: Sequence[Row], arms: Mapping[str, Where]) -> str:
 
 
 def table2_rows(
-    rows: Sequence[Row], *, feature_map: str, label: str = "", **where: Any
+    rows: Sequence[Row], *, feature_map: str, label: str = "", lora_only: bool = False, **where: Any
 ) -> list[dict[str, Any]]:
     """Paper-vs-book rows of the four Table 2 orderings for ``feature_map`` among the rows matching ``where``
-    (e.g. ``model``, ``lora_lr``, ``window``, ``terraced``); ``label`` names the run in the metric column."""
+    (e.g. ``model``, ``lora_lr``, ``window``, ``terraced``); ``label`` names the run in the metric column.
+    ``lora_only``: only the three orderings with a LoRA stage (a LoRA learning-rate sweep leaves the swap and
+    transfer arms as they are, so their ordering would repeat the main row)."""
     out = []
     paper = PAPER_TABLE2[feature_map]
     for claim, better, worse in TABLE2_ORDERINGS:
+        if lora_only and "lora" not in better + worse:
+            continue
         rule = table2_rule(feature_map, better, worse, claim)
         v = judge_pair(
             rule,
