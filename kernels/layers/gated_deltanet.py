@@ -137,14 +137,17 @@ class GatedDeltaNet(nn.Module):
                 )
             hidden_states = hidden_states * attention_mask[:, -T:, None].to(hidden_states.dtype)
         state = cache if cache is not None else GatedDeltaNetState()
-        # the six input projections as one matmul, the three convolutions as one (per-conv pasts when decoding;
-        # with fla's kernel one per projection, so that q, k, v come out contiguous, as fla's gated delta rule
-        # needs them: a split of one output would be copied there)
-        projs = (self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.a_proj, self.b_proj)
+        # the four wide input projections as one matmul, the two per-head ones (a, b) as another: with all six
+        # in one output (2 * num_heads columns past a multiple of 128) the compiled backward's concatenation of
+        # their gradients took 1.8x as long on the H200 (step_profile_cuda_split_*); the three convolutions as
+        # one (per-conv pasts when decoding; with fla's kernel one per projection, so that q, k, v come out
+        # contiguous, as fla's gated delta rule needs them: a split of one output would be copied)
+        projs = (self.q_proj, self.k_proj, self.v_proj, self.g_proj)
         qkv_dims = [p.out_features for p in projs[:3]]
         x = F.linear(hidden_states, torch.cat([p.weight for p in projs]))
-        qkv, gate, a, b = x.split(
-            [sum(qkv_dims), projs[3].out_features, self.num_heads, self.num_heads], dim=-1
+        qkv, gate = x.split([sum(qkv_dims), self.g_proj.out_features], dim=-1)
+        a, b = F.linear(hidden_states, torch.cat([self.a_proj.weight, self.b_proj.weight])).split(
+            self.num_heads, dim=-1
         )
         convs = (self.q_conv, self.k_conv, self.v_conv)
         if cache is None and self.conv_impl == "fla":
