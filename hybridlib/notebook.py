@@ -70,6 +70,11 @@ def _quiet_library_progress() -> None:
     datasets.disable_progress_bars()
 
 
+def table_cell(text: Any) -> str:
+    """Table-safe text: one line, pipes escaped."""
+    return " ".join(str(text if text is not None else "").split()).replace("|", "\\|")
+
+
 def interval_text(v: Verdict, digits: int = 3) -> str:
     """``estimate [low, high], n runs``: a verdict's number as the book prints it."""
     if v.estimate is None:

@@ -21,9 +21,10 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
+from hybridlib import speed_page
 from hybridlib.atomic import write_text
 from hybridlib.findings import CHAPTERS, RULE_CHANGES
-from hybridlib.notebook import interval_text
+from hybridlib.notebook import interval_text, table_cell
 from hybridlib.params import ChapterSpec
 from hybridlib.paths import REPO_ROOT
 from hybridlib.verdicts import RuleChange, Verdict, rule_change
@@ -74,11 +75,6 @@ def old_verdict(notebook: Path) -> str | None:
     if len(set(words)) <= 1:
         return words[0] if words else None
     return f"{len(words)} verdicts: " + ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(words))
-
-
-def table_cell(text: Any) -> str:
-    """Table-safe text: one line, pipes escaped."""
-    return " ".join(str(text if text is not None else "").split()).replace("|", "\\|")
 
 
 def _result(row: Mapping[str, Any]) -> str:
@@ -285,11 +281,35 @@ def render_summary(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> str:
             for metric, by_preset in claims.items()
         ]
     lines += [
+        *_fast_path_note(chapter, speed_page.chapters_path_offset(speed_page.load(results / DISTILLED)))
+    ]
+    lines += [
         "",
         "The paper's numbers and ours, with intervals: {doc}`the scoreboard </book/scoreboard>`.",
         ":::",
     ]
     return "\n".join(lines) + "\n"
+
+
+#: the chapter whose distillation trains the students, and where its speed benchmarks are stored
+DISTILLED = "layout_distillation"
+
+
+def _fast_path_note(chapter: ChapterSpec, offsets: tuple[float, float | None] | None) -> list[str]:
+    """For a chapter that distils students (:data:`DISTILLED` or a chapter depending on it) with a measured
+    curve of the path its H200 students train on: a paragraph with that curve's offset to eager's (and eager's
+    own repeat); no lines otherwise."""
+    if offsets is None or not (chapter.name == DISTILLED or DISTILLED in chapter.depends_on):
+        return []
+    fast, repeat = offsets
+    noise = f"; eager against its own repeat: {100 * repeat:+.1f}%" if repeat is not None else ""
+    return [
+        "",
+        "The H200 students are distilled on the fast path (compiled, CUDA graphs, fused KL), the same for every "
+        f"arm. In its benchmark ({speed_page.CURVE_STEPS} steps, the pretrained teacher) that path's loss sits "
+        f"{100 * fast:+.1f}% from eager's over the last {speed_page.CURVE_TAIL} steps{noise} "
+        "({doc}`distillation speed </book/gpu/distill_speed>`).",
+    ]
 
 
 def write(root: Path = REPO_ROOT) -> list[Path]:

@@ -188,6 +188,29 @@ def _offset(losses: Sequence[float], eager: Sequence[float], tail: int = CURVE_T
     return sum(x / e - 1 for x, e in pairs) / len(pairs)
 
 
+def chapters_path_offset(runs: Mapping[str, Mapping[str, Any]]) -> tuple[float, float | None] | None:
+    """(mean offset of the chapters' path to eager's, eager's own repeat offset or None), each over the last
+    :data:`CURVE_TAIL` steps (:func:`_offset`), from the last file in name order with a ``fast`` curve of the
+    default (torch) convolution of >= :data:`CURVE_STEPS` steps with the pretrained teacher; None without one."""
+    found = None
+    for tag, run in runs.items():
+        curves = run.get("loss_curves") or {}
+        losses = curves.get("losses") or {}
+        random = ((run.get("provenance") or {}).get("params") or {}).get("random_weights")
+        if (
+            "fast" in losses
+            and "eager" in losses
+            and curves.get("conv_impl", "torch") == "torch"
+            and curves["steps"] >= CURVE_STEPS
+            and not random
+        ):
+            found = _offset(losses["fast"], losses["eager"])
+    if found is None:
+        return None
+    repeats = eager_repeats(runs)
+    return found, repeats[-1]["offset"] if repeats else None
+
+
 def eager_repeats(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Pairs of files (in name order) whose eager loss curves share :data:`CURVE_SETUP` and the commit, with the
     pretrained teacher: the same run twice, so their gap is eager's run-to-run noise. Each: ``files`` (tags as

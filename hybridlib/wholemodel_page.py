@@ -24,9 +24,8 @@ from hybridlib import plots, style
 from hybridlib.atomic import atomic_path, write_json, write_text
 from hybridlib.findings.efficiency import cost, report, wholemodel
 from hybridlib.models import describe
-from hybridlib.notebook import stored_row
+from hybridlib.notebook import stored_row, table_cell
 from hybridlib.paths import REPO_ROOT
-from hybridlib.scoreboard import table_cell
 
 PAGE = Path("book/gpu/whole_models.md")
 DECODING_PAGE = Path("book/gpu/whole_models_decoding.md")  # the LoLCATs chapter's section: Fig. 8 measured
@@ -36,7 +35,7 @@ ANALYTIC_SHAPE = "qwen3-4b"  # the efficiency chapter's analytic cross-check of 
 
 
 def _cell(value: object) -> str:
-    """:func:`~hybridlib.scoreboard.table_cell` of ``value``; NaN/None empty; whole or large floats as grouped
+    """:func:`~hybridlib.notebook.table_cell` of ``value``; NaN/None empty; whole or large floats as grouped
     integers, other floats to 3 significant digits."""
     if value is None or (isinstance(value, float) and value != value):
         return ""

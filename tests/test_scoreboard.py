@@ -331,3 +331,19 @@ def test_the_h200_layout_speedup_of_endpoint_spread_is_marked_as_judged_by_the_e
     text = (REPO_ROOT / "book" / "scoreboard.md").read_text()
     marked = [line.split(" | ")[0] for line in text.splitlines() if "(earlier rule)" in line]
     assert marked == ["| speed-up, endpoint_spread"]
+
+
+def test_a_distilling_chapter_s_box_names_its_training_path_s_offset_to_eager():
+    """The layout chapter and the chapters depending on it say how far the fast path's benchmark curve sits from
+    eager's (and eager's own repeat); other chapters, or no measured curve, add nothing."""
+    layout = ChapterSpec("layout_distillation", "Layout", "05.ipynb", "c", ())
+    probe = ChapterSpec("softcka", "SoftCKA", "02.ipynb", "c", (), depends_on=("layout_distillation",))
+    for chapter in (layout, probe):
+        (text,) = [line for line in scoreboard._fast_path_note(chapter, (0.0226, -0.0054)) if line]
+        assert "distilled on the fast path" in text
+        assert "that path's loss sits +2.3% from eager's over the last 50 steps" in text
+        assert "; eager against its own repeat: -0.5% ({doc}`distillation speed" in text
+    (text,) = [line for line in scoreboard._fast_path_note(layout, (-0.01, None)) if line]
+    assert "sits -1.0% from eager's over the last 50 steps ({doc}" in text
+    assert scoreboard._fast_path_note(ALPHA, (0.0226, -0.0054)) == []
+    assert scoreboard._fast_path_note(layout, None) == []

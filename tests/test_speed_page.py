@@ -252,3 +252,16 @@ def test_fast_curve_check_shows_eager_s_own_repeat():
     rows = [c for c in speed_page.checks(runs) if "loss curve of" in c["target"]]
     assert len(rows) == 2 and all(r["status"] == "not met" for r in rows)
     assert all(r["figures"].endswith("; eager against its own repeat: largest gap 4.00%") for r in rows)
+
+
+def test_chapters_path_offset_takes_the_default_convolution_s_fast_curve():
+    eager = [4.0] * 200
+    runs = {
+        "a": curves(0.1, losses={"eager": eager, "fast": [4.08] * 200}),  # +2%: the chapters' path
+        "b": curves(0.1, conv="fla", losses={"eager": [4.04] * 200, "fast": [4.4] * 200}),  # another conv
+        "c": curves(0.1, steps=100, losses={"eager": eager[:100], "fast": [4.4] * 100}),  # too short
+        "d": curves(0.1, random=True, losses={"eager": eager, "fast": [4.4] * 200}),  # random teacher
+    }
+    fast, repeat = speed_page.chapters_path_offset(runs)
+    assert fast == pytest.approx(0.02) and repeat == pytest.approx(0.01)  # eager of b against eager of a
+    assert speed_page.chapters_path_offset({k: runs[k] for k in "bcd"}) is None
