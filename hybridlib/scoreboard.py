@@ -280,9 +280,7 @@ def render_summary(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> str:
             + " |"
             for metric, by_preset in claims.items()
         ]
-    lines += [
-        *_fast_path_note(chapter, speed_page.chapters_path_offset(speed_page.load(results / DISTILLED)))
-    ]
+    lines += _fast_path_note(chapter, speed_page.chapters_path_offset(speed_page.load(results / DISTILLED)))
     lines += [
         "",
         "The paper's numbers and ours, with intervals: {doc}`the scoreboard </book/scoreboard>`.",

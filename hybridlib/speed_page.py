@@ -193,7 +193,7 @@ def chapters_path_offset(runs: Mapping[str, Mapping[str, Any]]) -> tuple[float, 
     :data:`CURVE_TAIL` steps (:func:`_offset`), from the last file in name order with a ``fast`` curve of the
     default (torch) convolution of >= :data:`CURVE_STEPS` steps with the pretrained teacher; None without one."""
     found = None
-    for tag, run in runs.items():
+    for run in runs.values():
         curves = run.get("loss_curves") or {}
         losses = curves.get("losses") or {}
         random = ((run.get("provenance") or {}).get("params") or {}).get("random_weights")
