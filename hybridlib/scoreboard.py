@@ -293,19 +293,26 @@ def render_summary(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> str:
 DISTILLED = "layout_distillation"
 
 
-def _fast_path_note(chapter: ChapterSpec, offsets: tuple[float, float | None] | None) -> list[str]:
+def _percents(values: Sequence[float]) -> str:
+    """``[0.0226, -0.003]`` -> ``"+2.3% and -0.3%"``: signed percentages, one decimal, joined for a sentence."""
+    text = [f"{100 * v:+.1f}%" for v in values]
+    return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " and " + text[-1]
+
+
+def _fast_path_note(chapter: ChapterSpec, offsets: tuple[list[float], list[float]] | None) -> list[str]:
     """For a chapter that distils students (:data:`DISTILLED` or a chapter depending on it) with a measured
-    curve of the path its H200 students train on: a paragraph with that curve's offset to eager's (and eager's
-    own repeat); no lines otherwise."""
+    curve of the path its H200 students train on: a paragraph with that path's offsets to eager's, one per run
+    (and eager's against its own repeats); no lines otherwise."""
     if offsets is None or not (chapter.name == DISTILLED or DISTILLED in chapter.depends_on):
         return []
-    fast, repeat = offsets
-    noise = f"; eager against its own repeat: {100 * repeat:+.1f}%" if repeat is not None else ""
+    fast, repeats = offsets
+    runs = f" ({len(fast)} runs)" if len(fast) > 1 else ""
+    noise = f"; eager against its own repeat: {_percents(repeats)}" if repeats else ""
     return [
         "",
         "The H200 students are distilled on the fast path (compiled, CUDA graphs, fused KL), the same for every "
         f"arm. In its benchmark ({speed_page.CURVE_STEPS} steps, the pretrained teacher) that path's loss sits "
-        f"{100 * fast:+.1f}% from eager's over the last {speed_page.CURVE_TAIL} steps{noise} "
+        f"{_percents(fast)} from eager's over the last {speed_page.CURVE_TAIL} steps{runs}{noise} "
         "({doc}`distillation speed </book/gpu/distill_speed>`).",
     ]
 

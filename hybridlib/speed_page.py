@@ -162,6 +162,7 @@ def curve_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
                     "variant": variant,
                     "conv": curves.get("conv_impl", "torch"),
                     "CUDA graphs": "no" if curves.get("cuda_graphs") is False else "yes",
+                    "precision": curves.get("precision", "bf16"),
                     "steps": curves["steps"],
                     "largest gap to eager %": 100 * gap,
                     f"mean offset, last {CURVE_TAIL} steps %": None if offset is None else 100 * offset,
@@ -174,6 +175,7 @@ def curve_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
                 "variant": "eager, repeated",
                 "conv": "torch",
                 "CUDA graphs": "no",
+                "precision": r["precision"],
                 "steps": r["steps"],
                 "largest gap to eager %": 100 * r["gap"],
                 f"mean offset, last {CURVE_TAIL} steps %": 100 * r["offset"],
@@ -182,17 +184,65 @@ def curve_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+#: the steps whose loss :func:`first_steps_frame` shows: before any update, after one and after two
+FIRST_STEPS = (0, 1, 2)
+
+
+def first_steps_frame(
+    runs: Mapping[str, Mapping[str, Any]], steps: Sequence[int] = FIRST_STEPS
+) -> pd.DataFrame:
+    """The loss at each of ``steps`` per file with loss curves of the pretrained teacher and per variant (eager
+    included): every variant starts from the same weights on the same batches, so before any update (step 0)
+    they differ by their forward's rounding and after one AdamW update (step 1) by one gradient's, before
+    training's sensitivity to small differences amplifies them."""
+    out = []
+    for tag, run in runs.items():
+        curves = run.get("loss_curves") or {}
+        if not curves.get("losses") or ((run.get("provenance") or {}).get("params") or {}).get(
+            "random_weights"
+        ):
+            continue
+        for variant, losses in curves["losses"].items():
+            out.append(
+                {
+                    "file": _name(tag),
+                    "variant": variant,
+                    "conv": "torch" if variant == "eager" else curves.get("conv_impl", "torch"),
+                    "precision": curves.get("precision", "bf16"),
+                    **{f"step {k}": losses[k] if k < len(losses) else None for k in steps},
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def first_step_ranges(frame: pd.DataFrame, step: int = 1) -> str:
+    """One clause per (variant, conv, precision) of :func:`first_steps_frame`: the range of its loss at ``step``
+    over the files and how many, e.g. ``"eager (torch conv, bf16): 6.185-6.190 over 4 runs"``."""
+    column = f"step {step}"
+    parts = []
+    for (variant, conv, precision), group in frame.dropna(subset=[column]).groupby(
+        ["variant", "conv", "precision"], sort=False
+    ):
+        values = group[column]
+        span = f"{values.min():.3f}" if len(values) == 1 else f"{values.min():.3f}-{values.max():.3f}"
+        parts.append(
+            f"{variant} ({conv} conv, {precision}): {span} over {len(values)} run{'s' * (len(values) > 1)}"
+        )
+    return "; ".join(parts)
+
+
 def _offset(losses: Sequence[float], eager: Sequence[float], tail: int = CURVE_TAIL) -> float:
     """Mean of ``losses / eager - 1`` over the last ``tail`` steps (positive: above eager's curve)."""
     pairs = list(zip(losses, eager))[-tail:]
     return sum(x / e - 1 for x, e in pairs) / len(pairs)
 
 
-def chapters_path_offset(runs: Mapping[str, Mapping[str, Any]]) -> tuple[float, float | None] | None:
-    """(mean offset of the chapters' path to eager's, eager's own repeat offset or None), each over the last
-    :data:`CURVE_TAIL` steps (:func:`_offset`), from the last file in name order with a ``fast`` curve of the
-    default (torch) convolution of >= :data:`CURVE_STEPS` steps with the pretrained teacher; None without one."""
-    found = None
+def chapters_path_offset(runs: Mapping[str, Mapping[str, Any]]) -> tuple[list[float], list[float]] | None:
+    """(mean offsets of the chapters' path to eager's, eager's own repeat offsets), each over the last
+    :data:`CURVE_TAIL` steps (:func:`_offset`), one per file (in name order) with a ``fast`` curve of the default
+    (torch) convolution of >= :data:`CURVE_STEPS` steps with the pretrained teacher, and one per pair of
+    :func:`eager_repeats`; None without such a ``fast`` curve."""
+    found = []
     for run in runs.values():
         curves = run.get("loss_curves") or {}
         losses = curves.get("losses") or {}
@@ -204,11 +254,10 @@ def chapters_path_offset(runs: Mapping[str, Mapping[str, Any]]) -> tuple[float, 
             and curves["steps"] >= CURVE_STEPS
             and not random
         ):
-            found = _offset(losses["fast"], losses["eager"])
-    if found is None:
+            found.append(_offset(losses["fast"], losses["eager"]))
+    if not found:
         return None
-    repeats = eager_repeats(runs)
-    return found, repeats[-1]["offset"] if repeats else None
+    return found, [r["offset"] for r in eager_repeats(runs)]
 
 
 def eager_repeats(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -233,6 +282,7 @@ def eager_repeats(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]
                 {
                     "files": (a, b),
                     "steps": ca["steps"],
+                    "precision": ca.get("precision", "bf16"),
                     "gaps": gaps,
                     "gap": max(gaps),
                     "offset": _offset(second, first),
@@ -462,6 +512,23 @@ def _off_path_note(curves: pd.DataFrame) -> list[str]:
     ]
 
 
+def _first_steps_section(frame: pd.DataFrame) -> list[str]:
+    """The loss before and after the first updates, per file and variant, with each variant's range after one
+    update (no lines without curves)."""
+    if frame.empty:
+        return []
+    return [
+        "The first steps, where the variants start from the same weights on the same batches: the loss before any "
+        "update (step 0) differs by each forward's rounding, after one AdamW update (step 1) by one gradient's. "
+        "Later steps amplify any difference, a rounding one included (compare eager with its own repeat above), "
+        "so a lasting difference in how a variant computes shows first here. After one update: "
+        f"{first_step_ranges(frame)}.",
+        "",
+        markdown_table(frame.set_index("file").map(lambda v: f"{v:.3f}" if isinstance(v, float) else v)),
+        "",
+    ]
+
+
 def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> str:
     """The page's markdown (the figure, when ``drawn``, at ``figures/`` beside it)."""
     steps, families, curves = step_frame(runs), family_frame(runs), curve_frame(runs)
@@ -522,6 +589,7 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         markdown_table(curves.set_index("file")) if not curves.empty else "No loss curves yet.",
         "",
         *_off_path_note(curves),
+        *_first_steps_section(first_steps_frame(runs)),
     ]
     if drawn:
         lines += [

@@ -203,14 +203,7 @@ def page_report(doc: str, server: str, browser, html_root: Path) -> dict:
 
 #: (page, check) -> why it is expected to fail until the page's notebook is re-executed (strict=False: a pass
 #: after re-execution is fine).
-KNOWN: dict[tuple[str, str], str] = {
-    (
-        "book/gpu/04_lolcats",
-        "figure fonts",
-    ): "the passkey grid (two lengths and a legend, 11 inches wide) was drawn "
-    "by the H200 run of 2026-12-01 from the frozen tree a9760b9, before its cell fitted the grid to the column "
-    "(style.fit, as the seminar page shows); the chapter's next gpu run draws it at the column's width",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _pages(check: str) -> list:

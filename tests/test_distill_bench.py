@@ -123,12 +123,15 @@ def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeyp
     with pytest.raises(SystemExit):  # nothing to do
         bench.main(["--teacher", "tiny-teacher", "--steps", "0"])
     assert "--steps must be >= 1, or 0 with --curve-steps >= 1; got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a precision the step does not have, refused before any work
+        bench.main(["--teacher", "tiny-teacher", "--precision", "fp16"])
+    assert "--precision: invalid choice: 'fp16'" in capsys.readouterr().err
     monkeypatch.setattr(bench, "results_dir", lambda chapter: tmp_path)
     timed = []
     monkeypatch.setattr(bench, "profile_step", lambda *a, **k: timed.append(k))
     args = ["--teacher", "tiny-teacher", "--steps", "0", "--curve-steps", "2", "--variants", "fused"]
-    bench.main([*args, "--batch-size", "2", "--seq-len", "32", "--tag", "curves"])
+    bench.main([*args, "--batch-size", "2", "--seq-len", "32", "--tag", "curves", "--precision", "fp32"])
     out = json.loads((tmp_path / "step_profile_cpu_curves.json").read_text())
-    assert timed == [] and out["rows"] == []
+    assert timed == [] and out["rows"] == [] and out["loss_curves"]["precision"] == "fp32"
     assert sorted(out["loss_curves"]["losses"]) == ["eager", "fused"]
     assert all(len(v) == 2 for v in out["loss_curves"]["losses"].values())

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: parts.sh : split pack.sh's four payload files into the parts that nine back-to-back `run` calls upload
 # (64 MiB per call, the working tree included): one tar, site and wheels first (so the second call can install
-# them while the rest uploads), cut into 54 MiB parts .gpu/stage-K/pchunk.K, its sha256 in .gpu/stage-<last>/.
+# them while the rest uploads), cut into parts .gpu/stage-K/pchunk.K that leave room for the working tree (64 MiB
+# less the tree, less 2 MiB), its sha256 in .gpu/stage-<last>/.
 # Prints each call's command and carry. Run from the checkout after pack.sh.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel); cd "$root"
@@ -10,9 +11,11 @@ for f in site.tar.xz wheels.tar cache.tar.xz pkgs.tar; do
   [ -f "$payload/$f" ] || { echo "parts.sh: $payload/$f missing: run tools/offline_gpu/pack.sh FLA_BUNDLE first" >&2; exit 2; }
 done
 rm -rf .gpu/stage-* .gpu/pchunk.*
+tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -cb --files0-from=- | tail -1 | cut -f1)
+part=$(( (64 - 2 - (tree >> 20) - 1) << 20 ))
 tar -C "$payload" -cf .gpu/payload.tar site.tar.xz wheels.tar cache.tar.xz pkgs.tar
-first=$(( ($(stat -c %s "$payload/site.tar.xz") + $(stat -c %s "$payload/wheels.tar") + 4096) / 56623104 + 1 ))  # + tar headers
-split -b 56623104 -d -a 1 .gpu/payload.tar .gpu/pchunk.
+first=$(( ($(stat -c %s "$payload/site.tar.xz") + $(stat -c %s "$payload/wheels.tar") + 4096) / part + 1 ))  # + tar headers
+split -b "$part" -d -a 1 .gpu/payload.tar .gpu/pchunk.
 n=$(ls .gpu/pchunk.* | wc -l); last=$((n - 1))
 [ "$n" -le 10 ] || { echo "parts.sh: $n parts; this layout numbers at most 10" >&2; exit 2; }
 for k in $(seq 0 "$last"); do mkdir -p .gpu/stage-"$k" && mv .gpu/pchunk."$k" .gpu/stage-"$k"/; done
@@ -20,7 +23,7 @@ sha256sum .gpu/payload.tar | cut -c1-64 > .gpu/stage-"$last"/payload.sha
 rm .gpu/payload.tar
 chunks=$(seq -s ' ' -f 'pchunk.%g' 0 "$last")
 site_chunks=$(seq -s ' ' -f 'pchunk.%g' 0 $((first - 1)))
-echo "$n parts (site and wheels in the first $first). One run call each, at once after the last returns:"
+echo "$n parts of $((part >> 20)) MiB (working tree $((tree >> 20)) MiB; site and wheels in the first $first). One run call each, at once after the last returns:"
 for k in $(seq 0 "$last"); do
   cmd="mkdir -p /tmp/stage && cp .gpu/stage-$k/* /tmp/stage/"
   if [ "$k" -eq $((first - 1)) ]; then

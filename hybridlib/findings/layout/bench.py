@@ -573,6 +573,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         default="torch",
         help="the GDN layers' short convolution in every variant but eager",
     )
+    parser.add_argument(
+        "--precision",
+        choices=distill.PRECISIONS,
+        help="timed steps and loss curves (default: bf16 on CUDA, fp32 on CPU)",
+    )
     parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
@@ -587,6 +592,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "conv_impl": args.conv_impl,
     }
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    precise = {"precision": args.precision} if args.precision else {}
     path = (
         results_dir("layout_distillation") / f"step_profile_{device}{'_' + args.tag if args.tag else ''}.json"
     )
@@ -619,6 +625,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 profile_steps=args.profile_steps,
                 layout=layout,
                 **common,
+                **precise,
             )
         except Exception as err:  # noqa: BLE001 - a failed variant is a result to report, not a crash
             row = {"teacher": args.teacher, "variant": variant, "error": f"{type(err).__name__}: {err}"}
@@ -633,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ran = [r["variant"] for r in rows if "error" not in r] if args.steps else args.variants
     if args.curve_steps and ran:
         curves = loss_curves(
-            args.teacher, list(dict.fromkeys(["eager", *ran])), steps=args.curve_steps, **common
+            args.teacher, list(dict.fromkeys(["eager", *ran])), steps=args.curve_steps, **common, **precise
         )
         print({k: v for k, v in curves.items() if k != "losses"}, flush=True)
         save(rows, curves)
