@@ -215,6 +215,66 @@ def first_steps_frame(
     return pd.DataFrame(out)
 
 
+def probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """From files with a ``first_step`` probe (:func:`~hybridlib.findings.layout.bench.first_step_probe`): per
+    file and variant, the loss after one update by its own step and by the common evaluator; per file, variant
+    (eager excluded) and parameter kind, the common loss of eager's weights with that kind from the variant,
+    the update's relative difference to eager's and the fraction of its elements with the other sign."""
+    scores, kinds = [], []
+    for tag, run in runs.items():
+        probe = run.get("first_step")
+        if not probe:
+            continue
+        for variant, own in probe["own"].items():
+            scores.append(
+                {
+                    "file": _name(tag),
+                    "variant": variant,
+                    "precision": probe["precision"],
+                    "own step": own,
+                    "common evaluator": probe["common"][variant],
+                }
+            )
+        for variant, swapped in probe["swap"].items():
+            for kind, loss in swapped.items():
+                change = probe["update"][variant][kind]
+                kinds.append(
+                    {
+                        "file": _name(tag),
+                        "variant": variant,
+                        "kind": kind,
+                        "parameters": probe["kinds"][kind],
+                        "eager's weights, this kind the variant's": loss,
+                        "update vs eager's %": 100 * change["rel_diff"],
+                        "signs flipped %": 100 * change["sign_flips"],
+                    }
+                )
+    return pd.DataFrame(scores), pd.DataFrame(kinds)
+
+
+def _decimals(frame: pd.DataFrame, digits: int) -> pd.DataFrame:
+    """``frame`` with every float written with ``digits`` decimals (losses that differ in the third digit)."""
+    return frame.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) else v)
+
+
+def _probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The first-step probe's tables under their explanation (no lines without a probe)."""
+    scores, kinds = probe_frames(runs)
+    if scores.empty:
+        return []
+    return [
+        "One update of each variant from the same weights, every result scored by one evaluator (eager's forward "
+        "and KL on the next batch): where a variant's own score and the evaluator's differ alike from eager's, "
+        "its update differs; swapping one kind of parameter at a time from the variant into eager's weights "
+        "shows which kinds carry the difference.",
+        "",
+        markdown_table(_decimals(scores.set_index("file"), 4)),
+        "",
+        markdown_table(_decimals(kinds.set_index("file"), 4)),
+        "",
+    ]
+
+
 def first_step_ranges(frame: pd.DataFrame, step: int = 1) -> str:
     """One clause per (variant, conv, precision) of :func:`first_steps_frame`: the range of its loss at ``step``
     over the files and how many, e.g. ``"eager (torch conv, bf16): 6.185-6.190 over 4 runs"``."""
@@ -524,7 +584,7 @@ def _first_steps_section(frame: pd.DataFrame) -> list[str]:
         "so a lasting difference in how a variant computes shows first here. After one update: "
         f"{first_step_ranges(frame)}.",
         "",
-        markdown_table(frame.set_index("file").map(lambda v: f"{v:.3f}" if isinstance(v, float) else v)),
+        markdown_table(_decimals(frame.set_index("file"), 3)),
         "",
     ]
 
@@ -590,6 +650,7 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         "",
         *_off_path_note(curves),
         *_first_steps_section(first_steps_frame(runs)),
+        *_probe_section(runs),
     ]
     if drawn:
         lines += [

@@ -122,16 +122,80 @@ def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeyp
 
     with pytest.raises(SystemExit):  # nothing to do
         bench.main(["--teacher", "tiny-teacher", "--steps", "0"])
-    assert "--steps must be >= 1, or 0 with --curve-steps >= 1; got 0" in capsys.readouterr().err
+    assert (
+        "--steps must be >= 1, or 0 with --curve-steps >= 1 or --first-step; got 0" in capsys.readouterr().err
+    )
     with pytest.raises(SystemExit):  # a precision the step does not have, refused before any work
         bench.main(["--teacher", "tiny-teacher", "--precision", "fp16"])
     assert "--precision: invalid choice: 'fp16'" in capsys.readouterr().err
     monkeypatch.setattr(bench, "results_dir", lambda chapter: tmp_path)
     timed = []
     monkeypatch.setattr(bench, "profile_step", lambda *a, **k: timed.append(k))
-    args = ["--teacher", "tiny-teacher", "--steps", "0", "--curve-steps", "2", "--variants", "fused"]
+    args = [
+        "--teacher",
+        "tiny-teacher",
+        "--steps",
+        "0",
+        "--curve-steps",
+        "2",
+        "--variants",
+        "fused",
+        "--first-step",
+    ]
     bench.main([*args, "--batch-size", "2", "--seq-len", "32", "--tag", "curves", "--precision", "fp32"])
     out = json.loads((tmp_path / "step_profile_cpu_curves.json").read_text())
     assert timed == [] and out["rows"] == [] and out["loss_curves"]["precision"] == "fp32"
     assert sorted(out["loss_curves"]["losses"]) == ["eager", "fused"]
     assert all(len(v) == 2 for v in out["loss_curves"]["losses"].values())
+    assert sorted(out["first_step"]["common"]) == ["eager", "fused"]  # the probe's scores, beside the curves
+
+
+def test_every_student_parameter_has_one_kind():
+    """Llama and Gemma 3 hybrids (FA and GDN layers): each parameter falls into a kind, GDN pieces apart from
+    attention's; an unknown name is refused with the kinds listed."""
+    from tiny_models import tiny_causal_lm
+
+    from hybridlib.convert import convert_to_hybrid
+    from hybridlib.findings.layout.bench import param_kind
+
+    small = {"vocab_size": 97, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4}
+    small |= {"num_key_value_heads": 2, "head_dim": 8}
+    for family, extra in (("llama", {}), ("gemma3", {"sliding_window": 4, "query_pre_attn_scalar": 8})):
+        student = convert_to_hybrid(
+            tiny_causal_lm(family, num_hidden_layers=4, **small, **extra), [1, 3], "gdn"
+        )
+        kinds = {n: param_kind(n) for n, _ in student.named_parameters()}
+        assert kinds["model.layers.0.self_attn.gdn.A_log"] == "GDN gates (A_log, dt_bias, a, b)"
+        assert kinds["model.layers.0.self_attn.gdn.a_proj.weight"] == "GDN gates (A_log, dt_bias, a, b)"
+        assert kinds["model.layers.0.self_attn.gdn.q_conv.weight"] == "GDN convolutions"
+        assert kinds["model.layers.0.self_attn.gdn.o_proj.weight"] == "GDN projections (q, k, v, g, o)"
+        assert kinds["model.layers.0.self_attn.gdn.o_norm.weight"] == "GDN output norm"
+        assert kinds["model.layers.1.self_attn.o_proj.weight"] == "attention"
+        assert kinds["model.layers.1.mlp.down_proj.weight"] == "MLP"
+        assert kinds["model.norm.weight"] == kinds["model.layers.1.input_layernorm.weight"] == "norms"
+        assert kinds["model.embed_tokens.weight"] == "embedding"
+    with pytest.raises(
+        ValueError, match=r"parameter 'model.extra' matches no kind of PARAM_KINDS \['embedding'"
+    ):
+        param_kind("model.extra")
+
+
+@pytest.mark.slow
+def test_first_step_probe_scores_every_variant_with_eager_s_evaluator():
+    """On the CPU in float32 the fused step computes eager's function: against the independent reference, the
+    second loss of eager's own loss curve (same seeds), eager's own and common scores agree exactly, fused's to
+    rounding; its update matches eager's and no swapped kind moves the score beyond rounding."""
+    from hybridlib.findings.layout.bench import PARAM_KINDS, first_step_probe, loss_curves
+
+    kw = {"batch_size": 2, "seq_len": 32, "device": "cpu"}
+    out = first_step_probe("tiny-teacher", ["fused"], **kw)
+    curve = loss_curves("tiny-teacher", ["eager"], steps=2, **kw)["losses"]["eager"]
+    assert out["own"]["eager"] == pytest.approx(curve[1], rel=1e-6)
+    assert out["common"]["eager"] == pytest.approx(out["own"]["eager"], rel=1e-6)
+    assert out["common"]["fused"] == pytest.approx(out["own"]["eager"], rel=1e-4)
+    assert out["own"]["fused"] == pytest.approx(out["common"]["fused"], rel=1e-4)
+    assert set(out["swap"]["fused"]) == set(out["update"]["fused"]) == set(out["kinds"])
+    assert set(out["kinds"]) <= {k for k, _ in PARAM_KINDS} and out["precision"] == "fp32"
+    for kind, loss in out["swap"]["fused"].items():
+        assert loss == pytest.approx(out["common"]["eager"], rel=1e-4), kind
+        assert out["update"]["fused"][kind]["rel_diff"] < 1e-2, kind

@@ -282,3 +282,29 @@ def test_chapters_path_offset_takes_the_default_convolution_s_fast_curve():
     fast, _ = speed_page.chapters_path_offset(runs)
     assert fast == pytest.approx([0.02, -0.01])  # every run, in name order
     assert speed_page.chapters_path_offset({k: runs[k] for k in "bcd"}) is None
+
+
+def test_probe_tables_show_own_and_common_scores_and_each_kind_swapped():
+    probe = {
+        "precision": "bf16",
+        "own": {"eager": 6.19, "fast": 6.25},
+        "common": {"eager": 6.19, "fast": 6.24},
+        "swap": {"fast": {"embedding": 6.23, "MLP": 6.2}},
+        "update": {
+            "fast": {"embedding": {"rel_diff": 0.5, "sign_flips": 0.2}, "MLP": {"rel_diff": 0.1, "sign_flips": 0.01}}
+        },
+        "kinds": {"embedding": 100, "MLP": 50},
+    }
+    runs = {"probe": {"first_step": probe}, "other": curves(0.1)}
+    scores, kinds = speed_page.probe_frames(runs)
+    assert scores.to_dict("records") == [
+        {"file": "probe", "variant": v, "precision": "bf16", "own step": o, "common evaluator": c}
+        for v, o, c in (("eager", 6.19, 6.19), ("fast", 6.25, 6.24))
+    ]
+    embedding = kinds.set_index("kind").loc["embedding"]
+    assert embedding["eager's weights, this kind the variant's"] == 6.23 and embedding["parameters"] == 100
+    assert embedding["update vs eager's %"] == 50.0 and embedding["signs flipped %"] == 20.0
+    page = speed_page.render(runs, "src", drawn=False)
+    assert "| probe | fast | bf16 | 6.2500 | 6.2400 |" in page
+    assert "| probe | fast | embedding | 100 | 6.2300 | 50.0000 | 20.0000 |" in page
+    assert "scored by one evaluator" not in speed_page.render({"x": curves(0.1)}, "src", drawn=False)

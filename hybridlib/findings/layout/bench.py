@@ -398,6 +398,123 @@ def loss_curves(
     }
 
 
+#: a student's parameters by kind, the first pattern (``re.search`` on the parameter's name) that matches
+PARAM_KINDS = (
+    ("embedding", r"embed_tokens\."),
+    ("lm_head", r"^lm_head\."),
+    ("GDN gates (A_log, dt_bias, a, b)", r"\.gdn\.(A_log|dt_bias|a_proj\.|b_proj\.)"),
+    ("GDN convolutions", r"\.gdn\.\w+_conv\."),
+    ("GDN projections (q, k, v, g, o)", r"\.gdn\.[qkvgo]_proj\."),
+    ("GDN output norm", r"\.gdn\.o_norm\."),
+    ("attention", r"\.self_attn\."),
+    ("MLP", r"\.mlp\."),
+    ("norms", r"norm\.weight$"),
+)
+
+
+def param_kind(name: str) -> str:
+    """The kind (:data:`PARAM_KINDS`) of the student parameter ``name``."""
+    for kind, pattern in PARAM_KINDS:
+        if re.search(pattern, name):
+            return kind
+    raise ValueError(f"parameter {name!r} matches no kind of PARAM_KINDS {[k for k, _ in PARAM_KINDS]}")
+
+
+def first_step_probe(
+    teacher_name: str,
+    variants: Sequence[str],
+    *,
+    batch_size: int = 32,
+    seq_len: int = 512,
+    lr: float = 2e-4,
+    seed: int = 0,
+    random_weights: bool = False,
+    teacher_path: str | Path | None = None,
+    device: str | torch.device | None = None,
+    precision: str | None = None,
+    cuda_graphs: bool = True,
+    conv_impl: str = "torch",
+) -> dict[str, Any]:
+    """One AdamW step of each variant (``eager`` first, added if missing) from the same initial weights on the
+    first batch of :func:`loss_curves`, then every post-step student scored by one evaluator: eager's forward
+    and :func:`~hybridlib.losses.forward_kl` on the second batch, in the run's precision. ``own``: the loss each
+    variant's own step reports there (its curve's step 1); ``common``: the evaluator's - equal ``own`` and
+    ``common`` gaps put a difference in the update, not in how a variant scores. ``swap[v][kind]``: the
+    evaluator's loss of eager's post-step weights with that kind (:data:`PARAM_KINDS`) taken from variant ``v``
+    (which kinds carry ``v``'s gap). ``update[v][kind]``: ``rel_diff``, the norm of ``v``'s update (post - pre
+    weights) minus eager's over the norm of eager's, and ``sign_flips``, the fraction of elements whose update
+    has the other sign. ``kinds``: parameters per kind."""
+    device, precision = distill._resolve_device(device, precision)
+    variants = list(dict.fromkeys(["eager", *variants]))
+    pre, post, own = None, {}, {}
+    for variant in variants:
+        conv = "torch" if variant == "eager" else conv_impl
+        student, teacher = _models(
+            teacher_name, device, precision, random_weights, teacher_path, seed, conv_impl=conv
+        )
+        generator = torch.Generator().manual_seed(seed + 1)
+        batches = [
+            torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator).to(device)
+            for _ in range(2)
+        ]
+        start = {n: p.detach().clone() for n, p in student.named_parameters()}
+        if pre is None:
+            pre = start
+        elif any(not torch.equal(start[n], w) for n, w in pre.items()):
+            raise RuntimeError(f"variant {variant!r} starts from other weights than eager's")
+        step = _Step(variant, student, teacher, device, precision, batches[0], lr=lr, cuda_graphs=cuda_graphs)
+        step(batches[0], _Timer(device).phase)
+        post[variant] = {n: p.detach().clone() for n, p in student.named_parameters()}
+        own[variant] = float(step(batches[1], _Timer(device).phase))
+        if variant == "eager":
+            evaluator, judge = student, teacher
+        del student, teacher, step
+    with torch.no_grad(), distill._autocast(device, precision):
+        target = judge(input_ids=batches[1], use_cache=False).logits
+
+    def score(weights: dict[str, torch.Tensor]) -> float:
+        with torch.no_grad():
+            for name, param in evaluator.named_parameters():
+                param.copy_(weights[name])
+            with distill._autocast(device, precision):
+                return float(forward_kl(evaluator(input_ids=batches[1], use_cache=False).logits, target))
+
+    kinds: dict[str, list[str]] = {}
+    for name in pre:
+        kinds.setdefault(param_kind(name), []).append(name)
+    eager = post["eager"]
+    update: dict[str, dict[str, dict[str, float]]] = {}
+    for variant in variants[1:]:
+        update[variant] = {}
+        for kind, names in kinds.items():
+            d_e = torch.cat([(eager[n] - pre[n]).flatten().float() for n in names])
+            d_v = torch.cat([(post[variant][n] - pre[n]).flatten().float() for n in names])
+            moved = (d_e != 0) | (d_v != 0)
+            update[variant][kind] = {
+                "rel_diff": float((d_v - d_e).norm() / d_e.norm().clamp(min=1e-30)),
+                "sign_flips": float((d_v.sign() != d_e.sign())[moved].float().mean()) if moved.any() else 0.0,
+            }
+    swap = {
+        variant: {kind: score(eager | {n: post[variant][n] for n in names}) for kind, names in kinds.items()}
+        for variant in variants[1:]
+    }
+    common = {variant: score(post[variant]) for variant in variants}
+    return {
+        "teacher": teacher_name,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "lr": lr,
+        "precision": precision,
+        "cuda_graphs": cuda_graphs,
+        "conv_impl": conv_impl,
+        "own": own,
+        "common": common,
+        "swap": swap,
+        "update": update,
+        "kinds": {kind: sum(pre[n].numel() for n in names) for kind, names in kinds.items()},
+    }
+
+
 def train_speed(
     teacher_name: str,
     *,
@@ -554,6 +671,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=0,
         help="also compare the loss curves of 'eager' and every variant that ran",
     )
+    parser.add_argument(
+        "--first-step",
+        action="store_true",
+        help="also score one step of 'eager' and every variant that ran with one evaluator (first_step_probe)",
+    )
     parser.add_argument("--tag", default="", help="suffix of the JSON file name")
     parser.add_argument(
         "--train-steps",
@@ -581,8 +703,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
-    if args.steps < 0 or (args.steps == 0 and not args.curve_steps and not args.train_steps):
-        parser.error(f"--steps must be >= 1, or 0 with --curve-steps >= 1; got {args.steps}")
+    if args.steps < 0 or (
+        args.steps == 0 and not args.curve_steps and not args.train_steps and not args.first_step
+    ):
+        parser.error(f"--steps must be >= 1, or 0 with --curve-steps >= 1 or --first-step; got {args.steps}")
     common = {
         "batch_size": args.batch_size,
         "seq_len": args.seq_len,
@@ -610,8 +734,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             write_json(path, {"rows": [row], "provenance": collect("bench", vars(args))})
         return
 
+    first: dict[str, Any] | None = None
+
     def save(rows: list[dict[str, Any]], curves: dict[str, Any] | None) -> None:
-        write_json(path, {"rows": rows, "loss_curves": curves, "provenance": collect("bench", vars(args))})
+        out = {"rows": rows, "loss_curves": curves, "provenance": collect("bench", vars(args))}
+        write_json(path, out | ({"first_step": first} if first else {}))
 
     rows: list[dict[str, Any]] = []
     queue = [(v, layout) for v in args.variants for layout in args.layouts] if args.steps else []
@@ -638,6 +765,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows.append(row)
         save(rows, None)  # after every variant: a run cut short keeps what it measured
     ran = [r["variant"] for r in rows if "error" not in r] if args.steps else args.variants
+    if args.first_step and ran:
+        first = first_step_probe(args.teacher, ran, **common, **precise)
+        print({k: first[k] for k in ("own", "common")}, flush=True)
+        save(rows, None)
     if args.curve_steps and ran:
         curves = loss_curves(
             args.teacher, list(dict.fromkeys(["eager", *ran])), steps=args.curve_steps, **common, **precise
