@@ -338,6 +338,12 @@ def kernel_family(name: str) -> str:
     return next((f for f, pattern in FAMILIES if re.search(pattern, name.lower())), "other")
 
 
+def curve_batches(vocab_size: int, n: int, batch_size: int, seq_len: int, seed: int) -> list[torch.Tensor]:
+    """The ``n`` random token-id batches ``[batch_size, seq_len]`` (CPU) that every variant of a run trains on."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    return [torch.randint(0, vocab_size, (batch_size, seq_len), generator=generator) for _ in range(n)]
+
+
 def loss_curves(
     teacher_name: str,
     variants: Sequence[str],
@@ -353,22 +359,19 @@ def loss_curves(
     precision: str | None = None,
     cuda_graphs: bool = True,
     conv_impl: str = "torch",
+    on_step: Callable[[str, PreTrainedModel, PreTrainedModel, int], None] | None = None,
 ) -> dict[str, Any]:
     """Train a fresh student with each of ``variants`` for ``steps`` AdamW steps (constant ``lr``) on the same
-    random batches; returns the loss per step per variant and the largest relative gap to the first."""
+    random batches (:func:`curve_batches`); returns the loss per step per variant and the largest relative gap to
+    the first. ``on_step(variant, student, teacher, updates)`` runs before the first step and after each."""
     device, precision = distill._resolve_device(device, precision)
-    generator = torch.Generator()
     curves: dict[str, list[float]] = {}
     for variant in variants:
         conv = "torch" if variant == "eager" else conv_impl
         student, teacher = _models(
             teacher_name, device, precision, random_weights, teacher_path, seed, conv_impl=conv
         )
-        generator.manual_seed(seed + 1)
-        batches = [
-            torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator)
-            for _ in range(steps)
-        ]
+        batches = curve_batches(teacher.config.vocab_size, steps, batch_size, seq_len, seed)
         step = _Step(
             variant,
             student,
@@ -379,7 +382,13 @@ def loss_curves(
             lr=lr,
             cuda_graphs=cuda_graphs,
         )
-        losses = [step(ids.to(device), _Timer(device).phase) for ids in batches]
+        losses = []
+        for done, ids in enumerate(batches):
+            if on_step is not None:
+                on_step(variant, student, teacher, done)
+            losses.append(step(ids.to(device), _Timer(device).phase))
+        if on_step is not None:
+            on_step(variant, student, teacher, len(batches))
         curves[variant] = [float(x) for x in torch.stack(losses).cpu()]
         del student, teacher, step
     first = torch.tensor(curves[variants[0]])
@@ -390,6 +399,7 @@ def loss_curves(
         "batch_size": batch_size,
         "seq_len": seq_len,
         "lr": lr,
+        "seed": seed,
         "precision": precision,
         "cuda_graphs": cuda_graphs,
         "conv_impl": conv_impl,
@@ -420,95 +430,72 @@ def param_kind(name: str) -> str:
     raise ValueError(f"parameter {name!r} matches no kind of PARAM_KINDS {[k for k, _ in PARAM_KINDS]}")
 
 
-def first_step_probe(
-    teacher_name: str,
-    variants: Sequence[str],
-    *,
-    batch_size: int = 32,
-    seq_len: int = 512,
-    lr: float = 2e-4,
-    seed: int = 0,
-    random_weights: bool = False,
-    teacher_path: str | Path | None = None,
-    device: str | torch.device | None = None,
-    precision: str | None = None,
-    cuda_graphs: bool = True,
-    conv_impl: str = "torch",
-) -> dict[str, Any]:
-    """One AdamW step of each variant (``eager`` first, added if missing) from the same initial weights on the
-    first batch of :func:`loss_curves`, then every post-step student scored by one evaluator: eager's forward
-    and :func:`~hybridlib.losses.forward_kl` on the second batch, in the run's precision. ``own``: the loss each
+def first_step_probe(teacher_name: str, variants: Sequence[str], **setup: Any) -> dict[str, Any]:
+    """Two steps of :func:`loss_curves` (``setup``: its keyword arguments) for each variant, ``eager`` first
+    (added if missing), every variant's weights after its first update scored by one evaluator: eager's forward
+    and :func:`~hybridlib.losses.forward_kl` on the second batch, in the run's precision. ``own``: the loss the
     variant's own step reports there (its curve's step 1); ``common``: the evaluator's - equal ``own`` and
     ``common`` gaps put a difference in the update, not in how a variant scores. ``swap[v][kind]``: the
     evaluator's loss of eager's post-step weights with that kind (:data:`PARAM_KINDS`) taken from variant ``v``
     (which kinds carry ``v``'s gap). ``update[v][kind]``: ``rel_diff``, the norm of ``v``'s update (post - pre
     weights) minus eager's over the norm of eager's, and ``sign_flips``, the fraction of elements whose update
-    has the other sign. ``kinds``: parameters per kind."""
-    device, precision = distill._resolve_device(device, precision)
+    has the other sign. ``kinds``: parameters per kind. Plus ``loss_curves``' settings."""
     variants = list(dict.fromkeys(["eager", *variants]))
-    pre, post, own = None, {}, {}
-    for variant in variants:
-        conv = "torch" if variant == "eager" else conv_impl
-        student, teacher = _models(
-            teacher_name, device, precision, random_weights, teacher_path, seed, conv_impl=conv
-        )
-        generator = torch.Generator().manual_seed(seed + 1)
-        batches = [
-            torch.randint(0, teacher.config.vocab_size, (batch_size, seq_len), generator=generator).to(device)
-            for _ in range(2)
-        ]
-        start = {n: p.detach().clone() for n, p in student.named_parameters()}
-        if pre is None:
-            pre = start
-        elif any(not torch.equal(start[n], w) for n, w in pre.items()):
-            raise RuntimeError(f"variant {variant!r} starts from other weights than eager's")
-        step = _Step(variant, student, teacher, device, precision, batches[0], lr=lr, cuda_graphs=cuda_graphs)
-        step(batches[0], _Timer(device).phase)
-        post[variant] = {n: p.detach().clone() for n, p in student.named_parameters()}
-        own[variant] = float(step(batches[1], _Timer(device).phase))
-        if variant == "eager":
-            evaluator, judge = student, teacher
-        del student, teacher, step
-    with torch.no_grad(), distill._autocast(device, precision):
-        target = judge(input_ids=batches[1], use_cache=False).logits
+    weights: dict[str, list[dict[str, torch.Tensor]]] = {}
+    judge: dict[str, PreTrainedModel] = {}
 
-    def score(weights: dict[str, torch.Tensor]) -> float:
+    def keep(variant: str, student: PreTrainedModel, teacher: PreTrainedModel, updates: int) -> None:
+        if updates <= 1:
+            weights.setdefault(variant, []).append(
+                {n: p.detach().clone() for n, p in student.named_parameters()}
+            )
+        if variant == "eager" and updates == 0:
+            judge.update(student=student, teacher=teacher)
+
+    curves = loss_curves(teacher_name, variants, steps=2, on_step=keep, **setup)
+    pre, eager = weights["eager"]
+    for variant, (start, _) in weights.items():
+        if any(not torch.equal(start[n], w) for n, w in pre.items()):
+            raise RuntimeError(f"variant {variant!r} starts from other weights than eager's")
+    evaluator, teacher = judge["student"], judge["teacher"]
+    device, precision = next(evaluator.parameters()).device, curves["precision"]
+    ids = curve_batches(
+        teacher.config.vocab_size, 2, curves["batch_size"], curves["seq_len"], curves["seed"]
+    )[1]
+    ids = ids.to(device)
+    with torch.no_grad(), distill._autocast(device, precision):
+        target = teacher(input_ids=ids, use_cache=False).logits
+
+    def score(state: dict[str, torch.Tensor]) -> float:
         with torch.no_grad():
             for name, param in evaluator.named_parameters():
-                param.copy_(weights[name])
+                param.copy_(state[name])
             with distill._autocast(device, precision):
-                return float(forward_kl(evaluator(input_ids=batches[1], use_cache=False).logits, target))
+                return float(forward_kl(evaluator(input_ids=ids, use_cache=False).logits, target))
 
     kinds: dict[str, list[str]] = {}
     for name in pre:
         kinds.setdefault(param_kind(name), []).append(name)
-    eager = post["eager"]
     update: dict[str, dict[str, dict[str, float]]] = {}
     for variant in variants[1:]:
+        post = weights[variant][1]
         update[variant] = {}
         for kind, names in kinds.items():
             d_e = torch.cat([(eager[n] - pre[n]).flatten().float() for n in names])
-            d_v = torch.cat([(post[variant][n] - pre[n]).flatten().float() for n in names])
+            d_v = torch.cat([(post[n] - pre[n]).flatten().float() for n in names])
             moved = (d_e != 0) | (d_v != 0)
             update[variant][kind] = {
                 "rel_diff": float((d_v - d_e).norm() / d_e.norm().clamp(min=1e-30)),
                 "sign_flips": float((d_v.sign() != d_e.sign())[moved].float().mean()) if moved.any() else 0.0,
             }
     swap = {
-        variant: {kind: score(eager | {n: post[variant][n] for n in names}) for kind, names in kinds.items()}
-        for variant in variants[1:]
+        v: {kind: score(eager | {n: weights[v][1][n] for n in names}) for kind, names in kinds.items()}
+        for v in variants[1:]
     }
-    common = {variant: score(post[variant]) for variant in variants}
-    return {
-        "teacher": teacher_name,
-        "batch_size": batch_size,
-        "seq_len": seq_len,
-        "lr": lr,
-        "precision": precision,
-        "cuda_graphs": cuda_graphs,
-        "conv_impl": conv_impl,
-        "own": own,
-        "common": common,
+    settings = {k: v for k, v in curves.items() if k not in ("losses", "max_rel_gap_to_first", "steps")}
+    return settings | {
+        "own": {v: losses[1] for v, losses in curves["losses"].items()},
+        "common": {v: score(weights[v][1]) for v in variants},
         "swap": swap,
         "update": update,
         "kinds": {kind: sum(pre[n].numel() for n in names) for kind, names in kinds.items()},
