@@ -291,7 +291,10 @@ def test_probe_tables_show_own_and_common_scores_and_each_kind_swapped():
         "common": {"eager": 6.19, "fast": 6.24},
         "swap": {"fast": {"embedding": 6.23, "MLP": 6.2}},
         "update": {
-            "fast": {"embedding": {"rel_diff": 0.5, "sign_flips": 0.2}, "MLP": {"rel_diff": 0.1, "sign_flips": 0.01}}
+            "fast": {
+                "embedding": {"rel_diff": 0.5, "sign_flips": 0.2},
+                "MLP": {"rel_diff": 0.1, "sign_flips": 0.01},
+            }
         },
         "kinds": {"embedding": 100, "MLP": 50},
     }
