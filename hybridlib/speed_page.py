@@ -55,6 +55,11 @@ SCALING_RUNS = ("train1", "train1_repeat", "train2", "train2_fsdp", "train2to1",
 SCALING_COMMAND = "bash tools/offline_gpu/scaling.sh"
 
 
+def _random_teacher(run: Mapping[str, Any]) -> bool:
+    """Whether the run's teacher had random weights (its shapes only: its loss is not a real model's)."""
+    return bool(((run.get("provenance") or {}).get("params") or {}).get("random_weights"))
+
+
 def _name(tag: str) -> str:
     """A file's tag as the tables show it: words that wrap ('compile nograph'); '-' for the untagged file."""
     return tag.replace("_", " ") or "-"
@@ -198,9 +203,7 @@ def first_steps_frame(
     out = []
     for tag, run in runs.items():
         curves = run.get("loss_curves") or {}
-        if not curves.get("losses") or ((run.get("provenance") or {}).get("params") or {}).get(
-            "random_weights"
-        ):
+        if not curves.get("losses") or _random_teacher(run):
             continue
         for variant, losses in curves["losses"].items():
             out.append(
@@ -306,7 +309,7 @@ def chapters_path_offset(runs: Mapping[str, Mapping[str, Any]]) -> tuple[list[fl
     for run in runs.values():
         curves = run.get("loss_curves") or {}
         losses = curves.get("losses") or {}
-        random = ((run.get("provenance") or {}).get("params") or {}).get("random_weights")
+        random = _random_teacher(run)
         if (
             "fast" in losses
             and "eager" in losses
@@ -328,8 +331,7 @@ def eager_repeats(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]
     eager = [
         (_name(tag), run["loss_curves"] | {"commit": (run.get("provenance") or {}).get("git_commit")})
         for tag, run in runs.items()
-        if (run.get("loss_curves") or {}).get("losses", {}).get("eager")
-        and not ((run.get("provenance") or {}).get("params") or {}).get("random_weights")
+        if (run.get("loss_curves") or {}).get("losses", {}).get("eager") and not _random_teacher(run)
     ]
     out = []
     for i, (a, ca) in enumerate(eager):
@@ -396,7 +398,7 @@ def _fast_curve_checks(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, 
     )
     for tag, run in runs.items():
         curves = run.get("loss_curves") or {}
-        random = bool(((run.get("provenance") or {}).get("params") or {}).get("random_weights"))
+        random = _random_teacher(run)
         for variant, gap in (curves.get("max_rel_gap_to_first") or {}).items():
             if not variant.startswith("fast"):
                 continue
