@@ -102,14 +102,16 @@ def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
-    """The step's variant with what sets it apart: fla's short convolution (Triton or Gluon kernels) and a compiled
-    step without CUDA graphs, or whose graphs were not recorded (:func:`_graphs`)."""
+    """The step's variant with what sets it apart: fla's short convolution (Triton or Gluon kernels), inductor's
+    coordinate-descent tuning of its fused kernels, and a compiled step without CUDA graphs, or whose graphs were not recorded (:func:`_graphs`)."""
     name = row.get("variant", "compiled" if row.get("compile_student") else "eager")
     extras = []
     if row.get("conv_impl") == "fla":
         extras.append(
             "fla conv, Gluon" if (row.get("fla_env") or {}).get("FLA_CONV_GLUON") == "1" else "fla conv"
         )
+    if (row.get("inductor_env") or {}).get("TORCHINDUCTOR_COORDINATE_DESCENT_TUNING") == "1":
+        extras.append("tuned kernels")
     graphs = _graphs(row, params)
     if name not in ("eager", "fused") and graphs != "yes":
         extras.append("no CUDA graphs" if graphs == "no" else "graphs not recorded")

@@ -179,6 +179,9 @@ def test_variant_names_what_sets_a_step_apart():
     assert speed_page._variant({"variant": "regional"}, {"no_cuda_graphs": False}) == "regional"
     assert speed_page._variant({"variant": "fast"}, {}) == "fast (graphs not recorded)"
     assert speed_page._variant({"compile_student": False}, {}) == "eager"
+    tuned = {"variant": "fast", "conv_impl": "fla", "cuda_graphs": True}
+    tuned["inductor_env"] = {"TORCHINDUCTOR_COORDINATE_DESCENT_TUNING": "1"}
+    assert speed_page._variant(tuned, {}) == "fast (fla conv, tuned kernels)"
 
 
 def curves(

@@ -267,6 +267,8 @@ def profile_step(
         "layout": layout,
         "conv_impl": conv,
         "fla_env": {k: v for k, v in os.environ.items() if k.startswith("FLA_")},  # e.g. FLA_CONV_GLUON=1
+        # e.g. TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 (inductor tunes each fused kernel's block sizes)
+        "inductor_env": {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_")},
         "batch_size": batch_size,
         "seq_len": seq_len,
         "steps": steps,
