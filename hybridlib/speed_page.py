@@ -103,7 +103,8 @@ def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 
 def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     """The step's variant with what sets it apart: fla's short convolution (Triton or Gluon kernels), inductor's
-    coordinate-descent tuning of its fused kernels, and a compiled step without CUDA graphs, or whose graphs were not recorded (:func:`_graphs`)."""
+    coordinate-descent tuning of its fused kernels, and a compiled step without CUDA graphs, or whose graphs were
+    not recorded (:func:`_graphs`)."""
     name = row.get("variant", "compiled" if row.get("compile_student") else "eager")
     extras = []
     if row.get("conv_impl") == "fla":
