@@ -43,7 +43,6 @@ from transformers.cache_utils import Cache, LinearAttentionLayer
 from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
 
 from hybridlib.layouts import Layout
-from hybridlib.models.attention import SDPA_IMPLEMENTATIONS
 from kernels.layers.gated_deltanet import GatedDeltaNet, GatedDeltaNetState, inverse_softplus, sample_dt
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "gemma3_text")
@@ -136,7 +135,7 @@ class SlidingWindowAttention(nn.Module):
         k_pos = torch.arange(past + T, device=device)[None, :]
         allowed = (k_pos <= q_pos) & (q_pos - k_pos < self.window)
         if incoming is None:
-            if self.attn.config._attn_implementation in SDPA_IMPLEMENTATIONS:
+            if self.attn.config._attn_implementation == "sdpa":
                 return allowed[None, None]
             return torch.zeros(allowed.shape, dtype=hidden_states.dtype, device=device).masked_fill(
                 ~allowed, torch.finfo(hidden_states.dtype).min

@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from hybridlib.losses import linear_forward_kl, next_token_ce, shift_labels
-from hybridlib.models.attention import use_causal_sdpa
 from hybridlib.train.batches import Batch
 
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
@@ -38,8 +37,6 @@ class DistillationModel(nn.Module):
     ``compile``: run both backbones (Hugging Face ``model.model``) through ``torch.compile``; ``cuda_graphs``:
     in its "reduce-overhead" mode, which replays each backbone's forward (and the student's backward) as one
     CUDA graph, so launching thousands of small kernels no longer bounds the step (one process, static shapes).
-    Compiled, both models' "sdpa" attention becomes :data:`~hybridlib.models.attention.CAUSAL_SDPA` (in place),
-    so that SDPA runs its causal kernel rather than a masked one.
     ``regional``: compile each decoder layer instead of the whole backbone (``layer.compile()``, in place):
     layers of the same class share one compiled graph, so compiling costs the same for every depth and layout
     (a whole backbone compiles anew for every layout), at the price of one graph per layer call.
@@ -62,9 +59,6 @@ class DistillationModel(nn.Module):
         self._no_split_modules = getattr(student, "_no_split_modules", None)  # FSDP shards these layers
         self.__dict__["teacher"] = teacher.eval().requires_grad_(False)  # not registered as a submodule
         backbones = (student.model, teacher.model)
-        if compile:  # compiled, Hugging Face's "sdpa" would pass every attention layer a full mask
-            for model in (student, teacher):
-                use_causal_sdpa(model)
         mode = "reduce-overhead" if cuda_graphs else None
         self.__dict__["_backbones"] = (
             tuple(_compiled(b, mode, regional) for b in backbones) if compile else backbones
