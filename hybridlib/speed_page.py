@@ -261,6 +261,46 @@ def probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, p
     return pd.DataFrame(scores), pd.DataFrame(kinds)
 
 
+def grad_probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """From files with a ``grad_probe`` (:func:`~hybridlib.findings.layout.bench.gradient_probe`): per file,
+    variant and parameter kind, the one-step gradient's relative error (%) and cosine against eager backbones'
+    float32 gradient; per file and variant, the relative error (%) of each decoder layer's gradient (columns:
+    layer index and mixer, ``GDN`` or ``FA``)."""
+    kinds, layers = [], []
+    for tag, run in runs.items():
+        probe = run.get("grad_probe")
+        if not probe:
+            continue
+        heads = [f"{i} {'GDN' if 'GatedDeltaNet' in m else 'FA'}" for i, m in enumerate(probe["mixers"])]
+        for variant, by_kind in probe["by_kind"].items():
+            base = {"file": _name(tag), "variant": variant, "precision": probe["precision"]}
+            kinds += [
+                base | {"kind": kind, "rel. error %": 100 * e["rel_err"], "cosine": e["cos"]}
+                for kind, e in by_kind.items()
+            ]
+            layers.append(base | {h: 100 * e for h, e in zip(heads, probe["by_layer"][variant])})
+    return pd.DataFrame(kinds), pd.DataFrame(layers)
+
+
+def _grad_probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The gradient probe's tables under their explanation (no lines without a probe)."""
+    kinds, layers = grad_probe_frames(runs)
+    if kinds.empty:
+        return []
+    return [
+        "One step's gradient of each variant from the same weights on the same batch, against eager backbones' "
+        "gradient in float32: bf16 rounding alone gives eager backbones' error; a variant further from the "
+        "reference loses precision where its error exceeds theirs.",
+        "",
+        markdown_table(_decimals(kinds.set_index("file"), 4)),
+        "",
+        "Relative error (%) of each decoder layer's gradient (layer index and mixer):",
+        "",
+        markdown_table(_decimals(layers.set_index("file"), 2)),
+        "",
+    ]
+
+
 def _decimals(frame: pd.DataFrame, digits: int) -> pd.DataFrame:
     """``frame`` with every float written with ``digits`` decimals (losses that differ in the third digit)."""
     return frame.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) else v)
@@ -668,6 +708,7 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         *_off_path_note(curves),
         *_first_steps_section(first_steps_frame(runs)),
         *_probe_section(runs),
+        *_grad_probe_section(runs),
     ]
     if drawn:
         lines += [

@@ -123,7 +123,8 @@ def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeyp
     with pytest.raises(SystemExit):  # nothing to do
         bench.main(["--teacher", "tiny-teacher", "--steps", "0"])
     assert (
-        "--steps must be >= 1, or 0 with --curve-steps >= 1 or --first-step; got 0" in capsys.readouterr().err
+        "--steps must be >= 1, or 0 with --curve-steps >= 1, --first-step or --grad-probe; got 0"
+        in capsys.readouterr().err
     )
     with pytest.raises(SystemExit):  # a precision the step does not have, refused before any work
         bench.main(["--teacher", "tiny-teacher", "--precision", "fp16"])
@@ -148,6 +149,9 @@ def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeyp
     assert sorted(out["loss_curves"]["losses"]) == ["eager", "fused"]
     assert all(len(v) == 2 for v in out["loss_curves"]["losses"].values())
     assert sorted(out["first_step"]["common"]) == ["eager", "fused"]  # the probe's scores, beside the curves
+    bench.main([*args[:4], "--grad-probe", "fused", "--batch-size", "2", "--seq-len", "32", "--tag", "grads"])
+    grads = json.loads((tmp_path / "step_profile_cpu_grads.json").read_text())
+    assert grads["rows"] == [] and list(grads["grad_probe"]["loss"]) == ["fused"]
 
 
 def test_every_student_parameter_has_one_kind():
@@ -199,3 +203,33 @@ def test_first_step_probe_scores_every_variant_with_eager_s_evaluator():
     for kind, loss in out["swap"]["fused"].items():
         assert loss == pytest.approx(out["common"]["eager"], rel=1e-4), kind
         assert out["update"]["fused"][kind]["rel_diff"] < 1e-2, kind
+
+
+@pytest.mark.slow
+def test_gradient_probe_measures_each_variant_against_the_float32_reference():
+    """The reference is eager backbones' fused step in float32; against it, on the CPU: the same step in float32
+    has exactly its gradient, eager's chunked KL of full logits and the compiled backbones theirs to float32
+    rounding, and bf16 autocast a gradient off by bf16 rounding (more than 1e-3, less than 10%). The reference loss
+    is the first loss of the fused step's own loss curve (same seeds: an independent check of the set-up)."""
+    from hybridlib.findings.layout.bench import gradient_probe, loss_curves
+
+    kw = {"batch_size": 2, "seq_len": 32, "device": "cpu"}
+    with pytest.raises(
+        ValueError, match=r"variants=\['fast'\]: choose one or more of \('eager', 'fused', 'compiled'\)"
+    ):
+        gradient_probe("tiny-teacher", ["fast"], **kw)
+    out = gradient_probe("tiny-teacher", ["fused", "eager", "compiled"], precision="fp32", **kw)
+    curve = loss_curves("tiny-teacher", ["fused"], steps=1, precision="fp32", **kw)["losses"]["fused"]
+    assert out["reference_loss"] == pytest.approx(curve[0], rel=1e-6)
+    assert out["loss"]["fused"] == out["reference_loss"]
+    for kind, err in out["by_kind"]["fused"].items():
+        assert err["rel_err"] == 0.0 and err["cos"] == pytest.approx(1.0), kind
+    for variant in ("eager", "compiled"):
+        for kind, err in out["by_kind"][variant].items():
+            assert err["rel_err"] < 1e-3 and err["cos"] > 0.9999, (variant, kind)
+    assert (
+        len(out["by_layer"]["compiled"]) == len(out["mixers"]) and "GatedDeltaNetAttention" in out["mixers"]
+    )
+    bf16 = gradient_probe("tiny-teacher", ["fused"], precision="bf16", **kw)
+    assert bf16["reference_loss"] == out["reference_loss"]
+    assert 1e-3 < max(e["rel_err"] for e in bf16["by_kind"]["fused"].values()) < 0.1

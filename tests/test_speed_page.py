@@ -337,3 +337,22 @@ def test_probe_tables_show_own_and_common_scores_and_each_kind_swapped():
     assert "| probe | fast | bf16 | 6.2500 | 6.2400 |" in page
     assert "| probe | fast | embedding | 100 | 6.2300 | 50.0000 | 20.0000 |" in page
     assert "scored by one evaluator" not in speed_page.render({"x": curves(0.1)}, "src", drawn=False)
+
+
+def test_grad_probe_tables_by_kind_and_by_layer():
+    probe = {
+        "precision": "bf16",
+        "mixers": ["GatedDeltaNetAttention", "LlamaAttention"],
+        "by_kind": {
+            "fused": {"MLP": {"rel_err": 0.01, "cos": 0.9999}},
+            "compiled": {"MLP": {"rel_err": 0.2, "cos": 0.98}},
+        },
+        "by_layer": {"fused": [0.01, 0.02], "compiled": [0.3, 0.02]},
+    }
+    kinds, layers = speed_page.grad_probe_frames({"grad_probe": {"grad_probe": probe}, "other": {"rows": []}})
+    assert kinds.set_index("variant").loc["compiled", "rel. error %"] == pytest.approx(20.0)
+    assert list(layers.columns) == ["file", "variant", "precision", "0 GDN", "1 FA"]
+    assert layers.set_index("variant").loc["compiled", "0 GDN"] == pytest.approx(30.0)
+    lines = speed_page._grad_probe_section({"grad_probe": {"grad_probe": probe}})
+    assert any("| grad probe | compiled | bf16 | MLP | 20.0000 | 0.9800 |" in line for line in lines)
+    assert speed_page._grad_probe_section({"other": {"rows": []}}) == []

@@ -24,15 +24,17 @@ distillation runs count them) and, on CUDA, a ``torch.profiler`` summary of ``pr
 ``random_weights`` builds the teacher from its ``config.json`` alone (``teacher_path`` = a folder holding it),
 so shapes, not checkpoints, travel to a GPU machine. ``loss_curves(...)`` trains each variant on the same
 batches and reports their losses step by step (the fast path must match the eager one within bf16 noise);
-``kl_chunk_timings(...)`` times the fused KL alone per chunk length. ``conv_impl`` picks the GDN layers' short
-convolution (:data:`kernels.ops.short_conv.IMPLS`: the compiled ``torch`` shifts, or fla's Triton kernel) for every
-variant but ``eager``, which stays the reference.
+``kl_chunk_timings(...)`` times the fused KL alone per chunk length; ``first_step_probe(...)`` scores each
+variant's first update with one evaluator and ``gradient_probe(...)`` sets each variant's one-step gradient against
+eager backbones' in float32 (by parameter kind and by layer). ``conv_impl`` picks the GDN layers' short convolution
+(:data:`kernels.ops.short_conv.IMPLS`: the compiled ``torch`` shifts, or fla's Triton kernel) for every variant but
+``eager``, which stays the reference.
 
 CLI (writes ``data/results/layout_distillation/step_profile_<device>[_<tag>].json``)::
 
     python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
         [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
-        [--conv-impl fla]
+        [--conv-impl fla] [--first-step] [--grad-probe fused compiled]
     torchrun --nproc-per-node 2 -m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60
         [--strategy fsdp] [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
 """
@@ -504,6 +506,96 @@ def first_step_probe(teacher_name: str, variants: Sequence[str], **setup: Any) -
     }
 
 
+#: the variants :func:`gradient_probe` can compare (one backward each, so no CUDA graphs)
+GRADIENT_VARIANTS = ("eager", "fused", "compiled")
+
+
+def _gradients(
+    variant: str, student: PreTrainedModel, teacher: PreTrainedModel, ids: torch.Tensor, precision: str
+) -> tuple[float, dict[str, torch.Tensor]]:
+    """The loss of one forward of ``variant`` (:data:`GRADIENT_VARIANTS`: ``eager``'s logits and
+    :func:`~hybridlib.losses.forward_kl`, or a :class:`DistillationModel` with eager or compiled backbones) on
+    ``ids`` [B, T], and every student parameter's gradient (float32, by name)."""
+    device = ids.device
+    with distill._autocast(device, precision):
+        if variant == "eager":
+            with torch.no_grad():
+                target = teacher(input_ids=ids, use_cache=False).logits
+            loss = forward_kl(student(input_ids=ids, use_cache=False).logits, target)
+        else:
+            loss = DistillationModel(student, teacher, compile=variant == "compiled")(ids)
+    loss.backward()
+    return float(loss.detach()), {n: p.grad.detach().float() for n, p in student.named_parameters()}
+
+
+def gradient_probe(
+    teacher_name: str,
+    variants: Sequence[str] = ("fused", "compiled"),
+    *,
+    batch_size: int = 32,
+    seq_len: int = 512,
+    seed: int = 0,
+    random_weights: bool = False,
+    teacher_path: str | Path | None = None,
+    device: str | torch.device | None = None,
+    precision: str | None = None,
+    conv_impl: str = "torch",
+) -> dict[str, Any]:
+    """Each variant's gradient of one step, from the same weights on the first batch of :func:`curve_batches`,
+    against the reference: ``fused`` (eager backbones) in float32. Where a bf16 variant's gradient is further
+    from it than eager backbones' bf16 gradient, that variant loses precision; the kinds (:data:`PARAM_KINDS`)
+    and layers where it does say where.
+
+    Returns the settings, ``loss[v]`` and ``reference_loss``; ``by_kind[v][kind]``: ``rel_err`` (``|g_v - g_ref|
+    / |g_ref|`` over the kind's parameters) and ``cos`` (cosine of ``g_v`` and ``g_ref``); ``by_layer[v]``: the
+    rel_err of each decoder layer's parameters, in layer order; ``mixers``: each layer's mixer class."""
+    bad = [v for v in variants if v not in GRADIENT_VARIANTS]
+    if bad or not variants:
+        raise ValueError(f"variants={list(variants)!r}: choose one or more of {GRADIENT_VARIANTS}")
+    device, precision = distill._resolve_device(device, precision)
+    setup = dict(random_weights=random_weights, teacher_path=teacher_path, seed=seed)
+    ids: torch.Tensor | None = None
+    grads: dict[str, dict[str, torch.Tensor]] = {}
+    losses: dict[str, float] = {}
+    mixers: list[str] = []
+    for variant, run_precision in [("reference", "fp32"), *((v, precision) for v in variants)]:
+        student, teacher = _models(teacher_name, device, run_precision, conv_impl=conv_impl, **setup)
+        if ids is None:
+            ids = curve_batches(teacher.config.vocab_size, 1, batch_size, seq_len, seed)[0].to(device)
+            mixers = [type(layer.self_attn).__name__ for layer in student.model.layers]
+        kind = "fused" if variant == "reference" else variant
+        losses[variant], grads[variant] = _gradients(kind, student, teacher, ids, run_precision)
+        del student, teacher
+    ref = grads.pop("reference")
+
+    def compare(g: dict[str, torch.Tensor], names: list[str]) -> dict[str, float]:
+        a, b = (torch.cat([x[n].flatten() for n in names]).double() for x in (g, ref))
+        return {
+            "rel_err": float((a - b).norm() / b.norm().clamp(min=1e-30)),
+            "cos": float(torch.nn.functional.cosine_similarity(a, b, dim=0)),
+        }
+
+    kinds: dict[str, list[str]] = {}
+    layers: dict[int, list[str]] = {}
+    for name in ref:
+        kinds.setdefault(param_kind(name), []).append(name)
+        if (match := re.search(r"\.layers\.(\d+)\.", name)) is not None:
+            layers.setdefault(int(match.group(1)), []).append(name)
+    return {
+        "teacher": teacher_name,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "seed": seed,
+        "precision": precision,
+        "conv_impl": conv_impl,
+        "reference_loss": losses.pop("reference"),
+        "loss": losses,
+        "by_kind": {v: {k: compare(g, names) for k, names in kinds.items()} for v, g in grads.items()},
+        "by_layer": {v: [compare(g, layers[i])["rel_err"] for i in sorted(layers)] for v, g in grads.items()},
+        "mixers": mixers,
+    }
+
+
 def train_speed(
     teacher_name: str,
     *,
@@ -665,6 +757,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="also score one step of 'eager' and every variant that ran with one evaluator (first_step_probe)",
     )
+    parser.add_argument(
+        "--grad-probe",
+        nargs="+",
+        choices=GRADIENT_VARIANTS,
+        help="also compare these variants' gradients of one step with eager backbones' in float32",
+    )
     parser.add_argument("--tag", default="", help="suffix of the JSON file name")
     parser.add_argument(
         "--train-steps",
@@ -693,9 +791,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
     if args.steps < 0 or (
-        args.steps == 0 and not args.curve_steps and not args.train_steps and not args.first_step
+        args.steps == 0
+        and not args.curve_steps
+        and not args.train_steps
+        and not args.first_step
+        and not args.grad_probe
     ):
-        parser.error(f"--steps must be >= 1, or 0 with --curve-steps >= 1 or --first-step; got {args.steps}")
+        parser.error(
+            f"--steps must be >= 1, or 0 with --curve-steps >= 1, --first-step or --grad-probe; got {args.steps}"
+        )
     common = {
         "batch_size": args.batch_size,
         "seq_len": args.seq_len,
@@ -723,11 +827,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             write_json(path, {"rows": [row], "provenance": collect("bench", vars(args))})
         return
 
-    first: dict[str, Any] | None = None
+    probes: dict[str, Any] = {}  # first_step, grad_probe
 
     def save(rows: list[dict[str, Any]], curves: dict[str, Any] | None) -> None:
         out = {"rows": rows, "loss_curves": curves, "provenance": collect("bench", vars(args))}
-        write_json(path, out | ({"first_step": first} if first else {}))
+        write_json(path, out | probes)
+
+    if args.grad_probe:
+        keep = ("batch_size", "seq_len", "random_weights", "teacher_path", "conv_impl")
+        probe = gradient_probe(args.teacher, args.grad_probe, **{k: common[k] for k in keep}, **precise)
+        probes["grad_probe"] = probe
+        print({k: probe[k] for k in ("reference_loss", "loss", "by_kind")}, flush=True)
+        save([], None)
 
     rows: list[dict[str, Any]] = []
     queue = [(v, layout) for v in args.variants for layout in args.layouts] if args.steps else []
@@ -755,7 +866,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         save(rows, None)  # after every variant: a run cut short keeps what it measured
     ran = [r["variant"] for r in rows if "error" not in r] if args.steps else args.variants
     if args.first_step and ran:
-        first = first_step_probe(args.teacher, ran, **common, **precise)
+        first = probes["first_step"] = first_step_probe(args.teacher, ran, **common, **precise)
         print({k: first[k] for k in ("own", "common")}, flush=True)
         save(rows, None)
     if args.curve_steps and ran:
