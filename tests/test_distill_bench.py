@@ -149,9 +149,11 @@ def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeyp
     assert sorted(out["loss_curves"]["losses"]) == ["eager", "fused"]
     assert all(len(v) == 2 for v in out["loss_curves"]["losses"].values())
     assert sorted(out["first_step"]["common"]) == ["eager", "fused"]  # the probe's scores, beside the curves
-    bench.main([*args[:4], "--grad-probe", "fused", "--batch-size", "2", "--seq-len", "32", "--tag", "grads"])
+    probe = ["--grad-probe", "fused", "--seed", "1", "--batch-size", "2", "--seq-len", "32", "--tag", "grads"]
+    bench.main([*args[:4], *probe])
     grads = json.loads((tmp_path / "step_profile_cpu_grads.json").read_text())
     assert grads["rows"] == [] and list(grads["grad_probe"]["loss"]) == ["fused"]
+    assert grads["grad_probe"]["seed"] == 1 and out["first_step"]["seed"] == 0  # other batches
 
 
 def test_every_student_parameter_has_one_kind():

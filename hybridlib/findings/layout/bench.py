@@ -763,6 +763,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         choices=GRADIENT_VARIANTS,
         help="also compare these variants' gradients of one step with eager backbones' in float32",
     )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the random batches (and a random teacher's weights)"
+    )
     parser.add_argument("--tag", default="", help="suffix of the JSON file name")
     parser.add_argument(
         "--train-steps",
@@ -807,6 +810,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "teacher_path": args.teacher_path,
         "cuda_graphs": not args.no_cuda_graphs,
         "conv_impl": args.conv_impl,
+        "seed": args.seed,
     }
     device = "cuda" if torch.cuda.is_available() else "cpu"
     precise = {"precision": args.precision} if args.precision else {}
@@ -834,7 +838,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         write_json(path, out | probes)
 
     if args.grad_probe:
-        keep = ("batch_size", "seq_len", "random_weights", "teacher_path", "conv_impl")
+        keep = ("batch_size", "seq_len", "random_weights", "teacher_path", "conv_impl", "seed")
         probe = gradient_probe(args.teacher, args.grad_probe, **{k: common[k] for k in keep}, **precise)
         probes["grad_probe"] = probe
         print({k: probe[k] for k in ("reference_loss", "loss", "by_kind")}, flush=True)
