@@ -284,21 +284,24 @@ def grad_probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFra
 
 def _grad_probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The gradient probe's tables under their explanation (no lines without a probe)."""
-    kinds, layers = grad_probe_frames(runs)
-    if kinds.empty:
-        return []
-    return [
+    intro = (
         "One step's gradient of each variant from the same weights on the same batch, against eager backbones' "
         "gradient in float32: bf16 rounding alone gives eager backbones' error; a variant further from the "
-        "reference loses precision where its error exceeds theirs.",
-        "",
-        markdown_table(_decimals(kinds.set_index("file"), 4)),
-        "",
-        "Relative error (%) of each decoder layer's gradient (layer index and mixer):",
-        "",
-        markdown_table(_decimals(layers.set_index("file"), 2)),
-        "",
-    ]
+        "reference loses precision where its error exceeds theirs."
+    )
+    caption = "Relative error (%) of each decoder layer's gradient (layer index and mixer):"
+    return _tables(intro, grad_probe_frames(runs), (4, 2), caption)
+
+
+def _tables(
+    intro: str, frames: tuple[pd.DataFrame, pd.DataFrame], digits: tuple[int, int], caption: str = ""
+) -> list[str]:
+    """Markdown lines: ``intro``, then two frames indexed by file (floats with ``digits`` decimals), ``caption``
+    between them; none when the first frame is empty."""
+    if frames[0].empty:
+        return []
+    first, second = (markdown_table(_decimals(f.set_index("file"), d)) for f, d in zip(frames, digits))
+    return [intro, "", first, "", *([caption, ""] if caption else []), second, ""]
 
 
 def _decimals(frame: pd.DataFrame, digits: int) -> pd.DataFrame:
@@ -308,20 +311,13 @@ def _decimals(frame: pd.DataFrame, digits: int) -> pd.DataFrame:
 
 def _probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The first-step probe's tables under their explanation (no lines without a probe)."""
-    scores, kinds = probe_frames(runs)
-    if scores.empty:
-        return []
-    return [
+    intro = (
         "One update of each variant from the same weights, every result scored by one evaluator (eager's forward "
         "and KL on the next batch): where a variant's own score and the evaluator's differ alike from eager's, "
         "its update differs; swapping one kind of parameter at a time from the variant into eager's weights "
-        "shows which kinds carry the difference.",
-        "",
-        markdown_table(_decimals(scores.set_index("file"), 4)),
-        "",
-        markdown_table(_decimals(kinds.set_index("file"), 4)),
-        "",
-    ]
+        "shows which kinds carry the difference."
+    )
+    return _tables(intro, probe_frames(runs), (4, 4))
 
 
 def first_step_ranges(frame: pd.DataFrame, step: int = 1) -> str:
