@@ -141,6 +141,52 @@ def sequence_workload(
     return _run(lambda: gated_delta_rule(q, k, v, g, beta, use_qk_l2norm=True, impl=impl)[0], inputs, mode)
 
 
+#: causal SDPA inputs laid out as Hugging Face's Llama attention passes them (``hf``: q a transposed view of
+#: [B, T, heads, D], k and v contiguous, kv heads shared through ``enable_gqa``; seen with transformers 5.24 on the
+#: CPU) and two alternatives
+SDPA_LAYOUTS = ("hf", "contiguous", "repeated_kv")
+
+
+def sdpa_inputs(
+    layout: str, s: ModelShape, batch: int, T: int, device: str, dtype, grad: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+    """(q [B, H, T, D], k, v [B, H or kv heads, T, D], enable_gqa) in ``layout`` (:data:`SDPA_LAYOUTS`); the same
+    values in every layout for the same seed."""
+    if layout not in SDPA_LAYOUTS:
+        raise ValueError(f"layout={layout!r}; choose one of {SDPA_LAYOUTS}")
+    H, Hkv, D = s.n_heads, s.n_kv_heads, s.head_dim
+    gen = torch.Generator(device=device).manual_seed(0)
+    q, k, v = (torch.randn(batch, T, h, D, generator=gen, device=device, dtype=dtype) for h in (H, Hkv, Hkv))
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # [B, heads, T, D] views, as the projections' outputs
+    k, v = k.contiguous(), v.contiguous()
+    gqa = layout != "repeated_kv"
+    if layout == "contiguous":
+        q = q.contiguous()
+    elif layout == "repeated_kv":
+        q, k, v = (x.repeat_interleave(H // Hkv, dim=1) if x.shape[1] != H else x for x in (q, k, v))
+        q, k, v = (x.contiguous() for x in (q, k, v))
+    return (*(x.detach().requires_grad_(grad) for x in (q, k, v)), gqa)
+
+
+def sdpa_layouts(
+    s: ModelShape, batch: int, T: int, device: str, dtype, repeats: int, budget_s: float
+) -> list[dict]:
+    """Median ms of causal SDPA forward and forward + backward for each of :data:`SDPA_LAYOUTS` at ``batch`` x
+    ``T`` (the distillation step's attention is batch 32 x 512: what its layout costs there)."""
+    rows = []
+    for layout in SDPA_LAYOUTS:
+        for mode in ("fwd", "fwd_bwd"):
+            q, k, v, gqa = sdpa_inputs(layout, s, batch, T, device, dtype, grad=mode == "fwd_bwd")
+            fn = _run(
+                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa),
+                [q, k, v],
+                mode,
+            )
+            rows.append({"shape": s.name, "layout": layout, "mode": mode, "batch": batch, "T": T})
+            rows[-1].update(measure(fn, device, repeats, budget_s))
+    return rows
+
+
 def decode_workload(mixer: str, impl: str, s: ModelShape, T: int, device: str, dtype) -> tuple[Callable, int]:
     """Closure generating one token after a context of T tokens, and the bytes of cache/state it reads."""
     H, D = s.n_heads, s.head_dim
@@ -283,6 +329,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--point-budget", type=float, default=None, help="seconds of timed repeats per point")
     p.add_argument("--time-budget", type=float, default=float("inf"), help="stop measuring after this (s)")
     p.add_argument("--naive-vs-chunk", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument(
+        "--sdpa-layouts-batch",
+        type=int,
+        default=0,
+        help="also time causal SDPA in each of SDPA_LAYOUTS at this batch size and every length (0: no)",
+    )
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     modes = a.modes.split(",")
@@ -373,6 +425,18 @@ def main(argv: list[str] | None = None) -> dict:
     if a.naive_vs_chunk and time.perf_counter() - t_start < a.time_budget:
         result["naive_vs_chunk"] = naive_vs_chunk(a.device, dtype)
         print("naive vs chunk GDN fwd+bwd:", result["naive_vs_chunk"])
+    if a.sdpa_layouts_batch:
+        result["sdpa_layouts"] = [
+            row
+            for sname in shapes
+            for T in lengths
+            for row in sdpa_layouts(SHAPES[sname], a.sdpa_layouts_batch, T, a.device, dtype, repeats, budget)
+        ]
+        for row in result["sdpa_layouts"]:
+            print(
+                f"sdpa {row['shape']} {row['layout']:>11} {row['mode']:>7} B={row['batch']} T={row['T']}: "
+                + (f"{row['ms']:.3f} ms" if isinstance(row["ms"], float) else row["ms"])
+            )
     result["wall_s"] = round(time.perf_counter() - t_start, 1)
     print("crossover (first T from which GDN beats SDPA):", result["crossover_T_gdn_beats_sdpa"])
     if a.out:

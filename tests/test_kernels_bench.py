@@ -1,0 +1,47 @@
+"""The kernel benchmark's SDPA layouts: the same attention in every layout (against attention written out by hand),
+laid out as named, and timed in each."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernels.bench import SDPA_LAYOUTS, sdpa_inputs, sdpa_layouts
+from kernels.shapes import ModelShape
+
+SHAPE = ModelShape("tiny", 2, 24, 6, 2, 4, 1e3)
+
+
+def by_hand(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal softmax attention in float64, kv heads repeated to q's."""
+    q, k, v = (x.double() for x in (q, k, v))
+    k, v = (x.repeat_interleave(q.shape[1] // x.shape[1], dim=1) for x in (k, v))
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    T = q.shape[2]
+    scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    return scores.softmax(-1) @ v
+
+
+@pytest.mark.parametrize("layout", SDPA_LAYOUTS)
+def test_every_layout_is_the_same_causal_attention(layout):
+    q, k, v, gqa = sdpa_inputs(layout, SHAPE, batch=3, T=10, device="cpu", dtype=torch.float32)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    reference = by_hand(*sdpa_inputs("hf", SHAPE, batch=3, T=10, device="cpu", dtype=torch.float32)[:3])
+    torch.testing.assert_close(out.double(), reference, rtol=1e-5, atol=1e-6)
+    assert q.shape == (3, 6, 10, 4) and k.is_contiguous() and v.is_contiguous()
+    assert q.is_contiguous() == (layout != "hf") and gqa == (layout != "repeated_kv")
+    assert k.shape[1] == (6 if layout == "repeated_kv" else 2)
+
+
+def test_timings_cover_every_layout_and_mode():
+    rows = sdpa_layouts(SHAPE, batch=2, T=8, device="cpu", dtype=torch.float32, repeats=2, budget_s=0.5)
+    assert [(r["layout"], r["mode"]) for r in rows] == [
+        (x, m) for x in SDPA_LAYOUTS for m in ("fwd", "fwd_bwd")
+    ]
+    assert all(isinstance(r["ms"], float) and r["ms"] > 0 and r["batch"] == 2 for r in rows)
+    with pytest.raises(
+        ValueError, match=r"layout='bhtd'; choose one of \('hf', 'contiguous', 'repeated_kv'\)"
+    ):
+        sdpa_inputs("bhtd", SHAPE, 1, 4, "cpu", torch.float32)
