@@ -208,7 +208,7 @@ def test_first_step_probe_scores_every_variant_with_eager_s_evaluator():
 
 
 @pytest.mark.slow
-def test_gradient_probe_measures_each_variant_against_the_float32_reference():
+def test_gradient_probe_measures_each_variant_against_the_float32_reference(inductor_at_capability):
     """The reference is eager backbones' fused step in float32; against it, on the CPU: the same step in float32
     has exactly its gradient, eager's chunked KL of full logits and the compiled backbones theirs to float32
     rounding, and bf16 autocast a gradient off by bf16 rounding (more than 1e-3, less than 10%). The reference loss

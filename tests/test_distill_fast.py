@@ -4,8 +4,6 @@ independent reference (full logits of both models and the chunked float32 ``forw
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -136,26 +134,18 @@ def test_fused_step_matches_the_eager_step(family):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("regional", [False, True])
-def test_compiled_step_matches_the_eager_step_without_graph_breaks(regional):
+def test_compiled_step_matches_the_eager_step_without_graph_breaks(regional, inductor_at_capability):
     """torch.compile of both backbones, whole or layer by layer (inductor on CPU, ~2 minutes on one core): no
     graph break, same loss and gradients as the eager reference within float32 rounding (inductor reorders and
     fuses; same 1e-4). Layer by layer, layers of one class share their graphs."""
     import torch._dynamo
-    import torch._inductor.config
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    # inductor picks its vector ISA by probing the CPU, not from ATEN_CPU_CAPABILITY: under a narrower capability
-    # its at::vec code does not compile (default) or computes NaN (avx2 on an AVX-512 CPU); match the widths
-    # (inductor's own config.patch: monkeypatch's undo deletes the setting from the config module)
-    simdlen = {"default": 1, "avx2": 256, "avx512": 512}.get(os.environ.get("ATEN_CPU_CAPABILITY", ""))
     student, teacher = _pair("llama")
     ids = torch.randint(0, SMALL["vocab_size"], (2, 16), generator=torch.Generator().manual_seed(1))
     reference = _eager_reference(student, teacher, ids)
-    with torch._inductor.config.patch({"cpp.simdlen": simdlen} if simdlen else {}):
-        _check_step(
-            DistillationModel(student, teacher, compile=True, regional=regional), ids, 1e-4, reference
-        )
+    _check_step(DistillationModel(student, teacher, compile=True, regional=regional), ids, 1e-4, reference)
     assert not torch._dynamo.utils.counters["graph_break"]
     # whole: one graph per backbone; layer by layer: the teacher's layer, the student's FA and GDN layers (of its
     # 4 layers, 2 are GDN), each shared by every layer of its kind
