@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.ops import gated_delta_rule, sliding_window_attention, window_linear_attention
+from kernels.ops.attention import SDPA_LAYOUTS, arrange_sdpa
 from kernels.shapes import SHAPES, ModelShape
 
 MODES = ("fwd", "fwd_bwd", "decode")
@@ -141,30 +142,17 @@ def sequence_workload(
     return _run(lambda: gated_delta_rule(q, k, v, g, beta, use_qk_l2norm=True, impl=impl)[0], inputs, mode)
 
 
-#: causal SDPA inputs laid out as Hugging Face's Llama attention passes them (``hf``: q a transposed view of
-#: [B, T, heads, D], k and v contiguous, kv heads shared through ``enable_gqa``; seen with transformers 5.24 on the
-#: CPU) and two alternatives
-SDPA_LAYOUTS = ("hf", "contiguous", "repeated_kv")
-
-
 def sdpa_inputs(
     layout: str, s: ModelShape, batch: int, T: int, device: str, dtype, grad: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
-    """(q [B, H, T, D], k, v [B, H or kv heads, T, D], enable_gqa) in ``layout`` (:data:`SDPA_LAYOUTS`); the same
-    values in every layout for the same seed."""
-    if layout not in SDPA_LAYOUTS:
-        raise ValueError(f"layout={layout!r}; choose one of {SDPA_LAYOUTS}")
+    """(q [B, H, T, D], k, v [B, H or kv heads, T, D], enable_gqa) in ``layout`` (:data:`SDPA_LAYOUTS`), from
+    q, k, v transposed views of ``[B, T, heads, D]`` as Hugging Face's eager Llama attention passes them
+    (transformers 5.24); the same values in every layout for the same seed."""
     H, Hkv, D = s.n_heads, s.n_kv_heads, s.head_dim
     gen = torch.Generator(device=device).manual_seed(0)
     q, k, v = (torch.randn(batch, T, h, D, generator=gen, device=device, dtype=dtype) for h in (H, Hkv, Hkv))
-    q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # [B, heads, T, D] views, as the projections' outputs
-    k, v = k.contiguous(), v.contiguous()
-    gqa = layout != "repeated_kv"
-    if layout == "contiguous":
-        q = q.contiguous()
-    elif layout == "repeated_kv":
-        q, k, v = (x.repeat_interleave(H // Hkv, dim=1) if x.shape[1] != H else x for x in (q, k, v))
-        q, k, v = (x.contiguous() for x in (q, k, v))
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    q, k, v, gqa = arrange_sdpa(q, k, v, layout)
     return (*(x.detach().requires_grad_(grad) for x in (q, k, v)), gqa)
 
 

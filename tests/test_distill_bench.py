@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from hybridlib.findings.layout import distill
 from hybridlib.findings.layout.bench import PHASES, kernel_family, profile_step
@@ -96,8 +97,27 @@ def test_profile_times_the_student_of_the_requested_layout(monkeypatch):
         "tiny-teacher", batch_size=1, seq_len=16, steps=1, warmup=0, device="cpu", layout="sandwich"
     )
     teacher, _ = load("tiny-teacher")
-    assert row["layout"] == "sandwich"
+    assert row["layout"] == "sandwich" and row["sdpa_layout"] == "hf"  # eager is the reference: HF's layout
     assert built == [distill._layout(teacher, "sandwich", distill.recipe("tiny-teacher").fa_fraction)]
+
+
+def test_both_models_take_the_requested_attention_layout_and_keep_their_outputs():
+    from hybridlib.findings.layout.bench import _models
+
+    ids = torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(0))
+    setup = ("tiny-teacher", torch.device("cpu"), "fp32", False, None, 0)
+    student, teacher = _models(*setup)
+    with torch.no_grad():
+        reference = [m(input_ids=ids, use_cache=False).logits for m in (student, teacher)]
+    student, teacher = _models(*setup, sdpa_layout="repeated_kv")
+    assert {student.config._attn_implementation, teacher.config._attn_implementation} == {"sdpa_repeated_kv"}
+    with torch.no_grad():
+        for model, ref in zip((student, teacher), reference, strict=True):
+            torch.testing.assert_close(
+                model(input_ids=ids, use_cache=False).logits, ref, rtol=1e-4, atol=1e-5
+            )
+    with pytest.raises(ValueError, match=r"sdpa_layout='bshd' is not allowed; choose one of \('hf', 'contig"):
+        profile_step("tiny-teacher", variant="fused", sdpa_layout="bshd", device="cpu")
 
 
 @pytest.mark.slow

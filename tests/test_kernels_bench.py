@@ -30,8 +30,8 @@ def test_every_layout_is_the_same_causal_attention(layout):
     out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
     reference = by_hand(*sdpa_inputs("hf", SHAPE, batch=3, T=10, device="cpu", dtype=torch.float32)[:3])
     torch.testing.assert_close(out.double(), reference, rtol=1e-5, atol=1e-6)
-    assert q.shape == (3, 6, 10, 4) and k.is_contiguous() and v.is_contiguous()
-    assert q.is_contiguous() == (layout != "hf") and gqa == (layout != "repeated_kv")
+    assert q.shape == (3, 6, 10, 4) and gqa == (layout != "repeated_kv")
+    assert all(x.is_contiguous() == (layout != "hf") for x in (q, k, v))
     assert k.shape[1] == (6 if layout == "repeated_kv" else 2)
 
 
@@ -42,6 +42,6 @@ def test_timings_cover_every_layout_and_mode():
     ]
     assert all(isinstance(r["ms"], float) and r["ms"] > 0 and r["batch"] == 2 for r in rows)
     with pytest.raises(
-        ValueError, match=r"layout='bhtd'; choose one of \('hf', 'contiguous', 'repeated_kv'\)"
+        ValueError, match=r"layout='bhtd' is not allowed; choose one of \('hf', 'contiguous', 'repeated_kv'\)"
     ):
         sdpa_inputs("bhtd", SHAPE, 1, 4, "cpu", torch.float32)

@@ -1,5 +1,7 @@
-"""Token-mixer functions: gated delta rule, linear attention, window + linear, sliding window, short convolution."""
+"""Token-mixer functions: causal SDPA in a chosen layout, gated delta rule, linear attention, window + linear,
+sliding window, short convolution."""
 
+from kernels.ops.attention import SDPA_LAYOUTS, arrange_sdpa, causal_sdpa
 from kernels.ops.feature_maps import HedgehogFeatureMap, T2RFeatureMap
 from kernels.ops.gated_delta_rule import gated_delta_rule
 from kernels.ops.linear_attention import linear_attention
@@ -10,10 +12,13 @@ from kernels.ops.window_linear_decode import WindowLinearRing, ring_size, window
 
 __all__ = [
     "HedgehogFeatureMap",
+    "SDPA_LAYOUTS",
     "T2RFeatureMap",
     "WindowLinearRing",
     "WindowLinearState",
+    "arrange_sdpa",
     "causal_conv_silu",
+    "causal_sdpa",
     "gated_delta_rule",
     "linear_attention",
     "ring_size",

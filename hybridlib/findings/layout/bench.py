@@ -26,7 +26,8 @@ so shapes, not checkpoints, travel to a GPU machine. ``loss_curves(...)`` trains
 batches and reports their losses step by step (the fast path must match the eager one within bf16 noise);
 ``kl_chunk_timings(...)`` times the fused KL alone per chunk length; ``first_step_probe(...)`` scores each
 variant's first update with one evaluator and ``gradient_probe(...)`` sets each variant's one-step gradient against
-eager backbones' in float32 (by parameter kind and by layer). ``conv_impl`` picks the GDN layers' short convolution
+eager backbones' in float32 (by parameter kind and by layer). ``sdpa_layout`` arranges the attention layers' SDPA
+inputs (:data:`kernels.ops.SDPA_LAYOUTS`) in the timed steps. ``conv_impl`` picks the GDN layers' short convolution
 (:data:`kernels.ops.short_conv.IMPLS`: the compiled ``torch`` shifts, or fla's Triton kernel) for every variant but
 ``eager``, which stays the reference.
 
@@ -34,7 +35,7 @@ CLI (writes ``data/results/layout_distillation/step_profile_<device>[_<tag>].jso
 
     python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
         [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
-        [--conv-impl fla] [--first-step] [--grad-probe fused compiled]
+        [--conv-impl fla] [--sdpa-layout contiguous] [--first-step] [--grad-probe fused compiled]
     torchrun --nproc-per-node 2 -m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60
         [--strategy fsdp] [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
 """
@@ -59,11 +60,13 @@ from hybridlib.findings.layout.spec import LAYOUTS
 from hybridlib.layouts import BASELINE
 from hybridlib.losses import forward_kl, linear_forward_kl
 from hybridlib.models import load
+from hybridlib.models.attention import use_sdpa_layout
 from hybridlib.paths import results_dir
 from hybridlib.provenance import collect
 from hybridlib.train import PackedBatches, TrainConfig, train
 from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers import GatedDeltaNet
+from kernels.ops.attention import SDPA_LAYOUTS
 from kernels.ops.short_conv import IMPLS as CONV_IMPLS
 
 PHASES = ("teacher_forward", "student_forward", "kl", "backward", "optimizer")
@@ -182,13 +185,17 @@ def _models(
     seed: int,
     layout_name: str = BASELINE,
     conv_impl: str = "torch",
+    sdpa_layout: str = "hf",
 ) -> tuple[PreTrainedModel, PreTrainedModel]:
     """(student of ``layout_name`` on ``device``, train mode, its GDN layers' short convolutions on
-    ``conv_impl``; teacher on ``device`` in the run's weight dtype, frozen)."""
+    ``conv_impl``; teacher on ``device`` in the run's weight dtype, frozen); both models' attention layers on
+    SDPA with inputs in ``sdpa_layout`` (:data:`kernels.ops.SDPA_LAYOUTS`; ``"hf"``: the models' own)."""
     if conv_impl not in CONV_IMPLS:
         raise ValueError(f"conv_impl={conv_impl!r} is not allowed; choose one of {CONV_IMPLS}")
     if conv_impl == "fla" and device.type != "cuda":
         raise ValueError(f"conv_impl='fla' needs CUDA (fla's Triton kernel), got device {device.type}")
+    if sdpa_layout not in SDPA_LAYOUTS:
+        raise ValueError(f"sdpa_layout={sdpa_layout!r} is not allowed; choose one of {SDPA_LAYOUTS}")
     if random_weights:
         if teacher_path is None:
             raise ValueError(
@@ -203,6 +210,9 @@ def _models(
         if isinstance(module, GatedDeltaNet):
             module.conv_impl = conv_impl
     teacher = teacher.to(device, torch.bfloat16 if precision == "bf16" else torch.float32).eval()
+    if sdpa_layout != "hf":
+        for model in (student, teacher):
+            use_sdpa_layout(model, sdpa_layout)
     return student, teacher.requires_grad_(False)
 
 
@@ -223,20 +233,22 @@ def profile_step(
     layout: str = BASELINE,
     cuda_graphs: bool = True,
     conv_impl: str = "torch",
+    sdpa_layout: str = "hf",
 ) -> dict[str, Any]:
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
     ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``, for the
     student of ``layout``. ``warmup_s`` includes compiling: a later layout in the same process shows what a new
     layout costs to compile once the teacher and the kernels are. ``cuda_graphs=False``: ``fast`` and ``regional``
-    without CUDA graphs (compiled only)."""
+    without CUDA graphs (compiled only). ``sdpa_layout``: the attention inputs' layout in every variant but
+    ``eager`` (:func:`_models`)."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     device, precision = distill._resolve_device(device, precision)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    conv = "torch" if variant == "eager" else conv_impl
+    conv, sdpa = ("torch", "hf") if variant == "eager" else (conv_impl, sdpa_layout)
     student, teacher = _models(
-        teacher_name, device, precision, random_weights, teacher_path, seed, layout, conv
+        teacher_name, device, precision, random_weights, teacher_path, seed, layout, conv, sdpa
     )
     generator = torch.Generator().manual_seed(seed)
     batches = [
@@ -268,6 +280,7 @@ def profile_step(
         "variant": variant,
         "layout": layout,
         "conv_impl": conv,
+        "sdpa_layout": sdpa,
         "fla_env": {k: v for k, v in os.environ.items() if k.startswith("FLA_")},  # e.g. FLA_CONV_GLUON=1
         # e.g. TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 (inductor tunes each fused kernel's block sizes)
         "inductor_env": {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_")},
@@ -786,6 +799,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the GDN layers' short convolution in every variant but eager",
     )
     parser.add_argument(
+        "--sdpa-layout",
+        choices=SDPA_LAYOUTS,
+        default="hf",
+        help="the attention inputs' layout in the timed steps of every variant but eager",
+    )
+    parser.add_argument(
         "--precision",
         choices=distill.PRECISIONS,
         help="timed steps and loss curves (default: bf16 on CUDA, fp32 on CPU)",
@@ -855,6 +874,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 variant=variant,
                 profile_steps=args.profile_steps,
                 layout=layout,
+                sdpa_layout=args.sdpa_layout,
                 **common,
                 **precise,
             )
