@@ -4,7 +4,8 @@ hand).
 ``python -m hybridlib.speed_page`` reads every ``step_profile_cuda*.json`` that
 :mod:`hybridlib.findings.layout.bench` wrote to ``data/results/layout_distillation/`` and writes
 ``book/gpu/distill_speed.md`` with one figure: the distillation step on one H200 variant by variant (ms per phase,
-tokens/s, MFU), where its GPU time goes by kernel family, the loss curves of the fast paths against eager, the
+tokens/s, MFU), where its GPU time goes by kernel family, causal SDPA at the step's shape in each input layout
+(``data/results/kernels/sdpa_layouts_cuda.json``), the loss curves of the fast paths against eager, the
 two-GPU runs of the trainer (``--train-steps``, DDP and FSDP, checkpoints across world sizes) and the command
 behind each file. The targets (:data:`TARGET_MFU`, :data:`TARGET_TOKENS_PER_S`, the fast path's loss curve over
 :data:`CURVE_STEPS` steps within :data:`CURVE_FLOOR` of eager's, :data:`TARGET_SPEEDUP`) are checked by
@@ -56,6 +57,8 @@ PHASES = {
 FAMILY_TOTALS = ("GPU ms a step (all)", "host ms a step", "kernels a step")
 SCALING_RUNS = ("train1", "train1_repeat", "train2", "train2_fsdp", "train2to1", "train1to2")
 SCALING_COMMAND = "bash tools/offline_gpu/scaling.sh"
+#: ``kernels.bench --sdpa-layouts-batch 32`` on the H200: causal SDPA at the step's shape in each input layout
+SDPA_LAYOUTS_FILE = results_dir("kernels") / "sdpa_layouts_cuda.json"
 
 
 def _random_teacher(run: Mapping[str, Any]) -> bool:
@@ -106,8 +109,9 @@ def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 
 def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     """The step's variant with what sets it apart: fla's short convolution (Triton or Gluon kernels), inductor's
-    coordinate-descent tuning of its fused kernels, and a compiled step without CUDA graphs, or whose graphs were
-    not recorded (:func:`_graphs`)."""
+    coordinate-descent tuning of its fused kernels, attention inputs in another layout than Hugging Face's
+    (:data:`kernels.ops.SDPA_LAYOUTS`), and a compiled step without CUDA graphs, or whose graphs were not recorded
+    (:func:`_graphs`)."""
     name = row.get("variant", "compiled" if row.get("compile_student") else "eager")
     extras = []
     if row.get("conv_impl") == "fla":
@@ -116,6 +120,8 @@ def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
         )
     if (row.get("inductor_env") or {}).get("TORCHINDUCTOR_COORDINATE_DESCENT_TUNING") == "1":
         extras.append("tuned kernels")
+    if row.get("sdpa_layout", "hf") != "hf":
+        extras.append(f"SDPA inputs {row['sdpa_layout']}")
     graphs = _graphs(row, params)
     if name not in ("eager", "fused") and graphs != "yes":
         extras.append("no CUDA graphs" if graphs == "no" else "graphs not recorded")
@@ -262,10 +268,10 @@ def probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, p
 
 
 def grad_probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """From files with a ``grad_probe`` (:func:`~hybridlib.findings.layout.bench.gradient_probe`): per file,
-    variant and parameter kind, the one-step gradient's relative error (%) and cosine against eager backbones'
-    float32 gradient; per file and variant, the relative error (%) of each decoder layer's gradient (columns:
-    layer index and mixer, ``GDN`` or ``FA``)."""
+    """From files with a ``grad_probe`` (:func:`~hybridlib.findings.layout.bench.gradient_probe`): per file and
+    variant, the one-step gradient's relative error (%) against eager backbones' float32 gradient by parameter kind
+    (columns), and the relative error (%) of each decoder layer's gradient (columns: layer index and mixer, ``GDN``
+    or ``FA``)."""
     kinds, layers = [], []
     for tag, run in runs.items():
         probe = run.get("grad_probe")
@@ -273,24 +279,115 @@ def grad_probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFra
             continue
         heads = [f"{i} {'GDN' if 'GatedDeltaNet' in m else 'FA'}" for i, m in enumerate(probe["mixers"])]
         for variant, by_kind in probe["by_kind"].items():
-            base = {"file": _name(tag), "variant": variant, "precision": probe["precision"]}
-            kinds += [
-                base | {"kind": kind, "rel. error %": 100 * e["rel_err"], "cosine": e["cos"]}
-                for kind, e in by_kind.items()
-            ]
+            base = {"file": _name(tag), "variant": variant, "seed": probe.get("seed", 0)}
+            kinds.append(base | {kind: 100 * e["rel_err"] for kind, e in by_kind.items()})
             layers.append(base | {h: 100 * e for h, e in zip(heads, probe["by_layer"][variant])})
     return pd.DataFrame(kinds), pd.DataFrame(layers)
 
 
+def grad_probe_summary(runs: Mapping[str, Mapping[str, Any]], against: str = "fused") -> pd.DataFrame:
+    """Per probe file and variant other than ``against`` (eager backbones in bf16): in how many decoder layers (of
+    ``layers``) its gradient is further from the float32 reference than ``against``'s, the median over layers of
+    the ratio of the two relative errors, and both relative errors (%) in the first and the last layer."""
+    out = []
+    for tag, run in runs.items():
+        probe = run.get("grad_probe")
+        if not probe or against not in probe["by_layer"]:
+            continue
+        base = probe["by_layer"][against]
+        for variant, errors in probe["by_layer"].items():
+            if variant == against:
+                continue
+            ratios = pd.Series(errors) / pd.Series(base)
+            out.append(
+                {
+                    "file": _name(tag),
+                    "variant": variant,
+                    "seed": probe.get("seed", 0),
+                    "layers": len(ratios),
+                    f"further than {against}": int((ratios > 1).sum()),
+                    f"median ratio to {against}": float(ratios.median()),
+                    "first layer %": 100 * errors[0],
+                    f"first layer, {against} %": 100 * base[0],
+                    "last layer %": 100 * errors[-1],
+                    f"last layer, {against} %": 100 * base[-1],
+                }
+            )
+    return pd.DataFrame(out)
+
+
 def _grad_probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The gradient probe's tables under their explanation (no lines without a probe)."""
+    """The gradient probe's summary and tables under their explanation (no lines without a probe)."""
+    summary = grad_probe_summary(runs)
+    if summary.empty:
+        return []
+    n, total, ratios = (
+        summary["further than fused"].sum(),
+        summary["layers"].sum(),
+        summary["median ratio to fused"],
+    )
     intro = (
         "One step's gradient of each variant from the same weights on the same batch, against eager backbones' "
-        "gradient in float32: bf16 rounding alone gives eager backbones' error; a variant further from the "
-        "reference loses precision where its error exceeds theirs."
+        "gradient in float32 (the same GPU kernels). bf16 rounding alone gives eager backbones' (`fused`) error; "
+        "a variant that loses precision is further from the reference than they are. Over "
+        f"{len(summary)} probe{'s' * (len(summary) > 1)} ({', '.join(sorted(set(summary['variant'])))}), a "
+        f"variant's layer gradient is further from float32 than eager backbones' in {n} of {total} layers (median "
+        f"ratio of the errors {ratios.min():.2f}-{ratios.max():.2f}); both errors grow from the last layer to the "
+        "first, as rounding accumulates through the backward, to about the gradient's own size in the first "
+        "layers: the probe compares the two bf16 paths' distances to one float32 gradient, not their accuracy:"
     )
+    lines = [intro, "", markdown_table(_decimals(summary.set_index("file"), 2)), ""]
     caption = "Relative error (%) of each decoder layer's gradient (layer index and mixer):"
-    return _tables(intro, grad_probe_frames(runs), (4, 2), caption)
+    return lines + _tables(
+        "Relative error (%) by kind of parameter:", grad_probe_frames(runs), (1, 1), caption
+    )
+
+
+def sdpa_layout_frame(path: Path = SDPA_LAYOUTS_FILE) -> pd.DataFrame:
+    """Milliseconds of causal SDPA at the step's shape in each input layout (``kernels.bench
+    --sdpa-layouts-batch``; rows: layout, columns: forward, forward + backward); empty without the file."""
+    if not path.exists():
+        return pd.DataFrame()
+    rows = json.loads(path.read_text()).get("sdpa_layouts") or []
+    frame = pd.DataFrame(rows)
+    return frame.pivot_table(index="layout", columns="mode", values="ms", sort=False).rename(
+        columns={"fwd": "forward ms", "fwd_bwd": "forward + backward ms"}
+    )
+
+
+def _sdpa_layout_section(steps: pd.DataFrame, path: Path = SDPA_LAYOUTS_FILE) -> list[str]:
+    """The SDPA layout microbenchmark and the steps timed with another layout (no lines without the file)."""
+    frame = sdpa_layout_frame(path)
+    if frame.empty:
+        return []
+    prov = json.loads(path.read_text()).get("provenance") or {}
+    other = steps[steps["variant"].str.contains("SDPA inputs")] if not steps.empty else steps
+    return [
+        "## Attention inputs' layout",
+        "",
+        "Causal SDPA alone at the step's shape (batch 32 x 512, SmolLM2-135M's 9 query and 3 key-value heads, "
+        f"bf16; `{prov.get('command', 'python -m kernels.bench --sdpa-layouts-batch 32')}`, "
+        f"{str(prov.get('date', ''))[:10]}, commit {str(prov.get('git_commit', ''))[:8]}) with its inputs as "
+        "Hugging Face's eager attention passes them (`hf`: transposed views), made contiguous, or with the key-value "
+        "heads repeated (`kernels.ops.SDPA_LAYOUTS`):",
+        "",
+        markdown_table(_decimals(frame, 3)),
+        "",
+        *(
+            [
+                "The compiled step with its attention inputs in another layout (`--sdpa-layout`), to set against "
+                "the same variant in Hugging Face's layout in the first table (its attention kernels' time: the "
+                "kernel-family table):",
+                "",
+                markdown_table(
+                    other[["file", "teacher", "variant", "ms", "tokens/s", "MFU %"]].set_index("file")
+                ),
+                "",
+            ]
+            if not other.empty
+            else []
+        ),
+    ]
 
 
 def _tables(
@@ -692,6 +789,7 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         "",
         markdown_table(families) if not families.empty else "No step profiled yet.",
         "",
+        *_sdpa_layout_section(steps),
         "## Loss curves against eager",
         "",
         "Each variant trains a fresh student on the same batches as eager; the largest relative gap of its loss "

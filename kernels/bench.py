@@ -283,14 +283,19 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 
 def provenance(device: str) -> dict:
+    """Command, date, commit (``$HYBRIDLIB_GIT_COMMIT`` when set: a tree copied to a GPU machine, whose ``.git``
+    may be another commit's), versions, device and threads of this run."""
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parents[1],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        commit = (
+            os.environ.get("HYBRIDLIB_GIT_COMMIT")
+            or subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                cwd=Path(__file__).resolve().parents[1],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()

@@ -4,6 +4,7 @@ laid out as named, and timed in each."""
 from __future__ import annotations
 
 import math
+import subprocess
 
 import pytest
 import torch
@@ -45,3 +46,17 @@ def test_timings_cover_every_layout_and_mode():
         ValueError, match=r"layout='bhtd' is not allowed; choose one of \('hf', 'contiguous', 'repeated_kv'\)"
     ):
         sdpa_inputs("bhtd", SHAPE, 1, 4, "cpu", torch.float32)
+
+
+def test_provenance_names_the_commit_the_caller_sent(monkeypatch):
+    from kernels.bench import provenance
+
+    monkeypatch.setenv("HYBRIDLIB_GIT_COMMIT", "0123abcd" * 5)
+    assert provenance("cpu")["git_commit"] == "0123abcd" * 5
+    monkeypatch.delenv("HYBRIDLIB_GIT_COMMIT")
+    assert (
+        provenance("cpu")["git_commit"]
+        == subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )

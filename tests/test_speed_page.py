@@ -3,6 +3,8 @@ outcome on synthetic runs, and the committed page current with the committed ben
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hybridlib import speed_page
@@ -342,17 +344,64 @@ def test_probe_tables_show_own_and_common_scores_and_each_kind_swapped():
 def test_grad_probe_tables_by_kind_and_by_layer():
     probe = {
         "precision": "bf16",
-        "mixers": ["GatedDeltaNetAttention", "LlamaAttention"],
+        "seed": 2,
+        "mixers": ["GatedDeltaNetAttention", "LlamaAttention", "GatedDeltaNetAttention"],
         "by_kind": {
             "fused": {"MLP": {"rel_err": 0.01, "cos": 0.9999}},
             "compiled": {"MLP": {"rel_err": 0.2, "cos": 0.98}},
         },
-        "by_layer": {"fused": [0.01, 0.02], "compiled": [0.3, 0.02]},
+        "by_layer": {"fused": [0.4, 0.02, 0.01], "compiled": [0.3, 0.04, 0.03]},
     }
-    kinds, layers = speed_page.grad_probe_frames({"grad_probe": {"grad_probe": probe}, "other": {"rows": []}})
-    assert kinds.set_index("variant").loc["compiled", "rel. error %"] == pytest.approx(20.0)
-    assert list(layers.columns) == ["file", "variant", "precision", "0 GDN", "1 FA"]
+    runs = {"grad_probe_s2": {"grad_probe": probe}, "other": {"rows": []}}
+    kinds, layers = speed_page.grad_probe_frames(runs)
+    assert kinds.set_index("variant").loc["compiled", "MLP"] == pytest.approx(20.0)
+    assert list(layers.columns) == ["file", "variant", "seed", "0 GDN", "1 FA", "2 GDN"]
     assert layers.set_index("variant").loc["compiled", "0 GDN"] == pytest.approx(30.0)
-    lines = speed_page._grad_probe_section({"grad_probe": {"grad_probe": probe}})
-    assert any("| grad probe | compiled | bf16 | MLP | 20.0000 | 0.9800 |" in line for line in lines)
+    summary = speed_page.grad_probe_summary(runs).iloc[0]
+    # compiled is further than fused in layers 1 and 2 (0.04 > 0.02, 0.03 > 0.01), nearer in layer 0 (0.3 < 0.4);
+    # the ratios 0.75, 2 and 3 have the median 2
+    assert (summary["variant"], summary["seed"], summary["layers"], summary["further than fused"]) == (
+        "compiled",
+        2,
+        3,
+        2,
+    )
+    assert summary["median ratio to fused"] == pytest.approx(2.0)
+    assert (summary["first layer %"], summary["first layer, fused %"]) == pytest.approx((30.0, 40.0))
+    assert (summary["last layer %"], summary["last layer, fused %"]) == pytest.approx((3.0, 1.0))
+    section = "\n".join(speed_page._grad_probe_section(runs))
+    assert "in 2 of 3 layers (median ratio of the errors 2.00-2.00)" in section
+    assert "| grad probe s2 | compiled | 2 | 3 | 2 | 2.00 | 30.00 | 40.00 | 3.00 | 1.00 |" in section
+    assert "| grad probe s2 | compiled | 2 | 20.0 |" in section.split("by kind of parameter:")[1]
     assert speed_page._grad_probe_section({"other": {"rows": []}}) == []
+
+
+def test_sdpa_layout_section_reads_the_microbenchmark_and_the_steps_with_another_layout(tmp_path):
+    path = tmp_path / "sdpa.json"
+    rows = [
+        {"layout": x, "mode": m, "ms": ms}
+        for x, m, ms in (("hf", "fwd", 0.08), ("hf", "fwd_bwd", 0.97), ("contiguous", "fwd", 0.07))
+    ]
+    path.write_text(
+        json.dumps({"sdpa_layouts": rows, "provenance": {"git_commit": "abcdef123", "date": "2026"}})
+    )
+    frame = speed_page.sdpa_layout_frame(path)
+    assert frame.loc["hf", "forward + backward ms"] == 0.97 and frame.loc["contiguous", "forward ms"] == 0.07
+    assert list(frame.index) == ["hf", "contiguous"]
+    row = {
+        "variant": "fast",
+        "teacher": "t",
+        "step_ms": 80.0,
+        "tokens_per_s": 2e5,
+        "mfu": 0.3,
+        "cuda_graphs": True,
+        "phase_ms": {},
+    }
+    steps = speed_page.step_frame(
+        {"a": {"rows": [row | {"sdpa_layout": "contiguous"}]}, "b": {"rows": [row]}}
+    )
+    section = "\n".join(speed_page._sdpa_layout_section(steps, path))
+    assert "| hf | 0.080 | 0.970 |" in section and "commit abcdef12" in section
+    assert "| a | t | fast (SDPA inputs contiguous) | 80 | 200,000 | 30 |" in section
+    assert "| b |" not in section
+    assert speed_page._sdpa_layout_section(steps, tmp_path / "missing.json") == []
