@@ -288,13 +288,20 @@ def grad_probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFra
 def grad_probe_summary(runs: Mapping[str, Mapping[str, Any]], against: str = "fused") -> pd.DataFrame:
     """Per probe file and variant other than ``against`` (eager backbones in bf16): in how many decoder layers (of
     ``layers``) its gradient is further from the float32 reference than ``against``'s, the median over layers of
-    the ratio of the two relative errors, and both relative errors (%) in the first and the last layer."""
+    the ratio of the two relative errors, both relative errors (%) in the first and the last layer, and the share
+    of the reference's signs each gradient flips over all parameters (%, AdamW's first update is nearly the sign;
+    None in probes that did not record it)."""
     out = []
     for tag, run in runs.items():
         probe = run.get("grad_probe")
         if not probe or against not in probe["by_layer"]:
             continue
         base = probe["by_layer"][against]
+        overall = probe.get("overall") or {}  # files before signs_flipped have none
+
+        def flipped(variant: str) -> float | None:
+            return 100 * overall[variant]["signs_flipped"] if variant in overall else None
+
         for variant, errors in probe["by_layer"].items():
             if variant == against:
                 continue
@@ -311,6 +318,8 @@ def grad_probe_summary(runs: Mapping[str, Mapping[str, Any]], against: str = "fu
                     f"first layer, {against} %": 100 * base[0],
                     "last layer %": 100 * errors[-1],
                     f"last layer, {against} %": 100 * base[-1],
+                    "signs flipped %": flipped(variant),
+                    f"signs flipped, {against} %": flipped(against),
                 }
             )
     return pd.DataFrame(out)
@@ -334,7 +343,9 @@ def _grad_probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
         f"variant's layer gradient is further from float32 than eager backbones' in {n} of {total} layers (median "
         f"ratio of the errors {ratios.min():.2f}-{ratios.max():.2f}); both errors grow from the last layer to the "
         "first, as rounding accumulates through the backward, to about the gradient's own size in the first "
-        "layers: the probe compares the two bf16 paths' distances to one float32 gradient, not their accuracy:"
+        "layers: the probe compares the two bf16 paths' distances to one float32 gradient, not their accuracy. "
+        "AdamW's first update is nearly each component's sign: `signs flipped` is the share of the float32 "
+        "gradient's signs a path flips over all parameters (blank where a probe did not record it):"
     )
     lines = [intro, "", markdown_table(_decimals(summary.set_index("file"), 2)), ""]
     caption = "Relative error (%) of each decoder layer's gradient (layer index and mixer):"

@@ -246,6 +246,8 @@ def test_gradient_probe_measures_each_variant_against_the_float32_reference(indu
     assert out["loss"]["fused"] == out["reference_loss"]
     for kind, err in out["by_kind"]["fused"].items():
         assert err["rel_err"] == 0.0 and err["cos"] == pytest.approx(1.0), kind
+        assert err["signs_flipped"] == 0.0, kind
+    assert out["overall"]["fused"]["signs_flipped"] == 0.0 and out["overall"]["eager"]["rel_err"] < 1e-3
     for variant in ("eager", "compiled"):
         for kind, err in out["by_kind"][variant].items():
             assert err["rel_err"] < 1e-3 and err["cos"] > 0.9999, (variant, kind)
@@ -255,3 +257,18 @@ def test_gradient_probe_measures_each_variant_against_the_float32_reference(indu
     bf16 = gradient_probe("tiny-teacher", ["fused"], precision="bf16", **kw)
     assert bf16["reference_loss"] == out["reference_loss"]
     assert 1e-3 < max(e["rel_err"] for e in bf16["by_kind"]["fused"].values()) < 0.1
+    assert 0 < bf16["overall"]["fused"]["signs_flipped"] < 0.5
+
+
+def test_gradient_distance_by_hand():
+    from hybridlib.findings.layout.bench import gradient_distance
+
+    ref = torch.tensor([3.0, -4.0, 0.0, 1.0])
+    g = torch.tensor([3.0, 4.0, 5.0, -1.0])
+    d = gradient_distance(g, ref)
+    # |g - ref| = |(0, 8, 5, -2)| = sqrt(93), |ref| = sqrt(26); g . ref = 9 - 16 + 0 - 1 = -8, |g| = sqrt(51);
+    # of ref's three non-zero components, g flips the signs of two
+    assert d["rel_err"] == pytest.approx((93 / 26) ** 0.5)
+    assert d["cos"] == pytest.approx(-8 / (51 * 26) ** 0.5)
+    assert d["signs_flipped"] == pytest.approx(2 / 3)
+    assert gradient_distance(ref, ref) == {"rel_err": 0.0, "cos": pytest.approx(1.0), "signs_flipped": 0.0}

@@ -351,6 +351,7 @@ def test_grad_probe_tables_by_kind_and_by_layer():
             "compiled": {"MLP": {"rel_err": 0.2, "cos": 0.98}},
         },
         "by_layer": {"fused": [0.4, 0.02, 0.01], "compiled": [0.3, 0.04, 0.03]},
+        "overall": {"fused": {"signs_flipped": 0.05}, "compiled": {"signs_flipped": 0.25}},
     }
     runs = {"grad_probe_s2": {"grad_probe": probe}, "other": {"rows": []}}
     kinds, layers = speed_page.grad_probe_frames(runs)
@@ -369,9 +370,16 @@ def test_grad_probe_tables_by_kind_and_by_layer():
     assert summary["median ratio to fused"] == pytest.approx(2.0)
     assert (summary["first layer %"], summary["first layer, fused %"]) == pytest.approx((30.0, 40.0))
     assert (summary["last layer %"], summary["last layer, fused %"]) == pytest.approx((3.0, 1.0))
+    assert (summary["signs flipped %"], summary["signs flipped, fused %"]) == pytest.approx((25.0, 5.0))
+    del probe["overall"]  # a probe from before signs_flipped: blank cells
+    assert speed_page.grad_probe_summary(runs)[["signs flipped %", "signs flipped, fused %"]].isna().all(None)
+    probe["overall"] = {"fused": {"signs_flipped": 0.05}, "compiled": {"signs_flipped": 0.25}}
     section = "\n".join(speed_page._grad_probe_section(runs))
     assert "in 2 of 3 layers (median ratio of the errors 2.00-2.00)" in section
-    assert "| grad probe s2 | compiled | 2 | 3 | 2 | 2.00 | 30.00 | 40.00 | 3.00 | 1.00 |" in section
+    assert (
+        "| grad probe s2 | compiled | 2 | 3 | 2 | 2.00 | 30.00 | 40.00 | 3.00 | 1.00 | 25.00 | 5.00 |"
+        in section
+    )
     assert "| grad probe s2 | compiled | 2 | 20.0 |" in section.split("by kind of parameter:")[1]
     assert speed_page._grad_probe_section({"other": {"rows": []}}) == []
 

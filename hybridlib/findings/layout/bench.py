@@ -541,6 +541,19 @@ def _gradients(
     return float(loss.detach()), {n: p.grad.detach().float() for n, p in student.named_parameters()}
 
 
+def gradient_distance(g: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
+    """How far a flat gradient ``g`` is from ``reference`` (same shape): ``rel_err`` ``|g - ref| / |ref|``, ``cos``
+    (their cosine) and ``signs_flipped`` (the fraction of ``reference``'s non-zero components whose sign ``g``
+    does not share), computed in float64."""
+    a, b = g.double(), reference.double()
+    nonzero = b != 0
+    return {
+        "rel_err": float((a - b).norm() / b.norm().clamp(min=1e-30)),
+        "cos": float(torch.nn.functional.cosine_similarity(a, b, dim=0)),
+        "signs_flipped": float((a.sign() != b.sign())[nonzero].double().mean()) if nonzero.any() else 0.0,
+    }
+
+
 def gradient_probe(
     teacher_name: str,
     variants: Sequence[str] = ("fused", "compiled"),
@@ -559,9 +572,10 @@ def gradient_probe(
     from it than eager backbones' bf16 gradient, that variant loses precision; the kinds (:data:`PARAM_KINDS`)
     and layers where it does say where.
 
-    Returns the settings, ``loss[v]`` and ``reference_loss``; ``by_kind[v][kind]``: ``rel_err`` (``|g_v - g_ref|
-    / |g_ref|`` over the kind's parameters) and ``cos`` (cosine of ``g_v`` and ``g_ref``); ``by_layer[v]``: the
-    rel_err of each decoder layer's parameters, in layer order; ``mixers``: each layer's mixer class."""
+    Returns the settings, ``loss[v]`` and ``reference_loss``; ``overall[v]`` and ``by_kind[v][kind]``: the
+    :func:`gradient_distance` of all parameters and of the kind's; ``by_layer[v]``: the rel_err of each decoder
+    layer's parameters, in layer order; ``mixers``: each layer's mixer class. AdamW's first update is nearly
+    each component's sign (``g / (|g| + eps)``), so ``signs_flipped`` says how far the first updates part."""
     bad = [v for v in variants if v not in GRADIENT_VARIANTS]
     if bad or not variants:
         raise ValueError(f"variants={list(variants)!r}: choose one or more of {GRADIENT_VARIANTS}")
@@ -582,11 +596,7 @@ def gradient_probe(
     ref = grads.pop("reference")
 
     def compare(g: dict[str, torch.Tensor], names: list[str]) -> dict[str, float]:
-        a, b = (torch.cat([x[n].flatten() for n in names]).double() for x in (g, ref))
-        return {
-            "rel_err": float((a - b).norm() / b.norm().clamp(min=1e-30)),
-            "cos": float(torch.nn.functional.cosine_similarity(a, b, dim=0)),
-        }
+        return gradient_distance(*(torch.cat([x[n].flatten() for n in names]) for x in (g, ref)))
 
     kinds: dict[str, list[str]] = {}
     layers: dict[int, list[str]] = {}
@@ -603,6 +613,7 @@ def gradient_probe(
         "conv_impl": conv_impl,
         "reference_loss": losses.pop("reference"),
         "loss": losses,
+        "overall": {v: compare(g, list(ref)) for v, g in grads.items()},
         "by_kind": {v: {k: compare(g, names) for k, names in kinds.items()} for v, g in grads.items()},
         "by_layer": {v: [compare(g, layers[i])["rel_err"] for i in sorted(layers)] for v, g in grads.items()},
         "mixers": mixers,
