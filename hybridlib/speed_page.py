@@ -297,11 +297,8 @@ def grad_probe_summary(runs: Mapping[str, Mapping[str, Any]], against: str = "fu
         if not probe or against not in probe["by_layer"]:
             continue
         base = probe["by_layer"][against]
-        overall = probe.get("overall") or {}  # files before signs_flipped have none
-
-        def flipped(variant: str) -> float | None:
-            return 100 * overall[variant]["signs_flipped"] if variant in overall else None
-
+        # % of float32's signs each variant flips (files before signs_flipped have no "overall")
+        flips = {v: 100 * o["signs_flipped"] for v, o in (probe.get("overall") or {}).items()}
         for variant, errors in probe["by_layer"].items():
             if variant == against:
                 continue
@@ -318,8 +315,8 @@ def grad_probe_summary(runs: Mapping[str, Mapping[str, Any]], against: str = "fu
                     f"first layer, {against} %": 100 * base[0],
                     "last layer %": 100 * errors[-1],
                     f"last layer, {against} %": 100 * base[-1],
-                    "signs flipped %": flipped(variant),
-                    f"signs flipped, {against} %": flipped(against),
+                    "signs flipped %": flips.get(variant),
+                    f"signs flipped, {against} %": flips.get(against),
                 }
             )
     return pd.DataFrame(out)
