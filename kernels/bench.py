@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kernels.ops import gated_delta_rule, sliding_window_attention, window_linear_attention
+from kernels.ops import gated_delta_rule, short_conv, sliding_window_attention, window_linear_attention
 from kernels.ops.attention import SDPA_LAYOUTS, arrange_sdpa
 from kernels.shapes import SHAPES, ModelShape
 
@@ -172,6 +172,30 @@ def sdpa_layouts(
             )
             rows.append({"shape": s.name, "layout": layout, "mode": mode, "batch": batch, "T": T})
             rows[-1].update(measure(fn, device, repeats, budget_s))
+    return rows
+
+
+def conv_chunks(
+    s: ModelShape, batch: int, T: int, chunks: list[int], device: str, dtype, repeats: int, budget_s: float
+) -> list[dict]:
+    """Median ms of fla's short convolution + SiLU (``impl="fla"``, one of the GDN layer's three: ``C`` =
+    heads x head dim, K = 4) forward and forward + backward at ``batch`` x ``T`` with each of ``chunks`` tokens a
+    program (:data:`kernels.ops.short_conv.FLA_CONV_CHUNK`)."""
+    C, rows = s.n_heads * s.head_dim, []
+    gen = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(batch, T, C, generator=gen, device=device, dtype=dtype)
+    w = torch.randn(C, 4, generator=gen, device=device) * 0.5
+    default = short_conv.FLA_CONV_CHUNK
+    try:
+        for chunk in chunks:
+            short_conv.FLA_CONV_CHUNK = chunk
+            for mode in ("fwd", "fwd_bwd"):
+                inputs = [t.detach().requires_grad_(mode == "fwd_bwd") for t in (x, w)]
+                fn = _run(lambda: short_conv.causal_conv_silu(*inputs, impl="fla")[0], inputs, mode)
+                rows.append({"shape": s.name, "chunk": chunk, "mode": mode, "batch": batch, "T": T, "C": C})
+                rows[-1].update(measure(fn, device, repeats, budget_s))
+    finally:
+        short_conv.FLA_CONV_CHUNK = default
     return rows
 
 
@@ -328,6 +352,12 @@ def main(argv: list[str] | None = None) -> dict:
         default=0,
         help="also time causal SDPA in each of SDPA_LAYOUTS at this batch size and every length (0: no)",
     )
+    p.add_argument(
+        "--conv-chunks",
+        default="",
+        help="also time fla's short convolution with these tokens a program (e.g. 64,128,256,512) at batch 32 "
+        "and every length (cuda)",
+    )
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     modes = a.modes.split(",")
@@ -340,6 +370,9 @@ def main(argv: list[str] | None = None) -> dict:
             p.error(f"--shapes: {sname!r} not in {tuple(SHAPES)}")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: CUDA is not available")
+    chunks = [c.strip() for c in a.conv_chunks.split(",") if c.strip()]
+    if chunks and (a.device != "cuda" or not all(c.isdigit() and int(c) >= 1 for c in chunks)):
+        p.error(f"--conv-chunks: positive integers and --device cuda (fla's kernel), got {a.conv_chunks!r}")
     lengths = [int(x) for x in a.lengths.split(",")]
     dtype = torch.bfloat16 if a.device == "cuda" else torch.float32
     repeats = a.repeats or (10 if a.device == "cuda" else 3)
@@ -428,6 +461,20 @@ def main(argv: list[str] | None = None) -> dict:
         for row in result["sdpa_layouts"]:
             print(
                 f"sdpa {row['shape']} {row['layout']:>11} {row['mode']:>7} B={row['batch']} T={row['T']}: "
+                + (f"{row['ms']:.3f} ms" if isinstance(row["ms"], float) else row["ms"])
+            )
+    if chunks:
+        result["conv_chunks"] = [
+            row
+            for sname in shapes
+            for T in lengths
+            for row in conv_chunks(
+                SHAPES[sname], 32, T, [int(c) for c in chunks], a.device, dtype, repeats, budget
+            )
+        ]
+        for row in result["conv_chunks"]:
+            print(
+                f"conv {row['shape']} chunk {row['chunk']:>4} {row['mode']:>7} B={row['batch']} T={row['T']}: "
                 + (f"{row['ms']:.3f} ms" if isinstance(row["ms"], float) else row["ms"])
             )
     result["wall_s"] = round(time.perf_counter() - t_start, 1)

@@ -135,6 +135,21 @@ def test_loss_curves_of_the_fused_step_follow_the_eager_one():
 
 
 @pytest.mark.slow
+def test_loss_curves_from_perturbed_weights_start_within_the_perturbation():
+    """A perturbation at bf16 rounding moves the first loss, before any update, by about as much and no more
+    (a loss computed from the same weights would not move; one from other weights would move by far more)."""
+    from hybridlib.findings.layout.bench import BF16_ROUNDING, loss_curves
+
+    setup = dict(steps=2, batch_size=2, seq_len=32, device="cpu")
+    plain = loss_curves("tiny-teacher", ["eager"], **setup)["losses"]["eager"]
+    out = loss_curves("tiny-teacher", ["eager"], perturb=BF16_ROUNDING, **setup)
+    moved = abs(out["losses"]["eager"][0] / plain[0] - 1)
+    assert out["perturb"] == BF16_ROUNDING and 1e-6 < moved < 1e-2
+    with pytest.raises(ValueError, match=r"perturb must be in \[0, 1\), got -0.1"):
+        loss_curves("tiny-teacher", ["eager"], perturb=-0.1, **setup)
+
+
+@pytest.mark.slow
 def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeypatch, capsys):
     import json
 

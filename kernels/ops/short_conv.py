@@ -19,6 +19,9 @@ from kernels.ops._checks import check_choice
 from kernels.ops._fla import import_fla
 
 IMPLS = ("torch", "fla")
+#: tokens per program of fla's kernels (its ``chunk_size``, fla's default 64): each program also stores its own
+#: [C, K] weight-gradient partial, which ``dw.sum(0)`` then reduces (``kernels.bench --conv-chunks`` times them)
+FLA_CONV_CHUNK = 64
 
 
 def causal_conv_silu(
@@ -44,7 +47,7 @@ def causal_conv_silu(
             T, K - 1
         )  # the new past: the last K - 1 inputs, zeros before the first (no padded copy of x)
         tail = F.pad(x[:, T - keep :], (0, 0, K - 1 - keep, 0))
-        return torch.ops.kernels.fla_conv_silu(x, weight), tail.transpose(1, 2)
+        return torch.ops.kernels.fla_conv_silu(x, weight, FLA_CONV_CHUNK), tail.transpose(1, 2)
     padded = (
         F.pad(x, (0, 0, K - 1, 0))
         if past is None
@@ -65,37 +68,40 @@ def _import_fla():
 
 
 @torch.library.custom_op("kernels::fla_conv_silu", mutates_args=(), device_types="cuda")
-def _fla_conv_silu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def _fla_conv_silu(x: torch.Tensor, weight: torch.Tensor, chunk_size: int) -> torch.Tensor:
     fwd, _ = _import_fla()
-    y, _ = fwd(x=x, weight=weight, bias=None, residual=None, activation="silu")
+    y, _ = fwd(x=x, weight=weight, bias=None, residual=None, activation="silu", chunk_size=chunk_size)
     return y
 
 
 @_fla_conv_silu.register_fake
-def _(x, weight):
+def _(x, weight, chunk_size):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 @torch.library.custom_op("kernels::fla_conv_silu_bwd", mutates_args=(), device_types="cuda")
 def _fla_conv_silu_bwd(
-    dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
+    dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, chunk_size: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     _, bwd = _import_fla()
-    dx, dw, _, _, _ = bwd(x=x, dy=dy.contiguous(), dht=None, weight=weight, activation="silu")
+    dx, dw, _, _, _ = bwd(
+        x=x, dy=dy.contiguous(), dht=None, weight=weight, activation="silu", chunk_size=chunk_size
+    )
     return dx, dw
 
 
 @_fla_conv_silu_bwd.register_fake
-def _(dy, x, weight):
+def _(dy, x, weight, chunk_size):
     return torch.empty_like(x), torch.empty_like(weight, memory_format=torch.contiguous_format)
 
 
 def _fla_setup_context(ctx, inputs, output) -> None:
-    ctx.save_for_backward(*inputs)
+    x, weight, ctx.chunk_size = inputs
+    ctx.save_for_backward(x, weight)
 
 
 def _fla_backward(ctx, dy):
-    return torch.ops.kernels.fla_conv_silu_bwd(dy, *ctx.saved_tensors)
+    return (*torch.ops.kernels.fla_conv_silu_bwd(dy, *ctx.saved_tensors, ctx.chunk_size), None)
 
 
 _fla_conv_silu.register_autograd(_fla_backward, setup_context=_fla_setup_context)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from hybridlib.losses import linear_forward_kl
 from kernels import causal_conv_silu, gated_delta_rule
 from kernels.layers import GatedDeltaNet
+from kernels.ops import short_conv
 
 pytestmark = [
     pytest.mark.gpu,
@@ -112,10 +113,13 @@ def conv_inputs(B=2, T=300, C=96, K=4, seed=0) -> tuple[torch.Tensor, torch.Tens
     return wide[..., :C], torch.randn(C, K, generator=gen, device="cuda") * 0.5
 
 
-def test_fla_short_conv_matches_the_shifted_sums_forward_and_gradients():
+@pytest.mark.parametrize("chunk", [64, 256, 512])
+def test_fla_short_conv_matches_the_shifted_sums_forward_and_gradients(chunk, monkeypatch):
     """fla's Triton kernel (float32 accumulation, bf16 output) against the float32 shifted sums on the same bf16
-    inputs: the outputs differ by bf16 rounding of the result (~4e-3), the gradients by bf16 rounding of dx."""
+    inputs, with ``chunk`` tokens a program (T = 300: a partial chunk): the outputs differ by bf16 rounding of the
+    result (~4e-3), the gradients by bf16 rounding of dx."""
     pytest.importorskip("fla.modules.causal_conv1d")
+    monkeypatch.setattr(short_conv, "FLA_CONV_CHUNK", chunk)
     x, w = conv_inputs()
     xs = [x.detach().requires_grad_(), w.detach().requires_grad_()]
     refs_in = [x.detach().requires_grad_(), w.detach().requires_grad_()]
@@ -134,7 +138,7 @@ def test_fla_short_conv_op_passes_opcheck():
     x, w = conv_inputs(T=128)
     torch.library.opcheck(
         torch.ops.kernels.fla_conv_silu.default,
-        (x.contiguous().requires_grad_(), w.requires_grad_()),
+        (x.contiguous().requires_grad_(), w.requires_grad_(), short_conv.FLA_CONV_CHUNK),
         test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"),
     )
 

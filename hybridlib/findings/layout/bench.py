@@ -376,11 +376,18 @@ def loss_curves(
     precision: str | None = None,
     cuda_graphs: bool = True,
     conv_impl: str = "torch",
+    perturb: float = 0.0,
     on_step: Callable[[str, PreTrainedModel, PreTrainedModel, int], None] | None = None,
 ) -> dict[str, Any]:
     """Train a fresh student with each of ``variants`` for ``steps`` AdamW steps (constant ``lr``) on the same
     random batches (:func:`curve_batches`); returns the loss per step per variant and the largest relative gap to
-    the first. ``on_step(variant, student, teacher, updates)`` runs before the first step and after each."""
+    the first. ``perturb`` > 0 multiplies every student weight by ``1 + u``, ``u`` uniform in ``[-perturb,
+    perturb]`` (seeded by ``seed``) before the first step: at 2^-9 (:data:`BF16_ROUNDING`), a difference of bf16
+    rounding, whose spread by step 200 says how far this training carries rounding-level differences (a control
+    for the fast path's curve). ``on_step(variant, student, teacher, updates)`` runs before the first step and
+    after each."""
+    if not 0.0 <= perturb < 1.0:
+        raise ValueError(f"perturb must be in [0, 1), got {perturb}")
     device, precision = distill._resolve_device(device, precision)
     curves: dict[str, list[float]] = {}
     for variant in variants:
@@ -389,6 +396,12 @@ def loss_curves(
             teacher_name, device, precision, random_weights, teacher_path, seed, conv_impl=conv
         )
         batches = curve_batches(teacher.config.vocab_size, steps, batch_size, seq_len, seed)
+        if perturb:
+            gen = torch.Generator(device=device).manual_seed(seed + 1)
+            with torch.no_grad():
+                for param in student.parameters():
+                    noise = torch.rand(param.shape, generator=gen, device=device, dtype=param.dtype)
+                    param.mul_(1 + perturb * (2 * noise - 1))
         step = _Step(
             variant,
             student,
@@ -420,10 +433,14 @@ def loss_curves(
         "precision": precision,
         "cuda_graphs": cuda_graphs,
         "conv_impl": conv_impl,
+        "perturb": perturb,
         "losses": curves,
         "max_rel_gap_to_first": gaps,
     }
 
+
+#: the relative rounding error of bf16 (8 significant bits): ``loss_curves``' perturbation of the control
+BF16_ROUNDING = 2.0**-9
 
 #: a student's parameters by kind, the first pattern (``re.search`` on the parameter's name) that matches
 PARAM_KINDS = (
@@ -820,6 +837,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         choices=distill.PRECISIONS,
         help="timed steps and loss curves (default: bf16 on CUDA, fp32 on CPU)",
     )
+    parser.add_argument(
+        "--perturb-weights",
+        type=float,
+        default=0.0,
+        help="loss curves from student weights perturbed by this relative amount (BF16_ROUNDING = 2^-9: the "
+        "control for rounding-level differences)",
+    )
     parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
@@ -832,6 +856,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ):
         parser.error(
             f"--steps must be >= 1, or 0 with --curve-steps >= 1, --first-step or --grad-probe; got {args.steps}"
+        )
+    if not 0.0 <= args.perturb_weights < 1.0 or (args.perturb_weights and not args.curve_steps):
+        parser.error(
+            f"--perturb-weights must be in [0, 1) and needs --curve-steps; got {args.perturb_weights}"
         )
     common = {
         "batch_size": args.batch_size,
@@ -906,7 +934,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         save(rows, None)
     if args.curve_steps and ran:
         curves = loss_curves(
-            args.teacher, list(dict.fromkeys(["eager", *ran])), steps=args.curve_steps, **common, **precise
+            args.teacher,
+            list(dict.fromkeys(["eager", *ran])),
+            steps=args.curve_steps,
+            perturb=args.perturb_weights,
+            **common,
+            **precise,
         )
         print({k: v for k, v in curves.items() if k != "losses"}, flush=True)
         save(rows, curves)
