@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Usage: curvecheck.sh KIND:SEED ... : the runs of the fast path's replicated loss-curve check (hybridlib.speed_page's
+# checks: at each batch seed the fast curve's largest gap to eager's within twice eager's run-to-run noise), 200
+# steps of SmolLM2-135M each, CURVE_JOBS (default 3: ~40 GB of the GPU each) at a time, in the order given (the
+# long ones first). KIND: curve (eager and fast, conv torch: the chapters' path; tag curve_s<seed>), eager (eager
+# again: its repeat; eager_s<seed>) or perturbed (eager from weights perturbed at bf16 rounding, 2^-9:
+# perturbed_s<seed>). After install.sh site + assets and env.sh sourced; start it detached (setsid ... &) and keep a
+# call in flight. Each JSON and log is copied flat into $CURVE_OUT (default /tmp/gpu-out) as soon as it is written.
+set -uo pipefail
+: "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first}"
+export CURVE_OUT=${CURVE_OUT:-/tmp/gpu-out}
+mkdir -p "$CURVE_OUT"
+one() {
+  local kind=${1%%:*} seed=${1##*:} args
+  case $kind in
+    curve) args=(--variants fast) ;;
+    eager) args=(--variants eager) ;;
+    perturbed) args=(--variants eager --perturb-weights 0.001953125) ;;
+    *) echo "curvecheck.sh: kind '$kind' of '$1' is not one of curve, eager, perturbed" >&2; return 2 ;;
+  esac
+  local tag="${kind}_s$seed"
+  echo "$(date +%T) start $tag" >> "$CURVE_OUT/curvecheck-log.txt"
+  python3 -m hybridlib.findings.layout.bench --teacher smollm2-135m --steps 0 --curve-steps 200 --seed "$seed" \
+    --tag "$tag" "${args[@]}" > "$CURVE_OUT/$tag.log" 2>&1
+  echo "$(date +%T) rc $? $tag" >> "$CURVE_OUT/curvecheck-log.txt"
+  cp -f "data/results/layout_distillation/step_profile_cuda_$tag.json" "$CURVE_OUT/" 2>/dev/null
+}
+export -f one
+printf '%s\n' "$@" | xargs -P "${CURVE_JOBS:-3}" -I{} bash -c 'one {}'
+echo "$(date +%T) curvecheck done" >> "$CURVE_OUT/curvecheck-log.txt"
