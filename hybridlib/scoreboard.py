@@ -302,12 +302,12 @@ def _percents(values: Sequence[float]) -> str:
 def _fast_path_note(chapter: ChapterSpec, offsets: tuple[list[float], list[float]] | None) -> list[str]:
     """For a chapter that distils students (:data:`DISTILLED` or a chapter depending on it) with a measured
     curve of the path its H200 students train on: a paragraph with that path's offsets to eager's, one per run
-    (and eager's against its own repeats); no lines otherwise."""
+    (and eager's against its own repeats and runs from perturbed weights); no lines otherwise."""
     if offsets is None or not (chapter.name == DISTILLED or DISTILLED in chapter.depends_on):
         return []
     fast, repeats = offsets
     runs = f" ({len(fast)} runs)" if len(fast) > 1 else ""
-    noise = f"; eager against its own repeat: {_percents(repeats)}" if repeats else ""
+    noise = f"; eager against its own repeat or perturbed run: {_percents(repeats)}" if repeats else ""
     return [
         "",
         "The H200 students are distilled on the fast path (compiled, CUDA graphs, fused KL), the same for every "

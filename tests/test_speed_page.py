@@ -167,32 +167,41 @@ def test_committed_one_gpu_figures():
     assert "MFU 41.5%" in checks[GEMMA]["figures"]
 
 
-def test_committed_curves_separate_compiled_backbones_after_one_update_not_at_the_end():
-    """The 200-step curves of 2026-12-01 (pretrained SmolLM2-135M). Eager against its own repeat (two pairs of
-    files, same commit and batches): largest gaps 4.8% and 8.6%, offsets over the last 50 steps -0.5% and -2.9%.
-    The fast path (torch convolution) ends +2.3% above eager's in one file and -0.3% in the other, inside that
-    spread; fla's convolution +6.3% (one run). After one update from the same weights every variant with
-    compiled backbones sits above every variant with eager ones (6.238-6.255 against 6.182-6.190 in bf16; 6.133
-    in float32): the compiled backbones' bf16 gradient differs, and later steps' chaos hides it."""
+def test_committed_curves_fast_path_against_eager_s_noise_seed_by_seed():
+    """The 200-step curves (pretrained SmolLM2-135M, batch seeds 0-2). Eager's noise: its repeats at seed 0
+    (2026-12-01: largest gaps 4.8% and 8.6%) and, at 39f814c (2026-12-02), per seed a repeat and a run from weights
+    perturbed at bf16 rounding: seed 0 7.6%, seed 1 up to 24.3%, seed 2 up to 28.6%. The fast path (torch
+    convolution) at seed 0 leaves twice that noise (24.3% and 28.0% against 17.1%: the check is not met), at seeds 1
+    and 2 it stays inside (26.6% against 48.6%, 6.0% against 57.2%). Its offsets over the last 50 steps (-1.2% to
+    +2.3%) sit inside eager's (-2.9% to +6.3%). After one update the compiled backbones sit above eager at seed 0
+    (6.238-6.255 against 6.174-6.190) but below it at seeds 1 and 2 (6.175 against 6.253-6.261; 6.065 against
+    6.126-6.129), and the perturbed eager run of seed 0 above them all (6.281): no systematic loss in the compiled
+    backward."""
     runs = speed_page.load()
-    repeats = {r["files"]: r for r in speed_page.eager_repeats(runs)}
-    assert set(repeats) == {("bisect curve", "bisect eager"), ("conv fla curve", "conv torch curve")}
-    old, new = repeats["conv fla curve", "conv torch curve"], repeats["bisect curve", "bisect eager"]
-    assert old["offset"] == pytest.approx(-0.0054, abs=5e-4) and old["gap"] == pytest.approx(0.048, abs=5e-4)
-    assert new["offset"] == pytest.approx(-0.0286, abs=5e-4) and new["gap"] == pytest.approx(0.0855, abs=5e-4)
+    noise: dict[int, float] = {}
+    for r in speed_page.eager_repeats(runs):
+        noise[r["seed"]] = max(noise.get(r["seed"], 0.0), r["gap"])
+    assert noise == pytest.approx({0: 0.0855, 1: 0.2430, 2: 0.2860}, abs=5e-4)
+    row = by_target(runs)[
+        "one H200: loss curve of fast (conv torch) within eager's run-to-run noise, >= 3 seeds"
+    ]
+    assert row["status"] == "not met"
+    assert "seed 0 (bisect curve): largest gap 24.34% vs bound 17.09%" in row["figures"]
+    assert "seed 1 (curve s1): largest gap 26.60% vs bound 48.61%" in row["figures"]
+    assert "seed 2 (curve s2): largest gap 5.95% vs bound 57.20%" in row["figures"]
     fast, eager_offsets = speed_page.chapters_path_offset(runs)
-    assert fast == pytest.approx([-0.0031, 0.0226], abs=5e-4)  # bisect curve, conv torch curve
-    assert eager_offsets == pytest.approx([-0.0286, -0.0054], abs=5e-4)
+    assert min(fast) == pytest.approx(-0.0124, abs=5e-4) and max(fast) == pytest.approx(0.0226, abs=5e-4)
+    assert min(eager_offsets) < min(fast) and max(fast) < max(eager_offsets)
     first = speed_page.first_steps_frame(runs)
-    bf16 = first[first["precision"] == "bf16"]
-    compiled = bf16[bf16["variant"].isin(["compiled", "fast", "regional"])]["step 1"]
-    eager_backbones = bf16[bf16["variant"].isin(["eager", "fused"])]["step 1"]
-    assert len(compiled) == 5 and len(eager_backbones) == 6
-    assert compiled.min() == pytest.approx(6.238, abs=5e-4) and eager_backbones.max() == pytest.approx(
-        6.190, abs=5e-4
-    )
-    fp32 = first[first["precision"] == "fp32"].set_index("variant")["step 1"]
-    assert fp32["eager"] == pytest.approx(6.133, abs=5e-4)
+    bf16 = first[(first["precision"] == "bf16") & (first["perturbed"] == "no")]
+    step1 = lambda seed, variants: bf16[(bf16["seed"] == seed) & bf16["variant"].isin(variants)]["step 1"]
+    compiled, eager = ["compiled", "fast", "regional"], ["eager", "fused"]
+    assert step1(0, compiled).min() == pytest.approx(6.238, abs=5e-4)
+    assert step1(0, eager).max() == pytest.approx(6.190, abs=5e-4)
+    for seed in (1, 2):
+        assert step1(seed, compiled).max() < step1(seed, eager).min()
+    perturbed = first[(first["perturbed"] == "yes") & (first["seed"] == 0)]["step 1"]
+    assert perturbed.item() == pytest.approx(6.281, abs=5e-4) and perturbed.item() > step1(0, compiled).max()
 
 
 def test_variant_names_what_sets_a_step_apart():
@@ -261,7 +270,7 @@ def test_fast_curve_check_seed_by_seed_against_eager_s_repeat(gaps, status):
     row = by_target(seeded_runs(gaps))[FAST_TORCH]
     assert row["status"] == status
     assert row["figures"].startswith(
-        "seed 0 (s0): largest gap 5.00% vs bound 8.00% (eager's repeat 4.00%)"
+        "seed 0 (s0): largest gap 5.00% vs bound 8.00% (eager's run-to-run noise 4.00%)"
     ) or (gaps[0] == 0.3)
 
 
