@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from hybridlib import speed_page
@@ -318,12 +319,73 @@ def test_fast_curve_short_random_or_other_variants_not_measured():
     )
 
 
-def test_off_path_note_names_other_variants_beyond_the_band():
+def test_off_path_note_names_other_variants_beyond_eager_s_noise():
     frame = speed_page.curve_frame({"c": curves(0.5, variant="regional"), "d": curves(0.02)})
     assert speed_page._off_path_note(frame)[0].startswith(
-        "Beyond bf16 rounding (0.5%) of eager's curve: regional (c: 50.0%). The chapters train on `fast`"
+        "Beyond eager's run-to-run noise at their seed (bf16 rounding, 0.5%, where it was not measured): regional "
+        "(c: 50.0% against 0.5%). The chapters train on `fast`"
     )
     assert speed_page._off_path_note(speed_page.curve_frame({"d": curves(0.02)})) == []
+    runs = seeded_runs({0: 0.05})  # eager's noise at seed 0: 4%, bound 8%
+    within = runs | {"r": curves(0.07, variant="regional", seed=0)}
+    assert speed_page._off_path_note(speed_page.curve_frame(within)) == []
+    beyond = runs | {
+        "r": curves(0.09, variant="regional", seed=0),
+        "q": curves(0.09, variant="regional", seed=1),
+    }
+    (note, _) = speed_page._off_path_note(speed_page.curve_frame(beyond))
+    assert "regional (r: 9.0% against 8.0%), regional (q: 9.0% against 0.5%)" in note
+
+
+def test_first_step_ranges_keep_seeds_and_perturbed_runs_apart():
+    frame = pd.DataFrame(
+        [
+            {
+                "variant": "eager",
+                "seed": 1,
+                "perturbed": "no",
+                "conv": "torch",
+                "precision": "bf16",
+                "step 1": 6.25,
+            },
+            {
+                "variant": "fast",
+                "seed": 1,
+                "perturbed": "no",
+                "conv": "torch",
+                "precision": "bf16",
+                "step 1": 6.17,
+            },
+            {
+                "variant": "eager",
+                "seed": 0,
+                "perturbed": "no",
+                "conv": "torch",
+                "precision": "bf16",
+                "step 1": 6.19,
+            },
+            {
+                "variant": "eager",
+                "seed": 0,
+                "perturbed": "no",
+                "conv": "torch",
+                "precision": "bf16",
+                "step 1": 6.18,
+            },
+            {
+                "variant": "eager",
+                "seed": 0,
+                "perturbed": "yes",
+                "conv": "torch",
+                "precision": "bf16",
+                "step 1": 6.28,
+            },
+        ]
+    )
+    assert speed_page.first_step_ranges(frame) == (
+        "seed 0: eager (torch conv, bf16) 6.180-6.190 over 2 runs, eager, perturbed (torch conv, bf16) 6.280 over 1 "
+        "run; seed 1: eager (torch conv, bf16) 6.250 over 1 run, fast (torch conv, bf16) 6.170 over 1 run"
+    )
 
 
 def test_offset_is_the_signed_mean_over_the_tail():
