@@ -60,3 +60,15 @@ def test_provenance_names_the_commit_the_caller_sent(monkeypatch):
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
     )
+
+
+@pytest.mark.parametrize("chunks", ["64,0", "64,x", "64"])
+def test_conv_chunks_are_checked_before_any_work(chunks, capsys):
+    """fla's convolution runs on CUDA only, with positive chunks: the CLI says so before measuring anything."""
+    from kernels.bench import main
+
+    with pytest.raises(SystemExit):
+        main(["--device", "cpu", "--conv-chunks", chunks, "--lengths", "8"])
+    err = capsys.readouterr()
+    assert f"--conv-chunks: positive integers and --device cuda (fla's kernel), got '{chunks}'" in err.err
+    assert "shape" not in err.out  # no timing row was printed
