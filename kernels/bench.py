@@ -175,12 +175,25 @@ def sdpa_layouts(
     return rows
 
 
+def _retune_fla_conv() -> None:
+    """Forget the block widths fla autotuned for its convolution kernels: it tunes them once per channel count,
+    not per chunk, so the next call tunes them for the chunk set then (as a step that uses that chunk would)."""
+    from fla.modules.causal_conv1d import ops
+
+    for kernel in (ops.causal_conv1d_fwd_kernel, ops.causal_conv1d_bwd_kernel):
+        while kernel is not None:  # triton.heuristics -> fla's autotuner -> triton.jit
+            if hasattr(kernel, "configs") and isinstance(getattr(kernel, "cache", None), dict):
+                kernel.cache.clear()
+            kernel = getattr(kernel, "fn", None)
+
+
 def conv_chunks(
     s: ModelShape, batch: int, T: int, chunks: list[int], device: str, dtype, repeats: int, budget_s: float
 ) -> list[dict]:
     """Median ms of fla's short convolution + SiLU (``impl="fla"``, one of the GDN layer's three: ``C`` =
     heads x head dim, K = 4) forward and forward + backward at ``batch`` x ``T`` with each of ``chunks`` tokens a
-    program (:data:`kernels.ops.short_conv.FLA_CONV_CHUNK`)."""
+    program (:data:`kernels.ops.short_conv.FLA_CONV_CHUNK`), each chunk autotuned afresh, then captured in a CUDA
+    graph and its replays timed, as the distillation step runs it (CUDA only)."""
     C, rows = s.n_heads * s.head_dim, []
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(batch, T, C, generator=gen, device=device, dtype=dtype)
@@ -189,12 +202,19 @@ def conv_chunks(
     try:
         for chunk in chunks:
             short_conv.FLA_CONV_CHUNK = chunk
+            _retune_fla_conv()
             for mode in ("fwd", "fwd_bwd"):
                 inputs = [t.detach().requires_grad_(mode == "fwd_bwd") for t in (x, w)]
                 fn = _run(lambda: short_conv.causal_conv_silu(*inputs, impl="fla")[0], inputs, mode)
-                fn()  # fla autotunes each kernel on its first call: out of measure's warm-up, which sets the repeats
+                fn()  # autotuning
+                fn()
+                graph = (
+                    torch.cuda.CUDAGraph()
+                )  # replayed: the GPU's time, not fla's Python around each launch
+                with torch.cuda.graph(graph):
+                    fn()
                 rows.append({"shape": s.name, "chunk": chunk, "mode": mode, "batch": batch, "T": T, "C": C})
-                rows[-1].update(measure(fn, device, repeats, budget_s))
+                rows[-1].update(measure(graph.replay, device, repeats, budget_s))
     finally:
         short_conv.FLA_CONV_CHUNK = default
     return rows
