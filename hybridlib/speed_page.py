@@ -49,7 +49,7 @@ CURVE_TAIL = 50
 #: picks the batches, 0 in files written before it was recorded)
 CURVE_SETUP = ("teacher", "steps", "batch_size", "seq_len", "lr", "precision", "seed")
 #: a curve within NOISE_FACTOR x the gap between two runs of its reference is within run-to-run noise
-#: (:func:`noise_bound`); the one-GPU fast path's check needs MIN_SEEDS batch seeds, each with eager repeated
+#: (:func:`noise_bound`); the one-GPU fast path's check needs MIN_SEEDS batch seeds, each with eager's noise measured
 NOISE_FACTOR = 2
 MIN_SEEDS = 3
 #: the bench's phases and their column heads
@@ -570,10 +570,11 @@ def noise_bound(noise: float) -> float:
 def _fast_curve_checks(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
     """One check per ``fast`` variant and convolution whose loss curves have at least :data:`CURVE_STEPS` steps
     with the pretrained teacher. The unit of replication is the batch seed: at each seed the fast curve's largest
-    relative gap to eager's (same file) must stay within :func:`noise_bound` of eager's own repeat at that seed
-    (:func:`eager_repeats`, the largest when several). ``not met`` as soon as one seed's curve leaves it; ``met``
-    with at least :data:`MIN_SEEDS` seeds that have a repeat; else ``not measured``. Figures: per seed and file.
-    One ``not measured`` row when there is no such curve (shorter curves or random teachers are named)."""
+    relative gap to eager's (same file) must stay within :func:`noise_bound` of eager's run-to-run noise at that
+    seed (the largest gap of :func:`eager_repeats` there: repeats and runs from perturbed weights). ``not met``
+    as soon as one seed's curve leaves it; ``met`` with at least :data:`MIN_SEEDS` seeds whose noise was measured;
+    else ``not measured``. Figures: per seed and file. One ``not measured`` row when there is no such curve
+    (shorter curves or random teachers are named)."""
     noise: dict[int, float] = {}
     for r in eager_repeats(runs):
         noise[r["seed"]] = max(noise.get(r["seed"], 0.0), r["gap"])
