@@ -29,6 +29,7 @@ from hybridlib.atomic import atomic_path, write_text
 from hybridlib.findings.layout import distill
 from hybridlib.paths import REPO_ROOT, results_dir
 from hybridlib.wholemodel_page import markdown_table
+from kernels.ops import short_conv
 
 PAGE = Path("book/gpu/distill_speed.md")
 FIGURE = Path("book/gpu/figures/distill_speed_curves.png")
@@ -65,6 +66,8 @@ SCALING_RUNS = ("train1", "train1_repeat", "train2", "train2_fsdp", "train2to1",
 SCALING_COMMAND = "bash tools/offline_gpu/scaling.sh"
 #: ``kernels.bench --sdpa-layouts-batch 32`` on the H200: causal SDPA at the step's shape in each input layout
 SDPA_LAYOUTS_FILE = results_dir("kernels") / "sdpa_layouts_cuda.json"
+#: ``kernels.bench --conv-chunks`` on the H200: fla's short convolution at the step's shape, tokens per program
+CONV_CHUNKS_FILE = results_dir("kernels") / "conv_chunks_cuda.json"
 
 
 def _random_teacher(run: Mapping[str, Any]) -> bool:
@@ -407,6 +410,43 @@ def _sdpa_layout_section(steps: pd.DataFrame, path: Path = SDPA_LAYOUTS_FILE) ->
             if not other.empty
             else []
         ),
+    ]
+
+
+def conv_chunk_frame(path: Path = CONV_CHUNKS_FILE) -> pd.DataFrame:
+    """Milliseconds of one call of fla's short convolution + SiLU at the step's shape per chunk (tokens a program;
+    ``kernels.bench --conv-chunks``; rows: chunk, columns: forward, forward + backward); empty without the file."""
+    if not path.exists():
+        return pd.DataFrame()
+    frame = pd.DataFrame(json.loads(path.read_text()).get("conv_chunks") or [])
+    if frame.empty:
+        return frame
+    return frame.pivot_table(index="chunk", columns="mode", values="ms", sort=True).rename(
+        columns={"fwd": "forward ms", "fwd_bwd": "forward + backward ms"}
+    )
+
+
+def _conv_chunk_section(path: Path = CONV_CHUNKS_FILE) -> list[str]:
+    """The convolution chunk microbenchmark, its fastest chunk against the one the step uses (no lines without
+    the file)."""
+    frame = conv_chunk_frame(path)
+    if frame.empty:
+        return []
+    data = json.loads(path.read_text())
+    prov, shape = data.get("provenance") or {}, (data.get("conv_chunks") or [{}])[0]
+    best = int(frame["forward + backward ms"].idxmin())
+    return [
+        "## The short convolution's chunk",
+        "",
+        f"fla's causal convolution + SiLU alone at the step's shape (batch {shape.get('batch')} x {shape.get('T')}, "
+        f"{shape.get('C')} channels, 4 taps, bf16; one of a GDN layer's three), each chunk (tokens a program, "
+        "`kernels.ops.short_conv.FLA_CONV_CHUNK`) autotuned afresh and timed as CUDA-graph replays "
+        f"(`{prov.get('command', 'python -m kernels.bench --conv-chunks')}`, {str(prov.get('date', ''))[:10]}, commit "
+        f"{str(prov.get('git_commit', ''))[:8]}). Fastest forward + backward: chunk {best}; the step uses "
+        f"{short_conv.FLA_CONV_CHUNK}.",
+        "",
+        markdown_table(_decimals(frame, 3)),
+        "",
     ]
 
 
@@ -868,6 +908,7 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         markdown_table(families) if not families.empty else "No step profiled yet.",
         "",
         *_sdpa_layout_section(steps),
+        *_conv_chunk_section(),
         "## Loss curves against eager",
         "",
         "Each variant trains a fresh student on the same batches as eager; the largest relative gap of its loss "

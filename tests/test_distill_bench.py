@@ -185,8 +185,10 @@ def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeyp
     assert all(len(v) == 2 for v in out["loss_curves"]["losses"].values())
     assert sorted(out["first_step"]["common"]) == ["eager", "fused"]  # the probe's scores, beside the curves
     probe = ["--grad-probe", "fused", "--seed", "1", "--batch-size", "2", "--seq-len", "32", "--tag", "grads"]
-    bench.main([*args[:4], *probe])
-    grads = json.loads((tmp_path / "step_profile_cpu_grads.json").read_text())
+    bench.main(
+        [*args[:4], *probe, "--results-dir", str(tmp_path / "elsewhere")]
+    )  # a folder outside the results
+    grads = json.loads((tmp_path / "elsewhere" / "step_profile_cpu_grads.json").read_text())
     assert grads["rows"] == [] and list(grads["grad_probe"]["loss"]) == ["fused"]
     assert grads["grad_probe"]["seed"] == 1 and out["first_step"]["seed"] == 0  # other batches
 

@@ -169,20 +169,21 @@ def test_committed_one_gpu_figures():
 
 
 def test_committed_curves_fast_path_against_eager_s_noise_seed_by_seed():
-    """The 200-step curves (pretrained SmolLM2-135M, batch seeds 0-2). Eager's noise: its repeats at seed 0
-    (2026-12-01: largest gaps 4.8% and 8.6%) and, at 39f814c (2026-12-02), per seed a repeat and a run from weights
-    perturbed at bf16 rounding: seed 0 7.6%, seed 1 up to 24.3%, seed 2 up to 28.6%. The fast path (torch
-    convolution) at seed 0 leaves twice that noise (24.3% and 28.0% against 17.1%: the check is not met), at seeds 1
-    and 2 it stays inside (26.6% against 48.6%, 6.0% against 57.2%). Its offsets over the last 50 steps (-1.2% to
-    +2.3%) sit inside eager's (-2.9% to +6.3%). After one update the compiled backbones sit above eager at seed 0
-    (6.238-6.255 against 6.174-6.190) but below it at seeds 1 and 2 (6.175 against 6.253-6.261; 6.065 against
-    6.126-6.129), and the perturbed eager run of seed 0 above them all (6.281): no systematic loss in the compiled
-    backward."""
+    """The 200-step curves (pretrained SmolLM2-135M, batch seeds 0-3). Eager's noise: its repeats at seed 0
+    (2026-12-01: largest gaps 4.8% and 8.6%) and per seed a repeat and a run from weights perturbed at bf16 rounding
+    (39f814c, seeds 0-2: seed 0 7.6%, seed 1 up to 24.3%, seed 2 up to 28.6%; 1364d3c: seed 0 4.9%, seed 3 up to
+    10.5%). The fast path (torch convolution) at seed 0 leaves twice that noise at every commit tried (24.3% and
+    28.0% at older commits, 38.7% at 1364d3c, against 17.1%: the check is not met); at seeds 1-3 it stays inside
+    (26.6% against 48.6%, 6.0% against 57.2%, 17.8% against 21.0%). Its offsets over the last 50 steps (-1.2% to
+    +5.4%) sit inside eager's (-2.9% to +6.3%). After one update the compiled backbones sit above eager at seeds 0
+    and 3 (6.238-6.255 against 6.174-6.190; 6.216 against 6.144-6.152) but below it at seeds 1 and 2 (6.175 against
+    6.253-6.261; 6.065 against 6.126-6.129), and the perturbed eager run of seed 0 above them all (6.281): no
+    systematic loss in the compiled backward."""
     runs = speed_page.load()
     noise: dict[int, float] = {}
     for r in speed_page.eager_repeats(runs):
         noise[r["seed"]] = max(noise.get(r["seed"], 0.0), r["gap"])
-    assert noise == pytest.approx({0: 0.0855, 1: 0.2430, 2: 0.2860}, abs=5e-4)
+    assert noise == pytest.approx({0: 0.0855, 1: 0.2430, 2: 0.2860, 3: 0.1051}, abs=5e-4)
     row = by_target(runs)[
         "one H200: loss curve of fast (conv torch) within eager's run-to-run noise, >= 3 seeds"
     ]
@@ -190,8 +191,10 @@ def test_committed_curves_fast_path_against_eager_s_noise_seed_by_seed():
     assert "seed 0 (bisect curve): largest gap 24.34% vs bound 17.09%" in row["figures"]
     assert "seed 1 (curve s1): largest gap 26.60% vs bound 48.61%" in row["figures"]
     assert "seed 2 (curve s2): largest gap 5.95% vs bound 57.20%" in row["figures"]
+    assert "seed 0 (curve s0): largest gap 38.74% vs bound 17.09%" in row["figures"]
+    assert "seed 3 (curve s3): largest gap 17.75% vs bound 21.02%" in row["figures"]
     fast, eager_offsets = speed_page.chapters_path_offset(runs)
-    assert min(fast) == pytest.approx(-0.0124, abs=5e-4) and max(fast) == pytest.approx(0.0226, abs=5e-4)
+    assert min(fast) == pytest.approx(-0.0124, abs=5e-4) and max(fast) == pytest.approx(0.0544, abs=5e-4)
     assert min(eager_offsets) < min(fast) and max(fast) < max(eager_offsets)
     first = speed_page.first_steps_frame(runs)
     bf16 = first[(first["precision"] == "bf16") & (first["perturbed"] == "no")]
@@ -201,6 +204,7 @@ def test_committed_curves_fast_path_against_eager_s_noise_seed_by_seed():
     assert step1(0, eager).max() == pytest.approx(6.190, abs=5e-4)
     for seed in (1, 2):
         assert step1(seed, compiled).max() < step1(seed, eager).min()
+    assert step1(3, compiled).min() > step1(3, eager).max()
     perturbed = first[(first["perturbed"] == "yes") & (first["seed"] == 0)]["step 1"]
     assert perturbed.item() == pytest.approx(6.281, abs=5e-4) and perturbed.item() > step1(0, compiled).max()
 
@@ -538,3 +542,19 @@ def test_sdpa_layout_section_reads_the_microbenchmark_and_the_steps_with_another
     assert "| a | t | fast (SDPA inputs contiguous) | 80 | 200,000 | 30 |" in section
     assert "| b |" not in section
     assert speed_page._sdpa_layout_section(steps, tmp_path / "missing.json") == []
+
+
+def test_conv_chunk_section_names_the_fastest_chunk_and_the_one_the_step_uses(tmp_path, monkeypatch):
+    path = tmp_path / "chunks.json"
+    rows = [
+        {"chunk": c, "mode": m, "ms": ms, "batch": 32, "T": 512, "C": 576}
+        for c, m, ms in ((128, "fwd", 0.03), (128, "fwd_bwd", 0.10), (64, "fwd", 0.02), (64, "fwd_bwd", 0.12))
+    ]
+    path.write_text(json.dumps({"conv_chunks": rows, "provenance": {"git_commit": "abcdef123"}}))
+    frame = speed_page.conv_chunk_frame(path)
+    assert list(frame.index) == [64, 128] and frame.loc[128, "forward + backward ms"] == 0.10
+    monkeypatch.setattr(speed_page.short_conv, "FLA_CONV_CHUNK", 64)
+    section = "\n".join(speed_page._conv_chunk_section(path))
+    assert "Fastest forward + backward: chunk 128; the step uses 64." in section
+    assert "| 64 | 0.020 | 0.120 |" in section and "batch 32 x 512, 576 channels" in section
+    assert speed_page._conv_chunk_section(tmp_path / "missing.json") == []

@@ -5,7 +5,9 @@
 # long ones first). KIND: curve (eager and fast, conv torch: the chapters' path; tag curve_s<seed>), eager (eager
 # again: its repeat; eager_s<seed>) or perturbed (eager from weights perturbed at bf16 rounding, 2^-9:
 # perturbed_s<seed>). After install.sh site + assets and env.sh sourced; start it detached (setsid ... &) and keep a
-# call in flight. Each JSON and log is copied flat into $CURVE_OUT (default /tmp/gpu-out) as soon as it is written.
+# call in flight. Each JSON (--results-dir) and log is written straight into $CURVE_OUT (default /tmp/gpu-out), outside
+# the checkout: a JSON written into the tree was deleted on 2026-12-02 by a call's working-tree copy that began as
+# the run ended, before it could be copied out.
 set -uo pipefail
 : "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first}"
 export CURVE_OUT=${CURVE_OUT:-/tmp/gpu-out}
@@ -21,9 +23,8 @@ one() {
   local tag="${kind}_s$seed"
   echo "$(date +%T) start $tag" >> "$CURVE_OUT/curvecheck-log.txt"
   python3 -m hybridlib.findings.layout.bench --teacher smollm2-135m --steps 0 --curve-steps 200 --seed "$seed" \
-    --tag "$tag" "${args[@]}" > "$CURVE_OUT/$tag.log" 2>&1
+    --tag "$tag" --results-dir "$CURVE_OUT" "${args[@]}" > "$CURVE_OUT/$tag.log" 2>&1
   echo "$(date +%T) rc $? $tag" >> "$CURVE_OUT/curvecheck-log.txt"
-  cp -f "data/results/layout_distillation/step_profile_cuda_$tag.json" "$CURVE_OUT/" 2>/dev/null
 }
 export -f one
 printf '%s\n' "$@" | xargs -P "${CURVE_JOBS:-3}" -I{} bash -c 'one {}'

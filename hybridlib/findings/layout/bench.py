@@ -31,7 +31,7 @@ inputs (:data:`kernels.ops.SDPA_LAYOUTS`) in the timed steps. ``conv_impl`` pick
 (:data:`kernels.ops.short_conv.IMPLS`: the compiled ``torch`` shifts, or fla's Triton kernel) for every variant but
 ``eager``, which stays the reference.
 
-CLI (writes ``data/results/layout_distillation/step_profile_<device>[_<tag>].json``)::
+CLI (writes ``step_profile_<device>[_<tag>].json`` to ``--results-dir``, default ``data/results/layout_distillation``)::
 
     python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
         [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
@@ -809,6 +809,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--tag", default="", help="suffix of the JSON file name")
     parser.add_argument(
+        "--results-dir",
+        default="",
+        help="folder for the JSON (default data/results/layout_distillation); on a lent GPU machine one outside "
+        "the checkout, whose untracked files the next call's working-tree copy deletes",
+    )
+    parser.add_argument(
         "--train-steps",
         type=int,
         default=0,
@@ -872,9 +878,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     device = "cuda" if torch.cuda.is_available() else "cpu"
     precise = {"precision": args.precision} if args.precision else {}
-    path = (
-        results_dir("layout_distillation") / f"step_profile_{device}{'_' + args.tag if args.tag else ''}.json"
-    )
+    folder = Path(args.results_dir) if args.results_dir else results_dir("layout_distillation")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"step_profile_{device}{'_' + args.tag if args.tag else ''}.json"
     if args.train_steps:
         row = train_speed(
             args.teacher,
