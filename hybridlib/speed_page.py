@@ -119,8 +119,8 @@ def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     """The step's variant with what sets it apart: fla's short convolution (Triton or Gluon kernels), inductor's
     coordinate-descent tuning of its fused kernels, attention inputs in another layout than Hugging Face's
-    (:data:`kernels.ops.SDPA_LAYOUTS`), and a compiled step without CUDA graphs, or whose graphs were not recorded
-    (:func:`_graphs`)."""
+    (:data:`kernels.ops.SDPA_LAYOUTS`), the GDN layers' projections as four matmuls, and a compiled step without
+    CUDA graphs, or whose graphs were not recorded (:func:`_graphs`)."""
     name = row.get("variant", "compiled" if row.get("compile_student") else "eager")
     extras = []
     if row.get("conv_impl") == "fla":
@@ -131,6 +131,8 @@ def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
         extras.append("tuned kernels")
     if row.get("sdpa_layout", "hf") != "hf":
         extras.append(f"SDPA inputs {row['sdpa_layout']}")
+    if row.get("gdn_projections", "fused") != "fused":
+        extras.append(f"{row['gdn_projections']} GDN projections")
     graphs = _graphs(row, params)
     if name not in ("eager", "fused") and graphs != "yes":
         extras.append("no CUDA graphs" if graphs == "no" else "graphs not recorded")

@@ -19,7 +19,7 @@ def test_profile_phases_add_up_to_the_step_and_give_the_speed():
     # by up to 0.05 from rounding alone, more than rel=1e-3
     assert row["tokens_per_s"] == pytest.approx(2 * 32 / (row["step_ms"] / 1e3), rel=1e-3, abs=0.05)
     assert row["mfu"] is None and row["precision"] == "fp32" and not row["teacher_compiled"]
-    assert row["conv_impl"] == "torch"  # eager is the reference: always the shifted sums
+    assert row["conv_impl"] == "torch" and row["gdn_projections"] == "fused"  # eager is the reference
     teacher, _ = load("tiny-teacher")
     embed = teacher.get_input_embeddings().weight.numel()
     n_teacher = (
@@ -40,6 +40,10 @@ def test_bad_step_counts_and_convolutions_are_refused():
         profile_step("tiny-teacher", variant="fused", conv_impl="cudnn", device="cpu")
     with pytest.raises(ValueError, match="conv_impl='fla' needs CUDA"):
         profile_step("tiny-teacher", variant="fused", conv_impl="fla", device="cpu")
+    with pytest.raises(
+        ValueError, match=r"gdn_projections='split' is not allowed; choose one of \('fused', 'separate'\)"
+    ):
+        profile_step("tiny-teacher", variant="fused", gdn_projections="split", device="cpu")
     assert distill.PEAK_BF16_FLOPS == 694e12
 
 
@@ -289,3 +293,24 @@ def test_gradient_distance_by_hand():
     assert d["cos"] == pytest.approx(-8 / (51 * 26) ** 0.5)
     assert d["signs_flipped"] == pytest.approx(2 / 3)
     assert gradient_distance(ref, ref) == {"rel_err": 0.0, "cos": pytest.approx(1.0), "signs_flipped": 0.0}
+
+
+def test_separate_gdn_projections_reach_every_gdn_layer_of_the_timed_student(monkeypatch):
+    """``gdn_projections`` is set on the student's GDN layers (not eager's, the reference) and recorded."""
+    from hybridlib.findings.layout import bench
+
+    seen = []
+    models = bench._models
+
+    def spy(*args, **kwargs):
+        student, teacher = models(*args, **kwargs)
+        seen.append({m.projections for m in student.modules() if isinstance(m, bench.GatedDeltaNet)})
+        return student, teacher
+
+    monkeypatch.setattr(bench, "_models", spy)
+    args = {"batch_size": 1, "seq_len": 16, "steps": 1, "warmup": 0, "device": "cpu", "profile_steps": 0}
+    rows = [
+        profile_step("tiny-teacher", variant=v, gdn_projections="separate", **args)
+        for v in ("fused", "eager")
+    ]
+    assert [r["gdn_projections"] for r in rows] == ["separate", "fused"] and seen == [{"separate"}, {"fused"}]

@@ -12,7 +12,7 @@ from tiny_models import tiny_causal_lm
 from hybridlib.convert import convert_to_hybrid
 from hybridlib.losses import forward_kl, linear_forward_kl
 from hybridlib.train.objectives import DistillationModel
-from kernels.layers.gated_deltanet import GatedDeltaNet, ShortConvolution
+from kernels.layers.gated_deltanet import GatedDeltaNet, GatedDeltaNetState, ShortConvolution
 from kernels.ops.short_conv import causal_conv_silu
 
 F64 = torch.float64
@@ -88,6 +88,32 @@ def test_short_convolution_refuses_bad_input_before_any_work():
         causal_conv_silu(x, torch.zeros(5, 4))
     with pytest.raises(ValueError, match="conv_impl='cuda' is not supported"):
         GatedDeltaNet(12, 2, 4, 4, conv_impl="cuda")
+    with pytest.raises(
+        ValueError, match=r"projections='split' is not supported; allowed values: \('fused', 'separate'\)"
+    ):
+        GatedDeltaNet(12, 2, 4, 4, projections="split")
+
+
+def test_separate_projections_give_the_fused_layers_outputs_and_gradients():
+    """Four matmuls instead of one over the concatenated weights: the same function (float64, rounding apart),
+    outputs and every parameter's gradient; decoding from a cache too."""
+    torch.manual_seed(0)
+    layer = GatedDeltaNet(12, 2, 4, 6).double()
+    x = torch.randn(2, 7, 12, dtype=F64)
+    results = {}
+    for projections in ("fused", "separate"):
+        layer.projections = projections
+        layer.zero_grad()
+        y = layer(x)
+        (y * torch.linspace(-1, 1, y.numel(), dtype=F64).view_as(y)).sum().backward()
+        state = GatedDeltaNetState()
+        steps = torch.cat([layer(x[:, t : t + 1], cache=state) for t in range(x.shape[1])], dim=1)
+        grads = {n: p.grad.clone() for n, p in layer.named_parameters()}
+        results[projections] = (y.detach(), steps.detach(), grads)
+    (y_f, step_f, g_f), (y_s, step_s, g_s) = results["fused"], results["separate"]
+    assert rel(y_s, y_f) < 1e-13 and rel(step_s, step_f) < 1e-13 and rel(step_f, y_f) < 1e-12
+    assert g_f.keys() == g_s.keys() and all(rel(g_s[n], g_f[n]) < 1e-12 for n in g_f)
+    assert all(g_f[n].abs().sum() > 0 for n in ("q_proj.weight", "g_proj.weight", "q_conv.weight"))
 
 
 def _pair(family: str):

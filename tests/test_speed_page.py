@@ -216,6 +216,8 @@ def test_variant_names_what_sets_a_step_apart():
         "fast (fla conv, no CUDA graphs)"
     )
     assert speed_page._variant({"variant": "regional"}, {"no_cuda_graphs": False}) == "regional"
+    split = {"variant": "fast", "conv_impl": "fla", "gdn_projections": "separate", "cuda_graphs": True}
+    assert speed_page._variant(split, {}) == "fast (fla conv, separate GDN projections)"
     assert speed_page._variant({"variant": "fast"}, {}) == "fast (graphs not recorded)"
     assert speed_page._variant({"compile_student": False}, {}) == "eager"
     tuned = {"variant": "fast", "conv_impl": "fla", "cuda_graphs": True}

@@ -25,6 +25,10 @@ from kernels.ops.gated_delta_rule import gated_delta_rule
 from kernels.ops.short_conv import IMPLS as CONV_IMPLS
 from kernels.ops.short_conv import causal_conv_silu
 
+#: how the q, k, v and gate projections run: "fused" as one matmul over their concatenated weights (its backward
+#: concatenates their output gradients), "separate" as four (their input gradients are summed instead)
+PROJECTIONS = ("fused", "separate")
+
 
 @dataclass
 class GatedDeltaNetState:
@@ -74,8 +78,9 @@ class GatedDeltaNet(nn.Module):
     ``q_conv, k_conv, v_conv``, ``A_log`` [H], ``dt_bias`` [H], per-head ``o_norm``. Default initialisation
     follows fla / Mamba-2 (``A`` uniform in [1, 16], ``dt`` log-uniform in [1e-3, 1e-1] and
     ``dt_bias = softplus^-1(dt)``); a converter overwrites it from a teacher. ``conv_impl``: the short
-    convolutions' path without a cache (:data:`kernels.ops.short_conv.IMPLS`; "fla" on CUDA only), an attribute
-    that may be set after construction.
+    convolutions' path without a cache (:data:`kernels.ops.short_conv.IMPLS`; "fla" on CUDA only) and
+    ``projections`` (:data:`PROJECTIONS`) are attributes that may be set after construction; neither changes the
+    parameters or, beyond rounding, the outputs.
     """
 
     def __init__(
@@ -87,10 +92,12 @@ class GatedDeltaNet(nn.Module):
         conv_size: int = 4,
         norm_eps: float = 1e-6,
         conv_impl: str = "torch",
+        projections: str = "fused",
     ):
         super().__init__()
         check_choice("conv_impl", conv_impl, CONV_IMPLS)
-        self.conv_impl = conv_impl
+        check_choice("projections", projections, PROJECTIONS)
+        self.conv_impl, self.projections = conv_impl, projections
         for name, value in [
             ("hidden_size", hidden_size),
             ("num_heads", num_heads),
@@ -137,27 +144,33 @@ class GatedDeltaNet(nn.Module):
                 )
             hidden_states = hidden_states * attention_mask[:, -T:, None].to(hidden_states.dtype)
         state = cache if cache is not None else GatedDeltaNetState()
-        # the four wide input projections as one matmul, the two per-head ones (a, b) as another: with all six
-        # in one output (2 * num_heads columns past a multiple of 128) the compiled backward's concatenation of
-        # their gradients took 1.8x as long on the H200 (step_profile_cuda_split_*); the three convolutions as
-        # one (per-conv pasts when decoding; with fla's kernel one per projection, so that q, k, v come out
-        # contiguous, as fla's gated delta rule needs them: a split of one output would be copied)
+        # "fused": the four wide input projections as one matmul, the two per-head ones (a, b) as another: with all
+        # six in one output (2 * num_heads columns past a multiple of 128) the compiled backward's concatenation of
+        # their gradients took 1.8x as long on the H200 (step_profile_cuda_split_*); the three convolutions as one
+        # (per-conv pasts when decoding; with fla's kernel one per projection, so that q, k, v come out
+        # contiguous, as fla's gated delta rule needs them: a split of one output would be copied). "separate": four
+        # matmuls, each output its convolution's own input (no split forward, no concatenation backward)
         projs = (self.q_proj, self.k_proj, self.v_proj, self.g_proj)
         qkv_dims = [p.out_features for p in projs[:3]]
-        x = F.linear(hidden_states, torch.cat([p.weight for p in projs]))
-        qkv, gate = x.split([sum(qkv_dims), self.g_proj.out_features], dim=-1)
+        if self.projections == "separate":
+            *pieces, gate = (F.linear(hidden_states, p.weight) for p in projs)
+        else:
+            x = F.linear(hidden_states, torch.cat([p.weight for p in projs]))
+            qkv, gate = x.split([sum(qkv_dims), self.g_proj.out_features], dim=-1)
+            pieces = qkv.split(qkv_dims, dim=-1)
         a, b = F.linear(hidden_states, torch.cat([self.a_proj.weight, self.b_proj.weight])).split(
             self.num_heads, dim=-1
         )
         convs = (self.q_conv, self.k_conv, self.v_conv)
-        if cache is None and self.conv_impl == "fla":
-            pieces = zip(qkv.split(qkv_dims, dim=-1), convs)
-            q, k, v = (causal_conv_silu(x_, c.weight[:, 0], impl="fla")[0] for x_, c in pieces)
+        if cache is None and (self.conv_impl == "fla" or self.projections == "separate"):
+            q, k, v = (
+                causal_conv_silu(x_, c.weight[:, 0], impl=self.conv_impl)[0] for x_, c in zip(pieces, convs)
+            )
         elif cache is None:
             weight = torch.cat([c.weight[:, 0] for c in convs])
             q, k, v = causal_conv_silu(qkv, weight)[0].split(qkv_dims, dim=-1)
         else:
-            q, k, v = qkv.split(qkv_dims, dim=-1)
+            q, k, v = pieces
             q, state.conv_q = self.q_conv(q, state.conv_q)
             k, state.conv_k = self.k_conv(k, state.conv_k)
             v, state.conv_v = self.v_conv(v, state.conv_v)
@@ -180,7 +193,7 @@ class GatedDeltaNet(nn.Module):
         )
 
         gate = gate.reshape(B, T, self.num_heads, self.head_v_dim)
-        o = self.o_norm(o.to(x.dtype), gate)
+        o = self.o_norm(o.to(gate.dtype), gate)
         return self.o_proj(o.reshape(B, T, -1))
 
 

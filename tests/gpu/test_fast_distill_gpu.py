@@ -143,9 +143,10 @@ def test_fla_short_conv_op_passes_opcheck():
     )
 
 
-def test_compiled_gdn_layer_with_fla_conv_has_no_graph_break_and_the_same_gradients():
-    """A whole GDN layer under torch.compile(fullgraph=True) with both fla ops, against the eager layer on the
-    shifted-sum convolution (bf16 autocast in both)."""
+@pytest.mark.parametrize("projections", ["fused", "separate"])
+def test_compiled_gdn_layer_with_fla_conv_has_no_graph_break_and_the_same_gradients(projections):
+    """A whole GDN layer under torch.compile(fullgraph=True) with both fla ops and its projections as one matmul
+    or four, against the eager layer on the shifted-sum convolution and one matmul (bf16 autocast in both)."""
     pytest.importorskip("fla.modules.causal_conv1d")
     import torch._dynamo
 
@@ -154,13 +155,13 @@ def test_compiled_gdn_layer_with_fla_conv_has_no_graph_break_and_the_same_gradie
     layer = GatedDeltaNet(192, 3, 64, 64).cuda()
     x = torch.randn(2, 256, 192, device="cuda")
 
-    def grads(conv_impl: str, compiled: bool) -> list[torch.Tensor]:
-        layer.conv_impl = conv_impl
+    def grads(conv_impl: str, compiled: bool, projections: str = "fused") -> list[torch.Tensor]:
+        layer.conv_impl, layer.projections = conv_impl, projections
         fn = torch.compile(layer, fullgraph=True) if compiled else layer
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = fn(x)
         return torch.autograd.grad(out.float().square().mean(), list(layer.parameters()))
 
-    fast, ref = grads("fla", compiled=True), grads("torch", compiled=False)
+    fast, ref = grads("fla", compiled=True, projections=projections), grads("torch", compiled=False)
     for (name, _), g, r in zip(layer.named_parameters(), fast, ref):
         assert torch.isfinite(g).all() and rel_err(g, r) < 3e-2, name

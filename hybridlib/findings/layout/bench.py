@@ -27,15 +27,17 @@ batches and reports their losses step by step (the fast path must match the eage
 ``kl_chunk_timings(...)`` times the fused KL alone per chunk length; ``first_step_probe(...)`` scores each
 variant's first update with one evaluator and ``gradient_probe(...)`` sets each variant's one-step gradient against
 eager backbones' in float32 (by parameter kind and by layer). ``sdpa_layout`` arranges the attention layers' SDPA
-inputs (:data:`kernels.ops.SDPA_LAYOUTS`) in the timed steps. ``conv_impl`` picks the GDN layers' short convolution
-(:data:`kernels.ops.short_conv.IMPLS`: the compiled ``torch`` shifts, or fla's Triton kernel) for every variant but
-``eager``, which stays the reference.
+inputs (:data:`kernels.ops.SDPA_LAYOUTS`) and ``gdn_projections`` runs the GDN layers' q, k, v and gate
+projections as one matmul or four (:data:`kernels.layers.gated_deltanet.PROJECTIONS`) in the timed steps.
+``conv_impl`` picks the GDN layers' short convolution (:data:`kernels.ops.short_conv.IMPLS`: the compiled ``torch``
+shifts, or fla's Triton kernel) for every variant but ``eager``, which stays the reference.
 
 CLI (writes ``step_profile_<device>[_<tag>].json`` to ``--results-dir``, default ``data/results/layout_distillation``)::
 
     python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
         [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
-        [--conv-impl fla] [--sdpa-layout contiguous] [--first-step] [--grad-probe fused compiled]
+        [--conv-impl fla] [--sdpa-layout contiguous] [--gdn-projections separate] [--first-step]
+        [--grad-probe fused compiled]
     torchrun --nproc-per-node 2 -m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60
         [--strategy fsdp] [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
 """
@@ -66,6 +68,7 @@ from hybridlib.provenance import collect
 from hybridlib.train import PackedBatches, TrainConfig, train
 from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers import GatedDeltaNet
+from kernels.layers.gated_deltanet import PROJECTIONS
 from kernels.ops.attention import SDPA_LAYOUTS
 from kernels.ops.short_conv import IMPLS as CONV_IMPLS
 
@@ -186,9 +189,11 @@ def _models(
     layout_name: str = BASELINE,
     conv_impl: str = "torch",
     sdpa_layout: str = "hf",
+    gdn_projections: str = "fused",
 ) -> tuple[PreTrainedModel, PreTrainedModel]:
     """(student of ``layout_name`` on ``device``, train mode, its GDN layers' short convolutions on
-    ``conv_impl``; teacher on ``device`` in the run's weight dtype, frozen); both models' attention layers on
+    ``conv_impl`` and their input projections ``gdn_projections`` (:data:`kernels.layers.gated_deltanet.PROJECTIONS`);
+    teacher on ``device`` in the run's weight dtype, frozen); both models' attention layers on
     SDPA with inputs in ``sdpa_layout`` (:data:`kernels.ops.SDPA_LAYOUTS`; ``"hf"``: the models' own)."""
     if conv_impl not in CONV_IMPLS:
         raise ValueError(f"conv_impl={conv_impl!r} is not allowed; choose one of {CONV_IMPLS}")
@@ -196,6 +201,8 @@ def _models(
         raise ValueError(f"conv_impl='fla' needs CUDA (fla's Triton kernel), got device {device.type}")
     if sdpa_layout not in SDPA_LAYOUTS:
         raise ValueError(f"sdpa_layout={sdpa_layout!r} is not allowed; choose one of {SDPA_LAYOUTS}")
+    if gdn_projections not in PROJECTIONS:
+        raise ValueError(f"gdn_projections={gdn_projections!r} is not allowed; choose one of {PROJECTIONS}")
     if random_weights:
         if teacher_path is None:
             raise ValueError(
@@ -208,7 +215,7 @@ def _models(
     student = convert_to_hybrid(teacher, layout, "gdn", seed=distill.MODEL_SEED).to(device).train()
     for module in student.modules():
         if isinstance(module, GatedDeltaNet):
-            module.conv_impl = conv_impl
+            module.conv_impl, module.projections = conv_impl, gdn_projections
     teacher = teacher.to(device, torch.bfloat16 if precision == "bf16" else torch.float32).eval()
     if sdpa_layout != "hf":
         for model in (student, teacher):
@@ -234,21 +241,24 @@ def profile_step(
     cuda_graphs: bool = True,
     conv_impl: str = "torch",
     sdpa_layout: str = "hf",
+    gdn_projections: str = "fused",
 ) -> dict[str, Any]:
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
     ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``, for the
     student of ``layout``. ``warmup_s`` includes compiling: a later layout in the same process shows what a new
     layout costs to compile once the teacher and the kernels are. ``cuda_graphs=False``: ``fast`` and ``regional``
-    without CUDA graphs (compiled only). ``sdpa_layout``: the attention inputs' layout in every variant but
-    ``eager`` (:func:`_models`)."""
+    without CUDA graphs (compiled only). ``sdpa_layout`` and ``gdn_projections``: the attention inputs' layout and
+    the GDN layers' input projections in every variant but ``eager`` (:func:`_models`)."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     device, precision = distill._resolve_device(device, precision)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    conv, sdpa = ("torch", "hf") if variant == "eager" else (conv_impl, sdpa_layout)
+    conv, sdpa, projs = (
+        ("torch", "hf", "fused") if variant == "eager" else (conv_impl, sdpa_layout, gdn_projections)
+    )
     student, teacher = _models(
-        teacher_name, device, precision, random_weights, teacher_path, seed, layout, conv, sdpa
+        teacher_name, device, precision, random_weights, teacher_path, seed, layout, conv, sdpa, projs
     )
     generator = torch.Generator().manual_seed(seed)
     batches = [
@@ -281,6 +291,7 @@ def profile_step(
         "layout": layout,
         "conv_impl": conv,
         "sdpa_layout": sdpa,
+        "gdn_projections": projs,
         "fla_env": {k: v for k, v in os.environ.items() if k.startswith("FLA_")},  # e.g. FLA_CONV_GLUON=1
         # e.g. TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 (inductor tunes each fused kernel's block sizes)
         "inductor_env": {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_")},
@@ -839,6 +850,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the attention inputs' layout in the timed steps of every variant but eager",
     )
     parser.add_argument(
+        "--gdn-projections",
+        choices=PROJECTIONS,
+        default="fused",
+        help="the GDN layers' q, k, v and gate projections in the timed steps of every variant but eager",
+    )
+    parser.add_argument(
         "--precision",
         choices=distill.PRECISIONS,
         help="timed steps and loss curves (default: bf16 on CUDA, fp32 on CPU)",
@@ -920,6 +937,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 profile_steps=args.profile_steps,
                 layout=layout,
                 sdpa_layout=args.sdpa_layout,
+                gdn_projections=args.gdn_projections,
                 **common,
                 **precise,
             )
