@@ -326,9 +326,10 @@ def _distill_rank(rank: int, port: int, teacher_dir: str, cache: str, out: str) 
 def test_distillation_on_two_processes_trains_the_one_process_student(teacher_dir, tmp_path, monkeypatch):
     """``torchrun --nproc-per-node 2`` on the chapter's own entry point (two gloo ranks here): DDP at the same
     global batch (each rank its half of every batch) reaches the one-process student under the same cache key,
-    written once. 12 Adam steps at lr 3e-3 / 1e-2 turn summation-order differences into at most 3e-5 (observed, a
-    rare token's embedding row); a rank training on the wrong shard or skipping the all-reduce moves weights by
-    ~lr, so atol 1e-4."""
+    written once. 12 Adam steps at lr 3e-3 / 1e-2 turn summation-order differences into at most 3e-5 in nearly every
+    weight; Adam's normalisation makes a rarely seen token's embedding row the exception (1.4e-4 in 2 of 9,600
+    entries under ATen's portable kernels on an Intel Xeon, 2026-12-02). A rank training on the wrong shard or
+    skipping the all-reduce moves most weights by ~lr: so at most 0.1% of a tensor beyond 1e-4, none beyond 1e-3."""
     import socket
 
     import torch.multiprocessing as mp
@@ -349,5 +350,6 @@ def test_distillation_on_two_processes_trains_the_one_process_student(teacher_di
         [x for _, x in one.train_loss], rel=1e-4
     )
     for name, value in one.load_model().state_dict().items():
-        torch.testing.assert_close(two["state"][name], value, rtol=0, atol=1e-4, msg=name)
+        gap = (two["state"][name] - value).abs()
+        assert (gap > 1e-4).float().mean() <= 1e-3 and gap.max() <= 1e-3, (name, float(gap.max()))
     assert not (tmp_path / "two" / "students" / one.key / "train").exists()  # checkpoint removed once
