@@ -13,7 +13,8 @@ words, booleans and text fields that moved in the measurement (decisions drawn f
 a near-tie is expected noise, not a regression).
 
 ``python tests/results_spread.py DIR_A DIR_B ... --label A --label B ...`` derives the spread file from
-chapter result folders (each laid out like ``data/results``) and writes it with its method and inputs.
+chapter result folders (each laid out like ``data/results``) and writes it with its method and inputs;
+``--extend FILE`` adds that measurement to an earlier one (another CPU: the larger spread of the two).
 """
 
 from __future__ import annotations
@@ -145,12 +146,35 @@ def differences(
     return problems
 
 
+def merge(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> dict[str, Any]:
+    """Two spread records of separate measurements (e.g. two CPUs) as one: per chapter and field the larger
+    spread, the union of unstable fields, both sets of runs, both methods."""
+    chapters = {}
+    for name in CHAPTERS:
+        a, b = earlier["spread"][name], later["spread"][name]
+        numbers = {
+            k: max(a["numbers"].get(k, 0.0), b["numbers"].get(k, 0.0)) for k in a["numbers"] | b["numbers"]
+        }
+        chapters[name] = {
+            "numbers": dict(sorted(numbers.items())),
+            "unstable": sorted({*a["unstable"], *b["unstable"]}),
+        }
+    return {
+        "method": f"{earlier['method']} Then: {later['method']} The spread is the larger of the two measurements.",
+        "factor": FACTOR,
+        "floor": FLOOR,
+        "runs": {**earlier["runs"], **later["runs"]},
+        "spread": chapters,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="folders laid out like data/results")
     parser.add_argument("--label", action="append", required=True, help="what each folder is, one each")
     parser.add_argument("--method", required=True, help="how the runs were made")
     parser.add_argument("--out", type=Path, default=SPREAD_FILE)
+    parser.add_argument("--extend", type=Path, help="an earlier spread file this measurement adds to (merge)")
     args = parser.parse_args()
     if len(args.label) != len(args.dirs):
         parser.error("one --label per folder")
@@ -163,6 +187,8 @@ def main() -> None:
                 k: r.get("provenance", {}).get(k) for k in ("device", "git_commit", "date_utc")
             }
     record = {"method": args.method, "factor": FACTOR, "floor": FLOOR, "runs": runs, "spread": chapters}
+    if args.extend:
+        record = merge(json.loads(args.extend.read_text()), record)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
 

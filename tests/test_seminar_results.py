@@ -72,3 +72,17 @@ def test_spread_and_differences_on_hand_made_results():
     assert not rs.compared(("rows", 0, "verdict"), "reproduced") and not rs.compared(("x", "status"), "ok")
     assert rs.moved([a, b, c]) == ["table/lang"]  # text that differed between runs is not held exactly
     assert len(rs.differences(a, c, measured, unstable=rs.moved([a, c]))) == 3
+
+
+def test_merge_keeps_the_larger_spread_of_two_measurements():
+    one = {"layout": {"numbers": {"a/x": 0.1, "a/y": 0.5}, "unstable": ["a/t"]}}
+    two = {"layout": {"numbers": {"a/x": 0.3, "a/z": 0.2}, "unstable": ["a/u"]}}
+    first = {"method": "AMD.", "runs": {"amd": {}}, "spread": {c: one["layout"] for c in rs.CHAPTERS}}
+    second = {"method": "Intel.", "runs": {"intel": {}}, "spread": {c: two["layout"] for c in rs.CHAPTERS}}
+    merged = rs.merge(first, second)
+    for chapter in rs.CHAPTERS:
+        assert merged["spread"][chapter] == {
+            "numbers": {"a/x": 0.3, "a/y": 0.5, "a/z": 0.2},
+            "unstable": ["a/t", "a/u"],
+        }
+    assert set(merged["runs"]) == {"amd", "intel"} and merged["method"].startswith("AMD. Then: Intel.")
