@@ -41,7 +41,8 @@ def test_bad_step_counts_and_convolutions_are_refused():
     with pytest.raises(ValueError, match="conv_impl='fla' needs CUDA"):
         profile_step("tiny-teacher", variant="fused", conv_impl="fla", device="cpu")
     with pytest.raises(
-        ValueError, match=r"gdn_projections='split' is not allowed; choose one of \('fused', 'separate'\)"
+        ValueError,
+        match=r"gdn_projections='split' is not allowed; choose one of \('fused', 'separate', 'split_backward'\)",
     ):
         profile_step("tiny-teacher", variant="fused", gdn_projections="split", device="cpu")
     assert distill.PEAK_BF16_FLOPS == 694e12

@@ -12,8 +12,9 @@ from tiny_models import tiny_causal_lm
 from hybridlib.convert import convert_to_hybrid
 from hybridlib.losses import forward_kl, linear_forward_kl
 from hybridlib.train.objectives import DistillationModel
-from kernels.layers.gated_deltanet import GatedDeltaNet, GatedDeltaNetState, ShortConvolution
+from kernels.layers.gated_deltanet import PROJECTIONS, GatedDeltaNet, GatedDeltaNetState, ShortConvolution
 from kernels.ops.short_conv import causal_conv_silu
+from kernels.ops.split_linear import split_linear
 
 F64 = torch.float64
 SMALL = {
@@ -89,19 +90,20 @@ def test_short_convolution_refuses_bad_input_before_any_work():
     with pytest.raises(ValueError, match="conv_impl='cuda' is not supported"):
         GatedDeltaNet(12, 2, 4, 4, conv_impl="cuda")
     with pytest.raises(
-        ValueError, match=r"projections='split' is not supported; allowed values: \('fused', 'separate'\)"
+        ValueError,
+        match=r"projections='split' is not supported; allowed values: \('fused', 'separate', 'split_backward'\)",
     ):
         GatedDeltaNet(12, 2, 4, 4, projections="split")
 
 
 def test_separate_projections_give_the_fused_layers_outputs_and_gradients():
-    """Four matmuls instead of one over the concatenated weights: the same function (float64, rounding apart),
-    outputs and every parameter's gradient; decoding from a cache too."""
+    """Four matmuls instead of one over the concatenated weights, and one forward with four backward: the same
+    function (float64, rounding apart), outputs and every parameter's gradient; decoding from a cache too."""
     torch.manual_seed(0)
     layer = GatedDeltaNet(12, 2, 4, 6).double()
     x = torch.randn(2, 7, 12, dtype=F64)
     results = {}
-    for projections in ("fused", "separate"):
+    for projections in PROJECTIONS:
         layer.projections = projections
         layer.zero_grad()
         y = layer(x)
@@ -110,10 +112,65 @@ def test_separate_projections_give_the_fused_layers_outputs_and_gradients():
         steps = torch.cat([layer(x[:, t : t + 1], cache=state) for t in range(x.shape[1])], dim=1)
         grads = {n: p.grad.clone() for n, p in layer.named_parameters()}
         results[projections] = (y.detach(), steps.detach(), grads)
-    (y_f, step_f, g_f), (y_s, step_s, g_s) = results["fused"], results["separate"]
-    assert rel(y_s, y_f) < 1e-13 and rel(step_s, step_f) < 1e-13 and rel(step_f, y_f) < 1e-12
-    assert g_f.keys() == g_s.keys() and all(rel(g_s[n], g_f[n]) < 1e-12 for n in g_f)
+    y_f, step_f, g_f = results["fused"]
+    assert rel(step_f, y_f) < 1e-12
+    for other in PROJECTIONS[1:]:
+        y_s, step_s, g_s = results[other]
+        assert rel(y_s, y_f) < 1e-13 and rel(step_s, step_f) < 1e-13
+        assert g_f.keys() == g_s.keys() and all(rel(g_s[n], g_f[n]) < 1e-12 for n in g_f)
     assert all(g_f[n].abs().sum() > 0 for n in ("q_proj.weight", "g_proj.weight", "q_conv.weight"))
+
+
+def test_split_linear_is_each_linear_map_with_its_gradients():
+    """Outputs against ``F.linear`` per weight and gradients by ``gradcheck`` (finite differences, float64), with
+    the input's or one weight's gradient switched off."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, generator=gen, dtype=F64, requires_grad=True)
+    ws = [torch.randn(o, 5, generator=gen, dtype=F64, requires_grad=True) for o in (4, 2, 3)]
+    out = split_linear(x, ws)
+    assert [tuple(o.shape) for o in out] == [(2, 3, 4), (2, 3, 2), (2, 3, 3)]
+    assert all(torch.equal(o, F.linear(x, w)) or rel(o, F.linear(x, w)) < 1e-15 for o, w in zip(out, ws))
+    assert torch.autograd.gradcheck(lambda x, *ws: split_linear(x, ws), (x, *ws))
+    ws[1].requires_grad_(False)
+    assert torch.autograd.gradcheck(lambda x, a, c: split_linear(x, (a, ws[1], c)), (x, ws[0], ws[2]))
+    assert torch.autograd.gradcheck(lambda *ws: split_linear(x.detach(), ws), (ws[0], ws[2]))
+
+
+def test_split_linear_under_autocast_rounds_as_the_fused_linear():
+    """bfloat16 autocast on float32 weights (the chapters' training): outputs identical to ``F.linear`` over the
+    concatenated weights (the same matmul), gradients in each input's dtype within a few bf16 roundings
+    (2^-8 relative) of the fused linear's (autograd's backward of the split)."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 6, 16, generator=gen, requires_grad=True)
+    ws = [torch.randn(o, 16, generator=gen, requires_grad=True) for o in (8, 8, 12)]
+    probe = [torch.randn(4, 6, o, generator=gen) for o in (8, 8, 12)]
+    grads = {}
+    for name in ("split", "fused"):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if name == "split":
+                out = split_linear(x, ws)
+            else:
+                out = F.linear(x, torch.cat(ws)).split([8, 8, 12], dim=-1)
+        assert all(o.dtype == torch.bfloat16 for o in out)
+        sum((o.float() * p).sum() for o, p in zip(out, probe)).backward()
+        grads[name] = (out, x.grad.clone(), [w.grad.clone() for w in ws])
+        x.grad = None
+        for w in ws:
+            w.grad = None
+    (out_s, dx_s, dw_s), (out_f, dx_f, dw_f) = grads["split"], grads["fused"]
+    assert all(torch.equal(a, b) for a, b in zip(out_s, out_f))
+    assert dx_s.dtype == torch.float32 and all(g.dtype == torch.float32 for g in dw_s)
+    # dW: the same dot products (0 on this test's CPUs); dx: three bf16 products summed instead of one (0.3%)
+    assert rel(dx_s, dx_f) < 2**-6 and all(rel(a, b) < 2**-8 for a, b in zip(dw_s, dw_f))
+
+
+def test_split_linear_names_the_bad_weights():
+    with pytest.raises(
+        ValueError, match=r"weights must be one or more \[O_i, D\] matrices with D = x.shape\[-1\] = 5"
+    ):
+        split_linear(torch.zeros(2, 5), [torch.zeros(3, 4)])
+    with pytest.raises(ValueError, match="weights must be one or more"):
+        split_linear(torch.zeros(2, 5), [])
 
 
 def _pair(family: str):

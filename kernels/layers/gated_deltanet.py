@@ -24,10 +24,12 @@ from kernels.ops._checks import check_choice
 from kernels.ops.gated_delta_rule import gated_delta_rule
 from kernels.ops.short_conv import IMPLS as CONV_IMPLS
 from kernels.ops.short_conv import causal_conv_silu
+from kernels.ops.split_linear import split_linear
 
 #: how the q, k, v and gate projections run: "fused" as one matmul over their concatenated weights (its backward
-#: concatenates their output gradients), "separate" as four (their input gradients are summed instead)
-PROJECTIONS = ("fused", "separate")
+#: concatenates their output gradients), "separate" as four (their input gradients are summed instead),
+#: "split_backward" as one forward and four backward (:func:`kernels.ops.split_linear.split_linear`)
+PROJECTIONS = ("fused", "separate", "split_backward")
 
 
 @dataclass
@@ -149,11 +151,14 @@ class GatedDeltaNet(nn.Module):
         # their gradients took 1.8x as long on the H200 (step_profile_cuda_split_*); the three convolutions as one
         # (per-conv pasts when decoding; with fla's kernel one per projection, so that q, k, v come out
         # contiguous, as fla's gated delta rule needs them: a split of one output would be copied). "separate": four
-        # matmuls, each output its convolution's own input (no split forward, no concatenation backward)
+        # matmuls, each output its convolution's own input (no split forward, no concatenation backward);
+        # "split_backward": the fused forward with the separate backward
         projs = (self.q_proj, self.k_proj, self.v_proj, self.g_proj)
         qkv_dims = [p.out_features for p in projs[:3]]
         if self.projections == "separate":
             *pieces, gate = (F.linear(hidden_states, p.weight) for p in projs)
+        elif self.projections == "split_backward":
+            *pieces, gate = split_linear(hidden_states, [p.weight for p in projs])
         else:
             x = F.linear(hidden_states, torch.cat([p.weight for p in projs]))
             qkv, gate = x.split([sum(qkv_dims), self.g_proj.out_features], dim=-1)
@@ -162,7 +167,7 @@ class GatedDeltaNet(nn.Module):
             self.num_heads, dim=-1
         )
         convs = (self.q_conv, self.k_conv, self.v_conv)
-        if cache is None and (self.conv_impl == "fla" or self.projections == "separate"):
+        if cache is None and (self.conv_impl == "fla" or self.projections != "fused"):
             q, k, v = (
                 causal_conv_silu(x_, c.weight[:, 0], impl=self.conv_impl)[0] for x_, c in zip(pieces, convs)
             )

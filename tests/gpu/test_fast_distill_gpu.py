@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from hybridlib.losses import linear_forward_kl
 from kernels import causal_conv_silu, gated_delta_rule
 from kernels.layers import GatedDeltaNet
+from kernels.layers.gated_deltanet import PROJECTIONS
 from kernels.ops import short_conv
 
 pytestmark = [
@@ -143,10 +144,11 @@ def test_fla_short_conv_op_passes_opcheck():
     )
 
 
-@pytest.mark.parametrize("projections", ["fused", "separate"])
+@pytest.mark.parametrize("projections", PROJECTIONS)
 def test_compiled_gdn_layer_with_fla_conv_has_no_graph_break_and_the_same_gradients(projections):
     """A whole GDN layer under torch.compile(fullgraph=True) with both fla ops and its projections as one matmul
-    or four, against the eager layer on the shifted-sum convolution and one matmul (bf16 autocast in both)."""
+    or four (or one forward and four backward), against the eager layer on the shifted-sum convolution and one
+    matmul (bf16 autocast in both)."""
     pytest.importorskip("fla.modules.causal_conv1d")
     import torch._dynamo
 

@@ -28,7 +28,8 @@ batches and reports their losses step by step (the fast path must match the eage
 variant's first update with one evaluator and ``gradient_probe(...)`` sets each variant's one-step gradient against
 eager backbones' in float32 (by parameter kind and by layer). ``sdpa_layout`` arranges the attention layers' SDPA
 inputs (:data:`kernels.ops.SDPA_LAYOUTS`) and ``gdn_projections`` runs the GDN layers' q, k, v and gate
-projections as one matmul or four (:data:`kernels.layers.gated_deltanet.PROJECTIONS`) in the timed steps.
+projections as one matmul, four, or one forward and four backward (:data:`kernels.layers.gated_deltanet.PROJECTIONS`)
+in the timed steps.
 ``conv_impl`` picks the GDN layers' short convolution (:data:`kernels.ops.short_conv.IMPLS`: the compiled ``torch``
 shifts, or fla's Triton kernel) for every variant but ``eager``, which stays the reference.
 
@@ -36,7 +37,7 @@ CLI (writes ``step_profile_<device>[_<tag>].json`` to ``--results-dir``, default
 
     python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
         [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
-        [--conv-impl fla] [--sdpa-layout contiguous] [--gdn-projections separate] [--first-step]
+        [--conv-impl fla] [--sdpa-layout contiguous] [--gdn-projections split_backward] [--first-step]
         [--grad-probe fused compiled]
     torchrun --nproc-per-node 2 -m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60
         [--strategy fsdp] [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
