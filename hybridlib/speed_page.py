@@ -119,8 +119,8 @@ def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     """The step's variant with what sets it apart: fla's short convolution (Triton or Gluon kernels), inductor's
     coordinate-descent tuning of its fused kernels, attention inputs in another layout than Hugging Face's
-    (:data:`kernels.ops.SDPA_LAYOUTS`), the GDN layers' projections as four matmuls (or four in backward only), and a
-    compiled step without CUDA graphs, or whose graphs were not recorded (:func:`_graphs`)."""
+    (:data:`kernels.ops.SDPA_LAYOUTS`) or on one SDPA backend, the GDN layers' projections as four matmuls (or four
+    in backward only), and a compiled step without CUDA graphs, or whose graphs were not recorded (:func:`_graphs`)."""
     name = row.get("variant", "compiled" if row.get("compile_student") else "eager")
     extras = []
     if row.get("conv_impl") == "fla":
@@ -131,6 +131,8 @@ def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
         extras.append("tuned kernels")
     if row.get("sdpa_layout", "hf") != "hf":
         extras.append(f"SDPA inputs {row['sdpa_layout']}")
+    if row.get("sdpa_backend", "auto") != "auto":
+        extras.append(f"SDPA on {row['sdpa_backend']}")
     if row.get("gdn_projections", "fused") != "fused":
         extras.append(f"{row['gdn_projections'].replace('_', ' ')} GDN projections")
     graphs = _graphs(row, params)
@@ -370,39 +372,54 @@ def _grad_probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 def sdpa_layout_frame(path: Path = SDPA_LAYOUTS_FILE) -> pd.DataFrame:
     """Milliseconds of causal SDPA at the step's shape in each input layout (``kernels.bench
-    --sdpa-layouts-batch``; rows: layout, columns: forward, forward + backward); empty without the file."""
+    --sdpa-layouts-batch``; rows: layout, or backend and layout where the file times other backends than SDPA's own
+    choice (``--sdpa-backends``); columns: forward, forward + backward; NaN: the backend has no kernel for the
+    inputs); empty without the file."""
     if not path.exists():
         return pd.DataFrame()
-    rows = json.loads(path.read_text()).get("sdpa_layouts") or []
-    frame = pd.DataFrame(rows)
-    return frame.pivot_table(index="layout", columns="mode", values="ms", sort=False).rename(
+    frame = pd.DataFrame(json.loads(path.read_text()).get("sdpa_layouts") or [])
+    frame["ms"] = pd.to_numeric(frame["ms"], errors="coerce")
+    backends = frame["backend"] if "backend" in frame else pd.Series(["auto"])
+    index = ["backend", "layout"] if set(backends) != {"auto"} else "layout"
+    return frame.pivot_table(index=index, columns="mode", values="ms", sort=False, dropna=False).rename(
         columns={"fwd": "forward ms", "fwd_bwd": "forward + backward ms"}
     )
 
 
 def _sdpa_layout_section(steps: pd.DataFrame, path: Path = SDPA_LAYOUTS_FILE) -> list[str]:
-    """The SDPA layout microbenchmark and the steps timed with another layout (no lines without the file)."""
+    """The SDPA layout microbenchmark and the steps timed with another layout or backend (no lines without the
+    file)."""
     frame = sdpa_layout_frame(path)
     if frame.empty:
         return []
     prov = json.loads(path.read_text()).get("provenance") or {}
-    other = steps[steps["variant"].str.contains("SDPA inputs")] if not steps.empty else steps
+    other = steps[steps["variant"].str.contains("SDPA inputs|SDPA on")] if not steps.empty else steps
+    backends = frame.index.nlevels > 1
     return [
-        "## Attention inputs' layout",
+        "## Attention inputs' layout" + (" and SDPA's kernels" if backends else ""),
         "",
         "Causal SDPA alone at the step's shape (batch 32 x 512, SmolLM2-135M's 9 query and 3 key-value heads, "
         f"bf16; `{prov.get('command', 'python -m kernels.bench --sdpa-layouts-batch 32')}`, "
         f"{str(prov.get('date', ''))[:10]}, commit {str(prov.get('git_commit', ''))[:8]}) with its inputs as "
         "Hugging Face's eager attention passes them (`hf`: transposed views), made contiguous, or with the key-value "
-        "heads repeated (`kernels.ops.SDPA_LAYOUTS`):",
+        "heads repeated (`kernels.ops.SDPA_LAYOUTS`)"
+        + (
+            ", on each of SDPA's backends (`kernels.ops.SDPA_BACKENDS`; `auto`: SDPA's own choice; `unsupported`: "
+            "no kernel of that backend for these inputs)"
+            if backends
+            else ""
+        )
+        + ":",
         "",
-        markdown_table(_decimals(frame, 3)),
+        markdown_table(
+            _decimals(frame.reset_index(level="layout") if backends else frame, 3).fillna("unsupported")
+        ),
         "",
         *(
             [
-                "The compiled step with its attention inputs in another layout (`--sdpa-layout`), to set against "
-                "the same variant in Hugging Face's layout in the first table (its attention kernels' time: the "
-                "kernel-family table):",
+                "The compiled step with its attention inputs in another layout (`--sdpa-layout`) or on one of "
+                "SDPA's backends (`--sdpa-backend`), to set against the same variant in Hugging Face's layout on "
+                "SDPA's own choice in the first table (its attention kernels' time: the kernel-family table):",
                 "",
                 markdown_table(
                     other[["file", "teacher", "variant", "ms", "tokens/s", "MFU %"]].set_index("file")
@@ -464,8 +481,9 @@ def _tables(
 
 
 def _decimals(frame: pd.DataFrame, digits: int) -> pd.DataFrame:
-    """``frame`` with every float written with ``digits`` decimals (losses that differ in the third digit)."""
-    return frame.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) else v)
+    """``frame`` with every float written with ``digits`` decimals (losses that differ in the third digit); NaN
+    kept."""
+    return frame.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) and v == v else v)
 
 
 def _probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:

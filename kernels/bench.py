@@ -8,7 +8,9 @@ Modes: ``fwd`` (no autograd), ``fwd_bwd`` (forward + backward of a random output
 ``decode`` (one new token after T: SDPA reads a KV cache of T tokens, GDN its recurrent state,
 window + linear its window cache + linear state, SWA a cache of ``window`` tokens). Latency is the
 median over repeats (CUDA events on GPU); peak memory is the CUDA allocator's peak above the inputs
-(not measured on CPU). Out-of-memory points are recorded as "oom", never estimated.
+(not measured on CPU). Out-of-memory points are recorded as "oom", never estimated. ``--sdpa-layouts-batch B``
+adds causal SDPA at batch B in each input layout, on each of ``--sdpa-backends`` (e.g. ``auto,flash,cudnn``;
+"unsupported" where a backend has no kernel for the inputs).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -32,7 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from kernels.ops import gated_delta_rule, short_conv, sliding_window_attention, window_linear_attention
-from kernels.ops.attention import SDPA_LAYOUTS, arrange_sdpa
+from kernels.ops._checks import check_choice
+from kernels.ops.attention import SDPA_BACKENDS, SDPA_LAYOUTS, arrange_sdpa, sdpa_backend
 from kernels.shapes import SHAPES, ModelShape
 
 MODES = ("fwd", "fwd_bwd", "decode")
@@ -157,21 +160,45 @@ def sdpa_inputs(
 
 
 def sdpa_layouts(
-    s: ModelShape, batch: int, T: int, device: str, dtype, repeats: int, budget_s: float
+    s: ModelShape,
+    batch: int,
+    T: int,
+    device: str,
+    dtype,
+    repeats: int,
+    budget_s: float,
+    backends: Sequence[str] = ("auto",),
 ) -> list[dict]:
-    """Median ms of causal SDPA forward and forward + backward for each of :data:`SDPA_LAYOUTS` at ``batch`` x
-    ``T`` (the distillation step's attention is batch 32 x 512: what its layout costs there)."""
+    """Median ms of causal SDPA forward and forward + backward for each of ``backends`` (:data:`SDPA_BACKENDS`)
+    and :data:`SDPA_LAYOUTS` at ``batch`` x ``T`` (the distillation step's attention is batch 32 x 512: what its
+    layout and kernel cost there); ``ms`` is ``"unsupported"`` where a backend cannot run the inputs."""
+    for backend in backends:
+        check_choice("backend", backend, SDPA_BACKENDS)
     rows = []
-    for layout in SDPA_LAYOUTS:
-        for mode in ("fwd", "fwd_bwd"):
-            q, k, v, gqa = sdpa_inputs(layout, s, batch, T, device, dtype, grad=mode == "fwd_bwd")
-            fn = _run(
-                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa),
-                [q, k, v],
-                mode,
-            )
-            rows.append({"shape": s.name, "layout": layout, "mode": mode, "batch": batch, "T": T})
-            rows[-1].update(measure(fn, device, repeats, budget_s))
+    for backend in backends:
+        for layout in SDPA_LAYOUTS:
+            for mode in ("fwd", "fwd_bwd"):
+                q, k, v, gqa = sdpa_inputs(layout, s, batch, T, device, dtype, grad=mode == "fwd_bwd")
+                fn = _run(
+                    lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa),
+                    [q, k, v],
+                    mode,
+                )
+                row = {
+                    "shape": s.name,
+                    "backend": backend,
+                    "layout": layout,
+                    "mode": mode,
+                    "batch": batch,
+                    "T": T,
+                }
+                try:
+                    with sdpa_backend(backend):  # entered once around every call timed
+                        rows.append(row | measure(fn, device, repeats, budget_s))
+                except RuntimeError as err:  # SDPA found no kernel of this backend for these inputs
+                    rows.append(
+                        row | {"ms": "unsupported", "repeats": 0, "peak_bytes": None, "error": str(err)[:200]}
+                    )
     return rows
 
 
@@ -374,6 +401,11 @@ def main(argv: list[str] | None = None) -> dict:
         help="also time causal SDPA in each of SDPA_LAYOUTS at this batch size and every length (0: no)",
     )
     p.add_argument(
+        "--sdpa-backends",
+        default="auto",
+        help=f"with --sdpa-layouts-batch: SDPA's backends to time, comma-separated, of {tuple(SDPA_BACKENDS)}",
+    )
+    p.add_argument(
         "--conv-chunks",
         default="",
         help="also time fla's short convolution with these tokens a program (e.g. 64,128,256,512) at batch 32 "
@@ -394,6 +426,9 @@ def main(argv: list[str] | None = None) -> dict:
     chunks = [c.strip() for c in a.conv_chunks.split(",") if c.strip()]
     if chunks and (a.device != "cuda" or not all(c.isdigit() and int(c) >= 1 for c in chunks)):
         p.error(f"--conv-chunks: positive integers and --device cuda (fla's kernel), got {a.conv_chunks!r}")
+    backends = [b.strip() for b in a.sdpa_backends.split(",") if b.strip()]
+    if not backends or any(b not in SDPA_BACKENDS for b in backends):
+        p.error(f"--sdpa-backends: comma-separated names of {tuple(SDPA_BACKENDS)}, got {a.sdpa_backends!r}")
     lengths = [int(x) for x in a.lengths.split(",")]
     dtype = torch.bfloat16 if a.device == "cuda" else torch.float32
     repeats = a.repeats or (10 if a.device == "cuda" else 3)
@@ -477,12 +512,14 @@ def main(argv: list[str] | None = None) -> dict:
             row
             for sname in shapes
             for T in lengths
-            for row in sdpa_layouts(SHAPES[sname], a.sdpa_layouts_batch, T, a.device, dtype, repeats, budget)
+            for row in sdpa_layouts(
+                SHAPES[sname], a.sdpa_layouts_batch, T, a.device, dtype, repeats, budget, backends
+            )
         ]
         for row in result["sdpa_layouts"]:
             print(
-                f"sdpa {row['shape']} {row['layout']:>11} {row['mode']:>7} B={row['batch']} T={row['T']}: "
-                + (f"{row['ms']:.3f} ms" if isinstance(row["ms"], float) else row["ms"])
+                f"sdpa {row['shape']} {row['backend']:>9} {row['layout']:>11} {row['mode']:>7} B={row['batch']} "
+                f"T={row['T']}: " + (f"{row['ms']:.3f} ms" if isinstance(row["ms"], float) else row["ms"])
             )
     if chunks:
         result["conv_chunks"] = [

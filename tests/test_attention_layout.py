@@ -62,3 +62,24 @@ def test_arrangements_keep_the_values_and_say_whether_heads_are_shared():
         ValueError, match=r"layout='bthd' is not allowed; choose one of \('hf', 'contiguous', 'repeated_kv'\)"
     ):
         use_sdpa_layout(_llama(), "bthd")
+
+
+@pytest.mark.parametrize("layout", ["hf", "contiguous"])
+def test_a_backend_restricts_sdpa_and_keeps_the_attention(layout):
+    """SDPA on one backend: its math kernel gives the eager attention; cuDNN's, which has no CPU kernel, raises
+    (the restriction binds)."""
+    model, ids = _llama(), torch.randint(0, 64, (3, 11), generator=torch.Generator().manual_seed(1))
+    reference, reference_grads = _logits_and_grads(model, ids)
+    use_sdpa_layout(model, layout, "math")
+    assert model.config._attn_implementation == ("sdpa" if layout == "hf" else f"sdpa_{layout}") + "_math"
+    logits, grads = _logits_and_grads(model, ids)
+    torch.testing.assert_close(logits, reference, rtol=1e-5, atol=1e-5)
+    for g, r in zip(grads, reference_grads, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-6)
+    use_sdpa_layout(model, layout, "cudnn")
+    with pytest.raises(RuntimeError, match="No viable backend for scaled_dot_product_attention"):
+        model(input_ids=ids, use_cache=False)
+    with pytest.raises(
+        ValueError, match=r"backend='fa3' is not supported; allowed values: \('auto', 'cudnn'"
+    ):
+        use_sdpa_layout(model, layout, "fa3")

@@ -45,6 +45,10 @@ def test_bad_step_counts_and_convolutions_are_refused():
         match=r"gdn_projections='split' is not allowed; choose one of \('fused', 'separate', 'split_backward'\)",
     ):
         profile_step("tiny-teacher", variant="fused", gdn_projections="split", device="cpu")
+    with pytest.raises(
+        ValueError, match=r"sdpa_backend='fa3' is not allowed; choose one of \('auto', 'cudnn', 'flash'"
+    ):
+        profile_step("tiny-teacher", variant="fused", sdpa_backend="fa3", device="cpu")
     assert distill.PEAK_BF16_FLOPS == 694e12
 
 
@@ -315,3 +319,23 @@ def test_separate_gdn_projections_reach_every_gdn_layer_of_the_timed_student(mon
         for v in ("fused", "eager")
     ]
     assert [r["gdn_projections"] for r in rows] == ["separate", "fused"] and seen == [{"separate"}, {"fused"}]
+
+
+def test_sdpa_backend_reaches_both_models_of_the_timed_step(monkeypatch):
+    """``sdpa_backend`` routes the student's and the teacher's attention through SDPA on that backend (not eager's,
+    the reference) and is recorded."""
+    from hybridlib.findings.layout import bench
+
+    seen = []
+    models = bench._models
+
+    def spy(*args, **kwargs):
+        student, teacher = models(*args, **kwargs)
+        seen.append((student.config._attn_implementation, teacher.config._attn_implementation))
+        return student, teacher
+
+    monkeypatch.setattr(bench, "_models", spy)
+    args = {"batch_size": 1, "seq_len": 16, "steps": 1, "warmup": 0, "device": "cpu", "profile_steps": 0}
+    rows = [profile_step("tiny-teacher", variant=v, sdpa_backend="math", **args) for v in ("fused", "eager")]
+    assert [r["sdpa_backend"] for r in rows] == ["math", "auto"]
+    assert seen[0] == ("sdpa_math", "sdpa_math") and "sdpa_math" not in seen[1]

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import torch
 
-from kernels.bench import SDPA_LAYOUTS, sdpa_inputs, sdpa_layouts
+from kernels.bench import SDPA_LAYOUTS, main, sdpa_inputs, sdpa_layouts
 from kernels.shapes import ModelShape
 
 SHAPE = ModelShape("tiny", 2, 24, 6, 2, 4, 1e3)
@@ -36,12 +36,23 @@ def test_every_layout_is_the_same_causal_attention(layout):
     assert k.shape[1] == (6 if layout == "repeated_kv" else 2)
 
 
-def test_timings_cover_every_layout_and_mode():
-    rows = sdpa_layouts(SHAPE, batch=2, T=8, device="cpu", dtype=torch.float32, repeats=2, budget_s=0.5)
-    assert [(r["layout"], r["mode"]) for r in rows] == [
-        (x, m) for x in SDPA_LAYOUTS for m in ("fwd", "fwd_bwd")
+def test_timings_cover_every_backend_layout_and_mode():
+    """Each backend times every layout and mode; one without a kernel for the inputs (cuDNN on a CPU) is marked
+    unsupported, not dropped or timed on another backend."""
+    rows = sdpa_layouts(
+        SHAPE, batch=2, T=8, device="cpu", dtype=torch.float32, repeats=2, budget_s=0.5,
+        backends=("auto", "math", "cudnn"),
+    )  # fmt: skip
+    assert [(r["backend"], r["layout"], r["mode"]) for r in rows] == [
+        (b, x, m) for b in ("auto", "math", "cudnn") for x in SDPA_LAYOUTS for m in ("fwd", "fwd_bwd")
     ]
-    assert all(isinstance(r["ms"], float) and r["ms"] > 0 and r["batch"] == 2 for r in rows)
+    timed = [r for r in rows if r["backend"] != "cudnn"]
+    assert all(isinstance(r["ms"], float) and r["ms"] > 0 and r["batch"] == 2 for r in timed)
+    assert all(r["ms"] == "unsupported" and "No viable backend" in r["error"] for r in rows if r not in timed)
+    with pytest.raises(
+        ValueError, match=r"backend='fa3' is not supported; allowed values: \('auto', 'cudnn'"
+    ):
+        sdpa_layouts(SHAPE, 2, 8, "cpu", torch.float32, 2, 0.5, backends=("fa3",))
     with pytest.raises(
         ValueError, match=r"layout='bhtd' is not allowed; choose one of \('hf', 'contiguous', 'repeated_kv'\)"
     ):
@@ -65,10 +76,19 @@ def test_provenance_names_the_commit_the_caller_sent(monkeypatch):
 @pytest.mark.parametrize("chunks", ["64,0", "64,x", "64"])
 def test_conv_chunks_are_checked_before_any_work(chunks, capsys):
     """fla's convolution runs on CUDA only, with positive chunks: the CLI says so before measuring anything."""
-    from kernels.bench import main
-
     with pytest.raises(SystemExit):
         main(["--device", "cpu", "--conv-chunks", chunks, "--lengths", "8"])
     err = capsys.readouterr()
     assert f"--conv-chunks: positive integers and --device cuda (fla's kernel), got '{chunks}'" in err.err
     assert "shape" not in err.out  # no timing row was printed
+
+
+def test_cli_names_a_bad_sdpa_backend(capsys):
+    with pytest.raises(SystemExit):
+        main(
+            ["--device", "cpu", "--sdpa-layouts-batch", "2", "--sdpa-backends", "auto,fa3", "--lengths", "8"]
+        )
+    assert (
+        "--sdpa-backends: comma-separated names of ('auto', 'cudnn', 'flash', 'efficient', 'math'), got 'auto,fa3'"
+        in (capsys.readouterr().err)
+    )

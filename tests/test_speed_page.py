@@ -223,6 +223,8 @@ def test_variant_names_what_sets_a_step_apart():
     assert speed_page._variant(split, {}) == "fast (fla conv, separate GDN projections)"
     split_bwd = split | {"gdn_projections": "split_backward"}
     assert speed_page._variant(split_bwd, {}) == "fast (fla conv, split backward GDN projections)"
+    flash = {"variant": "fast", "sdpa_backend": "flash", "cuda_graphs": True}
+    assert speed_page._variant(flash, {}) == "fast (SDPA on flash)"
     assert speed_page._variant({"variant": "fast"}, {}) == "fast (graphs not recorded)"
     assert speed_page._variant({"compile_student": False}, {}) == "eager"
     tuned = {"variant": "fast", "conv_impl": "fla", "cuda_graphs": True}
@@ -549,6 +551,28 @@ def test_sdpa_layout_section_reads_the_microbenchmark_and_the_steps_with_another
     assert "| a | t | fast (SDPA inputs contiguous) | 80 | 200,000 | 30 |" in section
     assert "| b |" not in section
     assert speed_page._sdpa_layout_section(steps, tmp_path / "missing.json") == []
+
+
+def test_sdpa_section_with_backends_shows_each_and_the_unsupported(tmp_path):
+    path = tmp_path / "sdpa.json"
+    rows = [
+        {"backend": b, "layout": "hf", "mode": m, "ms": ms}
+        for b, m, ms in (
+            ("auto", "fwd", 0.08),
+            ("auto", "fwd_bwd", 0.97),
+            ("efficient", "fwd", "unsupported"),
+        )
+    ] + [{"backend": "efficient", "layout": "hf", "mode": "fwd_bwd", "ms": "unsupported"}]
+    path.write_text(json.dumps({"sdpa_layouts": rows, "provenance": {}}))
+    frame = speed_page.sdpa_layout_frame(path)
+    assert list(frame.index) == [("auto", "hf"), ("efficient", "hf")]
+    assert frame.loc[("auto", "hf"), "forward ms"] == 0.08 and frame.loc[("efficient", "hf")].isna().all()
+    section = "\n".join(speed_page._sdpa_layout_section(pd.DataFrame(), path))
+    assert "## Attention inputs' layout and SDPA's kernels" in section
+    assert (
+        "| auto | hf | 0.080 | 0.970 |" in section
+        and "| efficient | hf | unsupported | unsupported |" in section
+    )
 
 
 def test_conv_chunk_section_names_the_fastest_chunk_and_the_one_the_step_uses(tmp_path, monkeypatch):

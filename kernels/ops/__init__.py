@@ -1,7 +1,7 @@
 """Token-mixer functions: causal SDPA in a chosen layout, gated delta rule, linear attention, window + linear,
 sliding window, short convolution."""
 
-from kernels.ops.attention import SDPA_LAYOUTS, arrange_sdpa, causal_sdpa
+from kernels.ops.attention import SDPA_BACKENDS, SDPA_LAYOUTS, arrange_sdpa, causal_sdpa
 from kernels.ops.feature_maps import HedgehogFeatureMap, T2RFeatureMap
 from kernels.ops.gated_delta_rule import gated_delta_rule
 from kernels.ops.linear_attention import linear_attention
@@ -12,6 +12,7 @@ from kernels.ops.window_linear_decode import WindowLinearRing, ring_size, window
 
 __all__ = [
     "HedgehogFeatureMap",
+    "SDPA_BACKENDS",
     "SDPA_LAYOUTS",
     "T2RFeatureMap",
     "WindowLinearRing",

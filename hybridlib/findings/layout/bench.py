@@ -27,7 +27,8 @@ batches and reports their losses step by step (the fast path must match the eage
 ``kl_chunk_timings(...)`` times the fused KL alone per chunk length; ``first_step_probe(...)`` scores each
 variant's first update with one evaluator and ``gradient_probe(...)`` sets each variant's one-step gradient against
 eager backbones' in float32 (by parameter kind and by layer). ``sdpa_layout`` arranges the attention layers' SDPA
-inputs (:data:`kernels.ops.SDPA_LAYOUTS`) and ``gdn_projections`` runs the GDN layers' q, k, v and gate
+inputs (:data:`kernels.ops.SDPA_LAYOUTS`), ``sdpa_backend`` restricts SDPA to one kernel family
+(:data:`kernels.ops.SDPA_BACKENDS`) and ``gdn_projections`` runs the GDN layers' q, k, v and gate
 projections as one matmul, four, or one forward and four backward (:data:`kernels.layers.gated_deltanet.PROJECTIONS`)
 in the timed steps.
 ``conv_impl`` picks the GDN layers' short convolution (:data:`kernels.ops.short_conv.IMPLS`: the compiled ``torch``
@@ -37,7 +38,8 @@ CLI (writes ``step_profile_<device>[_<tag>].json`` to ``--results-dir``, default
 
     python -m hybridlib.findings.layout.bench --teacher smollm2-135m [--batch-size 32 --seq-len 512 --steps 10]
         [--variants eager fast] [--random-weights --teacher-path DIR] [--curve-steps 200] [--tag NAME]
-        [--conv-impl fla] [--sdpa-layout contiguous] [--gdn-projections split_backward] [--first-step]
+        [--conv-impl fla] [--sdpa-layout contiguous] [--sdpa-backend flash] [--gdn-projections split_backward]
+        [--first-step]
         [--grad-probe fused compiled]
     torchrun --nproc-per-node 2 -m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60
         [--strategy fsdp] [--out-dir DIR --stop-at K] ...   # the trainer on N GPUs (train_speed)
@@ -70,7 +72,7 @@ from hybridlib.train import PackedBatches, TrainConfig, train
 from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers import GatedDeltaNet
 from kernels.layers.gated_deltanet import PROJECTIONS
-from kernels.ops.attention import SDPA_LAYOUTS
+from kernels.ops.attention import SDPA_BACKENDS, SDPA_LAYOUTS
 from kernels.ops.short_conv import IMPLS as CONV_IMPLS
 
 PHASES = ("teacher_forward", "student_forward", "kl", "backward", "optimizer")
@@ -191,17 +193,23 @@ def _models(
     conv_impl: str = "torch",
     sdpa_layout: str = "hf",
     gdn_projections: str = "fused",
+    sdpa_backend: str = "auto",
 ) -> tuple[PreTrainedModel, PreTrainedModel]:
     """(student of ``layout_name`` on ``device``, train mode, its GDN layers' short convolutions on
     ``conv_impl`` and their input projections ``gdn_projections`` (:data:`kernels.layers.gated_deltanet.PROJECTIONS`);
     teacher on ``device`` in the run's weight dtype, frozen); both models' attention layers on
-    SDPA with inputs in ``sdpa_layout`` (:data:`kernels.ops.SDPA_LAYOUTS`; ``"hf"``: the models' own)."""
+    SDPA with inputs in ``sdpa_layout`` (:data:`kernels.ops.SDPA_LAYOUTS`; ``"hf"``: the models' own) on
+    ``sdpa_backend`` (:data:`kernels.ops.SDPA_BACKENDS`; ``"auto"``: SDPA's choice)."""
     if conv_impl not in CONV_IMPLS:
         raise ValueError(f"conv_impl={conv_impl!r} is not allowed; choose one of {CONV_IMPLS}")
     if conv_impl == "fla" and device.type != "cuda":
         raise ValueError(f"conv_impl='fla' needs CUDA (fla's Triton kernel), got device {device.type}")
     if sdpa_layout not in SDPA_LAYOUTS:
         raise ValueError(f"sdpa_layout={sdpa_layout!r} is not allowed; choose one of {SDPA_LAYOUTS}")
+    if sdpa_backend not in SDPA_BACKENDS:
+        raise ValueError(
+            f"sdpa_backend={sdpa_backend!r} is not allowed; choose one of {tuple(SDPA_BACKENDS)}"
+        )
     if gdn_projections not in PROJECTIONS:
         raise ValueError(f"gdn_projections={gdn_projections!r} is not allowed; choose one of {PROJECTIONS}")
     if random_weights:
@@ -218,9 +226,9 @@ def _models(
         if isinstance(module, GatedDeltaNet):
             module.conv_impl, module.projections = conv_impl, gdn_projections
     teacher = teacher.to(device, torch.bfloat16 if precision == "bf16" else torch.float32).eval()
-    if sdpa_layout != "hf":
+    if (sdpa_layout, sdpa_backend) != ("hf", "auto"):
         for model in (student, teacher):
-            use_sdpa_layout(model, sdpa_layout)
+            use_sdpa_layout(model, sdpa_layout, sdpa_backend)
     return student, teacher.requires_grad_(False)
 
 
@@ -243,23 +251,37 @@ def profile_step(
     conv_impl: str = "torch",
     sdpa_layout: str = "hf",
     gdn_projections: str = "fused",
+    sdpa_backend: str = "auto",
 ) -> dict[str, Any]:
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
     ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``, for the
     student of ``layout``. ``warmup_s`` includes compiling: a later layout in the same process shows what a new
     layout costs to compile once the teacher and the kernels are. ``cuda_graphs=False``: ``fast`` and ``regional``
-    without CUDA graphs (compiled only). ``sdpa_layout`` and ``gdn_projections``: the attention inputs' layout and
-    the GDN layers' input projections in every variant but ``eager`` (:func:`_models`)."""
+    without CUDA graphs (compiled only). ``sdpa_layout``, ``sdpa_backend`` and ``gdn_projections``: the attention
+    inputs' layout, SDPA's kernels and the GDN layers' input projections in every variant but ``eager``
+    (:func:`_models`)."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     device, precision = distill._resolve_device(device, precision)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    conv, sdpa, projs = (
-        ("torch", "hf", "fused") if variant == "eager" else (conv_impl, sdpa_layout, gdn_projections)
+    conv, sdpa, projs, backend = (
+        ("torch", "hf", "fused", "auto")
+        if variant == "eager"
+        else (conv_impl, sdpa_layout, gdn_projections, sdpa_backend)
     )
     student, teacher = _models(
-        teacher_name, device, precision, random_weights, teacher_path, seed, layout, conv, sdpa, projs
+        teacher_name,
+        device,
+        precision,
+        random_weights,
+        teacher_path,
+        seed,
+        layout,
+        conv,
+        sdpa,
+        projs,
+        backend,
     )
     generator = torch.Generator().manual_seed(seed)
     batches = [
@@ -292,6 +314,7 @@ def profile_step(
         "layout": layout,
         "conv_impl": conv,
         "sdpa_layout": sdpa,
+        "sdpa_backend": backend,
         "gdn_projections": projs,
         "fla_env": {k: v for k, v in os.environ.items() if k.startswith("FLA_")},  # e.g. FLA_CONV_GLUON=1
         # e.g. TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 (inductor tunes each fused kernel's block sizes)
@@ -851,6 +874,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the attention inputs' layout in the timed steps of every variant but eager",
     )
     parser.add_argument(
+        "--sdpa-backend",
+        choices=tuple(SDPA_BACKENDS),
+        default="auto",
+        help="SDPA's kernels (both models' attention) in the timed steps of every variant but eager",
+    )
+    parser.add_argument(
         "--gdn-projections",
         choices=PROJECTIONS,
         default="fused",
@@ -938,6 +967,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 profile_steps=args.profile_steps,
                 layout=layout,
                 sdpa_layout=args.sdpa_layout,
+                sdpa_backend=args.sdpa_backend,
                 gdn_projections=args.gdn_projections,
                 **common,
                 **precise,
