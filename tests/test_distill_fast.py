@@ -167,7 +167,8 @@ def test_split_linear_under_autocast_rounds_as_the_fused_linear():
 @pytest.mark.slow
 def test_compiled_gdn_layer_with_split_backward_has_no_graph_break(inductor_at_capability):
     """The custom backward traced by torch.compile(fullgraph=True) (inductor on CPU; a graph break raises): the
-    eager fused layer's output and gradients within float32 rounding (inductor reorders; observed ~1e-7)."""
+    eager fused layer's output and gradients within float32 rounding as the compiled step's test (1e-4: inductor
+    reorders sums; observed up to 1.3e-5, in the two-element A_log and dt_bias gradients under avx2)."""
     import torch._dynamo
 
     torch._dynamo.reset()
@@ -181,7 +182,7 @@ def test_compiled_gdn_layer_with_split_backward_has_no_graph_break(inductor_at_c
         y = fn(x)
         out[projections] = (y.detach(), torch.autograd.grad((y * weight).sum(), list(layer.parameters())))
     (y_f, g_f), (y_s, g_s) = out["fused"], out["split_backward"]
-    assert rel(y_s, y_f) < 1e-5 and all(rel(a, b) < 1e-5 for a, b in zip(g_s, g_f))
+    assert rel(y_s, y_f) < 1e-4 and all(rel(a, b) < 1e-4 for a, b in zip(g_s, g_f))
 
 
 def test_split_linear_names_the_bad_weights():
