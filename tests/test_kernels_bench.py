@@ -92,3 +92,14 @@ def test_cli_names_a_bad_sdpa_backend(capsys):
         "--sdpa-backends: comma-separated names of ('auto', 'cudnn', 'flash', 'efficient', 'math'), got 'auto,fa3'"
         in (capsys.readouterr().err)
     )
+
+
+def test_an_sdpa_error_other_than_a_missing_kernel_is_raised(monkeypatch):
+    """Only "no kernel of this backend" becomes an unsupported row; any other failure stops the benchmark."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", broken)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        sdpa_layouts(SHAPE, 2, 8, "cpu", torch.float32, 2, 0.5, backends=("math",))

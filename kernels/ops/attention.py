@@ -33,6 +33,10 @@ SDPA_BACKENDS = {
 }
 
 
+#: what SDPA's errors say when the allowed backends have no kernel for the inputs (CUDA / CPU wording)
+NO_KERNEL = ("No available kernel", "No viable backend")
+
+
 def sdpa_backend(backend: str) -> contextlib.AbstractContextManager:
     """A context in which SDPA runs only ``backend``'s kernels (:data:`SDPA_BACKENDS`; ``auto``: no restriction)."""
     check_choice("backend", backend, SDPA_BACKENDS)
