@@ -223,6 +223,14 @@ def test_variant_names_what_sets_a_step_apart():
     assert speed_page._variant(split, {}) == "fast (fla conv, separate GDN projections)"
     split_bwd = split | {"gdn_projections": "split_backward"}
     assert speed_page._variant(split_bwd, {}) == "fast (fla conv, split backward GDN projections)"
+    env = {"TORCHINDUCTOR_COORDINATE_DESCENT_TUNING": "1", "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM": "1"}
+    assert (
+        speed_page._variant(split_bwd | {"inductor_env": env}, {})
+        == "fast (fla conv, tuned kernels, autotuned GEMMs, split backward GDN projections)"
+    )
+    assert speed_page._variant(
+        split_bwd | {"inductor_env": {"TORCHINDUCTOR_MAX_AUTOTUNE_GEMM": "0"}}, {}
+    ) == ("fast (fla conv, split backward GDN projections)")
     flash = {"variant": "fast", "sdpa_backend": "flash", "cuda_graphs": True}
     assert speed_page._variant(flash, {}) == "fast (SDPA on flash)"
     assert speed_page._variant({"variant": "fast"}, {}) == "fast (graphs not recorded)"

@@ -71,7 +71,7 @@ from hybridlib.provenance import collect
 from hybridlib.train import PackedBatches, TrainConfig, train
 from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers import GatedDeltaNet
-from kernels.layers.gated_deltanet import PROJECTIONS
+from kernels.layers.gated_deltanet import DEFAULT_PROJECTIONS, PROJECTIONS
 from kernels.ops.attention import SDPA_BACKENDS, SDPA_LAYOUTS
 from kernels.ops.short_conv import IMPLS as CONV_IMPLS
 
@@ -192,7 +192,7 @@ def _models(
     layout_name: str = BASELINE,
     conv_impl: str = "torch",
     sdpa_layout: str = "hf",
-    gdn_projections: str = "fused",
+    gdn_projections: str = DEFAULT_PROJECTIONS,
     sdpa_backend: str = "auto",
 ) -> tuple[PreTrainedModel, PreTrainedModel]:
     """(student of ``layout_name`` on ``device``, train mode, its GDN layers' short convolutions on
@@ -250,7 +250,7 @@ def profile_step(
     cuda_graphs: bool = True,
     conv_impl: str = "torch",
     sdpa_layout: str = "hf",
-    gdn_projections: str = "fused",
+    gdn_projections: str = DEFAULT_PROJECTIONS,
     sdpa_backend: str = "auto",
 ) -> dict[str, Any]:
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
@@ -882,7 +882,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--gdn-projections",
         choices=PROJECTIONS,
-        default="fused",
+        default=DEFAULT_PROJECTIONS,
         help="the GDN layers' q, k, v and gate projections in the timed steps of every variant but eager",
     )
     parser.add_argument(
