@@ -152,3 +152,57 @@ echo "runner $*"\n""",
     assert runner in (out / "log-lolcats.txt").read_text()
     assert sorted(p.name for p in (out / "lolcats").iterdir()) == ["04_lolcats.ipynb", "gpu.json"]
     assert (keep / where / "04_lolcats.ipynb").is_file()
+
+
+SPEEDRUN = ROOT / "tools" / "offline_gpu" / "speedrun.sh"
+LINES = ROOT / "tools" / "offline_gpu" / "lines.sh"
+
+
+def test_speedrun_logs_each_bench_run_s_own_exit_status_and_its_tuning(tmp_path):
+    """A failing timing is logged as failed (``$(date)`` in the log line once masked every status as 0), and
+    SPEEDRUN_TUNED / SPEEDRUN_GEMMS reach the bench's environment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(
+        '#!/usr/bin/env bash\necho "python3 $* tuned=$TORCHINDUCTOR_COORDINATE_DESCENT_TUNING '
+        'gemms=$TORCHINDUCTOR_MAX_AUTOTUNE_GEMM"\n[[ "$*" != *gemma3* ]]\n'
+    )
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HYBRIDLIB_GIT_COMMIT": COMMIT,
+        "SPEEDRUN_OUT": str(out),
+        "SPEEDRUN_TUNED": "1",
+        "SPEEDRUN_GEMMS": "1",
+    }
+    got = subprocess.run(["bash", str(SPEEDRUN), "x_"], env=env, capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    log = (out / "speedrun-log.txt").read_text()
+    assert "--teacher smollm2-135m --tag x_fla_alone tuned=1 gemms=1" in log
+    assert "--teacher gemma3-270m --tag gemma3_x_fla_alone" in log
+    assert [line.split()[-1] for line in log.splitlines() if " rc " in line] == ["0", "1"]
+
+
+def test_lines_runs_lines_appended_later_in_order_with_their_status_until_end(tmp_path):
+    """lines.sh runs each line once, logs its real exit status, waits for lines not yet written and stops at end."""
+    queue_file = tmp_path / "lines.txt"
+    queue_file.write_text("echo first > a.txt\nfalse\n")
+    proc = subprocess.Popen(
+        ["bash", str(LINES), str(queue_file)], cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "a.txt").exists():  # the first line has run; the rest are appended while it waits
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    with queue_file.open("a") as f:
+        f.write("echo second >> a.txt\nend\necho never >> a.txt\n")
+    log, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert (tmp_path / "a.txt").read_text() == "first\nsecond\n"
+    assert [line.split(" rc ")[1] for line in log.splitlines() if " rc " in line] == [
+        "0 (1)",
+        "1 (2)",
+        "0 (3)",
+    ]
+    assert log.rstrip().endswith("lines done")

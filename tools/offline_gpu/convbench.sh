@@ -14,7 +14,7 @@ log="$OUT/convbench-log.txt"
 step=(-m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast)  # timed and profiled
 bench=("${step[@]}" --curve-steps 200)  # and its loss curve against eager
 keep() { cp -f data/results/layout_distillation/step_profile_cuda_conv_*.json "$OUT"/ 2>/dev/null; }
-run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; echo "$(date +%T) rc $?" | tee -a "$log"; keep; }
+run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; local rc=$?; echo "$(date +%T) rc $rc" | tee -a "$log"; keep; }
 run python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fast_distill_gpu.py
 run python3 "${bench[@]}" --conv-impl torch --tag conv_torch
 run python3 "${bench[@]}" --conv-impl fla --tag conv_fla

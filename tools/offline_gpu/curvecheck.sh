@@ -24,7 +24,8 @@ one() {
   echo "$(date +%T) start $tag" >> "$CURVE_OUT/curvecheck-log.txt"
   python3 -m hybridlib.findings.layout.bench --teacher smollm2-135m --steps 0 --curve-steps 200 --seed "$seed" \
     --tag "$tag" --results-dir "$CURVE_OUT" "${args[@]}" > "$CURVE_OUT/$tag.log" 2>&1
-  echo "$(date +%T) rc $? $tag" >> "$CURVE_OUT/curvecheck-log.txt"
+  local rc=$?  # before $(date), which would set $? to its own status
+  echo "$(date +%T) rc $rc $tag" >> "$CURVE_OUT/curvecheck-log.txt"
 }
 export -f one
 printf '%s\n' "$@" | xargs -P "${CURVE_JOBS:-3}" -I{} bash -c 'one {}'

@@ -12,7 +12,7 @@ log="$OUT/scaling-log.txt"
 bench=(-m hybridlib.findings.layout.bench --teacher smollm2-135m --train-steps 60)
 two=(torchrun --standalone --nproc-per-node 2)
 keep() { cp -f data/results/layout_distillation/step_profile_cuda_train*.json "$OUT"/ 2>/dev/null; }
-run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; echo "$(date +%T) rc $?" | tee -a "$log"; keep; }
+run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; local rc=$?; echo "$(date +%T) rc $rc" | tee -a "$log"; keep; }
 run env CUDA_VISIBLE_DEVICES=0 python3 "${bench[@]}" --no-cuda-graphs --tag train1
 run env CUDA_VISIBLE_DEVICES=0 python3 "${bench[@]}" --no-cuda-graphs --tag train1_repeat
 run "${two[@]}" "${bench[@]}" --tag train2

@@ -15,7 +15,7 @@ prefix=${1:-}
 shift $(( $# > 0 ))
 out=${SPEEDRUN_OUT:-/tmp/gpu-out}; mkdir -p "$out"
 log="$out/speedrun-log.txt"
-run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; echo "$(date +%T) rc $?" | tee -a "$log"; }
+run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; local rc=$?; echo "$(date +%T) rc $rc" | tee -a "$log"; }
 tuning=()
 [ "${SPEEDRUN_TUNED:-0}" = 1 ] && tuning=(TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1)
 [ "${SPEEDRUN_GEMMS:-0}" = 1 ] && tuning+=(TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1)
