@@ -117,17 +117,19 @@ def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
-    """The step's variant with what sets it apart: fla's short convolution (Triton or Gluon kernels), inductor's
-    coordinate-descent tuning of its fused kernels and its GEMM kernels chosen by timing (max-autotune), attention
-    inputs in another layout than Hugging Face's (:data:`kernels.ops.SDPA_LAYOUTS`) or on one SDPA backend, the GDN
-    layers' projections as four matmuls (or four in backward only), and a compiled step without CUDA graphs, or
-    whose graphs were not recorded (:func:`_graphs`)."""
+    """The step's variant with what sets it apart: fla's short convolution (Triton or Gluon kernels, or with our
+    one-pass backward), inductor's coordinate-descent tuning of its fused kernels and its GEMM kernels chosen by
+    timing (max-autotune), attention inputs in another layout than Hugging Face's (:data:`kernels.ops.SDPA_LAYOUTS`)
+    or on one SDPA backend, the GDN layers' projections as four matmuls (or four in backward only), and a compiled
+    step without CUDA graphs, or whose graphs were not recorded (:func:`_graphs`)."""
     name = row.get("variant", "compiled" if row.get("compile_student") else "eager")
     extras = []
     if row.get("conv_impl") == "fla":
         extras.append(
             "fla conv, Gluon" if (row.get("fla_env") or {}).get("FLA_CONV_GLUON") == "1" else "fla conv"
         )
+    elif row.get("conv_impl") == "fla_onepass":
+        extras.append("fla conv, one-pass backward")
     inductor = row.get("inductor_env") or {}
     if inductor.get("TORCHINDUCTOR_COORDINATE_DESCENT_TUNING") == "1":
         extras.append("tuned kernels")

@@ -35,7 +35,7 @@ def test_bad_step_counts_and_convolutions_are_refused():
     with pytest.raises(ValueError, match="steps must be >= 1"):
         profile_step("tiny-teacher", steps=0, device="cpu")
     with pytest.raises(
-        ValueError, match=r"conv_impl='cudnn' is not allowed; choose one of \('torch', 'fla'\)"
+        ValueError, match=r"conv_impl='cudnn' is not allowed; choose one of \('torch', 'fla', 'fla_onepass'\)"
     ):
         profile_step("tiny-teacher", variant="fused", conv_impl="cudnn", device="cpu")
     with pytest.raises(ValueError, match="conv_impl='fla' needs CUDA"):

@@ -80,11 +80,12 @@ def test_short_convolution_refuses_bad_input_before_any_work():
     """The parameter and its allowed values in the message; fla's kernel needs CUDA and no past state."""
     x, w = torch.zeros(1, 5, 6), torch.zeros(6, 4)
     with pytest.raises(
-        ValueError, match=r"impl='triton' is not supported; allowed values: \('torch', 'fla'\)"
+        ValueError, match=r"impl='triton' is not supported; allowed values: \('torch', 'fla', 'fla_onepass'\)"
     ):
         causal_conv_silu(x, w, impl="triton")
-    with pytest.raises(ValueError, match="impl='fla' runs on CUDA without a past state"):
-        causal_conv_silu(x, w, impl="fla")
+    for impl in ("fla", "fla_onepass"):
+        with pytest.raises(ValueError, match=f"impl='{impl}' runs on CUDA without a past state"):
+            causal_conv_silu(x, w, impl=impl)
     with pytest.raises(ValueError, match=r"need x \[B, T, C\] and weight \[C, K\]"):
         causal_conv_silu(x, torch.zeros(5, 4))
     with pytest.raises(ValueError, match="conv_impl='cuda' is not supported"):

@@ -170,7 +170,7 @@ class GatedDeltaNet(nn.Module):
             self.num_heads, dim=-1
         )
         convs = (self.q_conv, self.k_conv, self.v_conv)
-        if cache is None and (self.conv_impl == "fla" or self.projections != "fused"):
+        if cache is None and (self.conv_impl != "torch" or self.projections != "fused"):
             q, k, v = (
                 causal_conv_silu(x_, c.weight[:, 0], impl=self.conv_impl)[0] for x_, c in zip(pieces, convs)
             )

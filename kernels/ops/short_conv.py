@@ -8,6 +8,8 @@ Shapes: ``x`` [B, T, C], ``weight`` [C, K] (K taps, ``weight[:, -1]`` multiplies
 * ``fla``: flash-linear-attention's Triton ``causal_conv1d`` forward and backward (SiLU fused, float32
   accumulation) as ``torch.library`` ops, so that a compiled graph keeps them as single nodes (CUDA only,
   no ``past``: training and prefill from an empty state).
+* ``fla_onepass``: fla's forward with our one-pass backward (:mod:`kernels.ops.conv_onepass`: no recomputing
+  forward kernel, each row read once, the weight-gradient partials summed in the caller's graph); as ``fla``.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import torch.nn.functional as F
 
 from kernels.ops._checks import check_choice
 from kernels.ops._fla import import_fla
+from kernels.ops.conv_onepass import ONEPASS_ROWS, conv_silu_bwd_onepass
 
-IMPLS = ("torch", "fla")
+IMPLS = ("torch", "fla", "fla_onepass")
 #: tokens per program of fla's kernels (its ``chunk_size``, fla's default 64; each program stores its own [C, K]
 #: weight-gradient partial, which ``dw.sum(0)`` then reduces): the fastest of 64-512 at the distillation step's shape
 #: on the H200, forward + backward 0.118 ms against 0.144-1.202 (``data/results/kernels/conv_chunks_cuda.json``)
@@ -36,10 +39,10 @@ def causal_conv_silu(
             f"need x [B, T, C] and weight [C, K], got {tuple(x.shape)} and {tuple(weight.shape)}"
         )
     K, T = weight.shape[-1], x.shape[1]
-    if impl == "fla":
+    if impl != "torch":
         if past is not None or x.device.type != "cuda":
             raise ValueError(
-                f"impl='fla' runs on CUDA without a past state (got device {x.device.type}, "
+                f"impl={impl!r} runs on CUDA without a past state (got device {x.device.type}, "
                 f"past {'given' if past is not None else 'None'}); use impl='torch'"
             )
         if not torch.compiler.is_compiling():  # a clear error early; dynamo cannot trace an import
@@ -48,7 +51,8 @@ def causal_conv_silu(
             T, K - 1
         )  # the new past: the last K - 1 inputs, zeros before the first (no padded copy of x)
         tail = F.pad(x[:, T - keep :], (0, 0, K - 1 - keep, 0))
-        return torch.ops.kernels.fla_conv_silu(x, weight, FLA_CONV_CHUNK), tail.transpose(1, 2)
+        op = torch.ops.kernels.fla_conv_silu if impl == "fla" else torch.ops.kernels.fla_conv_silu_onepass
+        return op(x, weight, FLA_CONV_CHUNK), tail.transpose(1, 2)
     padded = (
         F.pad(x, (0, 0, K - 1, 0))
         if past is None
@@ -68,16 +72,25 @@ def _import_fla():
     return import_fla("fla.modules.causal_conv1d", "causal_conv1d_fwd", "causal_conv1d_bwd")
 
 
-@torch.library.custom_op("kernels::fla_conv_silu", mutates_args=(), device_types="cuda")
-def _fla_conv_silu(x: torch.Tensor, weight: torch.Tensor, chunk_size: int) -> torch.Tensor:
+def _fla_forward(x: torch.Tensor, weight: torch.Tensor, chunk_size: int) -> torch.Tensor:
     fwd, _ = _import_fla()
     y, _ = fwd(x=x, weight=weight, bias=None, residual=None, activation="silu", chunk_size=chunk_size)
     return y
 
 
-@_fla_conv_silu.register_fake
-def _(x, weight, chunk_size):
+def _forward_fake(x, weight, chunk_size):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+_fla_conv_silu = torch.library.custom_op("kernels::fla_conv_silu", mutates_args=(), device_types="cuda")(
+    _fla_forward
+)
+_fla_conv_silu.register_fake(_forward_fake)
+#: the same forward, with the one-pass backward below
+_fla_conv_silu_onepass = torch.library.custom_op(
+    "kernels::fla_conv_silu_onepass", mutates_args=(), device_types="cuda"
+)(_fla_forward)
+_fla_conv_silu_onepass.register_fake(_forward_fake)
 
 
 @torch.library.custom_op("kernels::fla_conv_silu_bwd", mutates_args=(), device_types="cuda")
@@ -106,3 +119,28 @@ def _fla_backward(ctx, dy):
 
 
 _fla_conv_silu.register_autograd(_fla_backward, setup_context=_fla_setup_context)
+
+
+@torch.library.custom_op("kernels::conv_silu_bwd_onepass", mutates_args=(), device_types="cuda")
+def _onepass_bwd(
+    dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return conv_silu_bwd_onepass(dy, x, weight)
+
+
+@_onepass_bwd.register_fake
+def _(dy, x, weight):
+    B, T, C = x.shape
+    parts = B * -(-T // ONEPASS_ROWS)
+    return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(
+        (parts, weight.shape[1], C), dtype=torch.float32
+    )
+
+
+def _onepass_backward(ctx, dy):
+    x, weight = ctx.saved_tensors
+    dx, partials = torch.ops.kernels.conv_silu_bwd_onepass(dy, x, weight)
+    return dx, partials.sum(0).T.to(weight.dtype), None  # a reduction the compiled backward can fuse
+
+
+_fla_conv_silu_onepass.register_autograd(_onepass_backward, setup_context=_fla_setup_context)

@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from hybridlib.losses import linear_forward_kl
 from kernels import causal_conv_silu, gated_delta_rule
 from kernels.layers import GatedDeltaNet
-from kernels.layers.gated_deltanet import PROJECTIONS
+from kernels.layers.gated_deltanet import DEFAULT_PROJECTIONS, PROJECTIONS
 from kernels.ops import short_conv
+from kernels.ops.conv_onepass import conv_silu_bwd_onepass
 
 pytestmark = [
     pytest.mark.gpu,
@@ -114,17 +115,17 @@ def conv_inputs(B=2, T=300, C=96, K=4, seed=0) -> tuple[torch.Tensor, torch.Tens
     return wide[..., :C], torch.randn(C, K, generator=gen, device="cuda") * 0.5
 
 
-@pytest.mark.parametrize("chunk", [64, 256, 512])
-def test_fla_short_conv_matches_the_shifted_sums_forward_and_gradients(chunk, monkeypatch):
-    """fla's Triton kernel (float32 accumulation, bf16 output) against the float32 shifted sums on the same bf16
-    inputs, with ``chunk`` tokens a program (T = 300: a partial chunk): the outputs differ by bf16 rounding of the
-    result (~4e-3), the gradients by bf16 rounding of dx."""
+@pytest.mark.parametrize(("impl", "chunk"), [("fla", 64), ("fla", 256), ("fla", 512), ("fla_onepass", 64)])
+def test_fla_short_conv_matches_the_shifted_sums_forward_and_gradients(impl, chunk, monkeypatch):
+    """fla's Triton kernel (float32 accumulation, bf16 output; with fla's backward or our one-pass one) against the
+    float32 shifted sums on the same bf16 inputs, with ``chunk`` tokens a program (T = 300: a partial chunk): the
+    outputs differ by bf16 rounding of the result (~4e-3), the gradients by bf16 rounding of dx."""
     pytest.importorskip("fla.modules.causal_conv1d")
     monkeypatch.setattr(short_conv, "FLA_CONV_CHUNK", chunk)
     x, w = conv_inputs()
     xs = [x.detach().requires_grad_(), w.detach().requires_grad_()]
     refs_in = [x.detach().requires_grad_(), w.detach().requires_grad_()]
-    y, past = causal_conv_silu(*xs, impl="fla")
+    y, past = causal_conv_silu(*xs, impl=impl)
     y_ref, past_ref = causal_conv_silu(*refs_in, impl="torch")
     assert y.dtype == torch.bfloat16 and torch.equal(past, past_ref) and rel_err(y, y_ref) < 1e-2
     dy = torch.randn_like(y, dtype=torch.float32)
@@ -134,21 +135,41 @@ def test_fla_short_conv_matches_the_shifted_sums_forward_and_gradients(chunk, mo
         assert g.dtype == r.dtype and g.shape == r.shape and rel_err(g, r) < 2e-2, name
 
 
-def test_fla_short_conv_op_passes_opcheck():
+@pytest.mark.parametrize("op", ["fla_conv_silu", "fla_conv_silu_onepass"])
+def test_fla_short_conv_op_passes_opcheck(op):
     pytest.importorskip("fla.modules.causal_conv1d")
     x, w = conv_inputs(T=128)
     torch.library.opcheck(
-        torch.ops.kernels.fla_conv_silu.default,
+        getattr(torch.ops.kernels, op).default,
         (x.contiguous().requires_grad_(), w.requires_grad_(), short_conv.FLA_CONV_CHUNK),
         test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"),
     )
 
 
-@pytest.mark.parametrize("projections", PROJECTIONS)
-def test_compiled_gdn_layer_with_fla_conv_has_no_graph_break_and_the_same_gradients(projections):
-    """A whole GDN layer under torch.compile(fullgraph=True) with both fla ops and its projections as one matmul
-    or four (or one forward and four backward), against the eager layer on the shifted-sum convolution and one
-    matmul (bf16 autocast in both)."""
+def test_one_pass_backward_is_the_float32_gradient_of_the_shifted_sums():
+    """Our one-pass backward on float32 inputs (strided x, T = 300: a partial block of rows) against autograd
+    through the float32 shifted sums: equal up to float32 rounding; its op passes opcheck."""
+    x, w = conv_inputs()
+    x = x.float()
+    dy = torch.randn_like(x)
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    ref = torch.autograd.grad(causal_conv_silu(xr, wr)[0], (xr, wr), dy)
+    dx, partials = conv_silu_bwd_onepass(dy, x, w)
+    assert rel_err(dx, ref[0]) < 1e-5 and rel_err(partials.sum(0).T, ref[1]) < 1e-5
+    torch.library.opcheck(
+        torch.ops.kernels.conv_silu_bwd_onepass.default,
+        (dy, x, w),
+        test_utils=("test_schema", "test_faketensor"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("conv", "projections"), [*(("fla", p) for p in PROJECTIONS), ("fla_onepass", DEFAULT_PROJECTIONS)]
+)
+def test_compiled_gdn_layer_with_fla_conv_has_no_graph_break_and_the_same_gradients(conv, projections):
+    """A whole GDN layer under torch.compile(fullgraph=True) with both fla ops (the convolution with fla's backward
+    or our one-pass one) and its projections as one matmul or four (or one forward and four backward), against the
+    eager layer on the shifted-sum convolution and one matmul (bf16 autocast in both)."""
     pytest.importorskip("fla.modules.causal_conv1d")
     import torch._dynamo
 
@@ -164,7 +185,7 @@ def test_compiled_gdn_layer_with_fla_conv_has_no_graph_break_and_the_same_gradie
             out = fn(x)
         return torch.autograd.grad(out.float().square().mean(), list(layer.parameters()))
 
-    fast, ref = grads("fla", compiled=True, projections=projections), grads("torch", compiled=False)
+    fast, ref = grads(conv, compiled=True, projections=projections), grads("torch", compiled=False)
     for (name, _), g, r in zip(layer.named_parameters(), fast, ref):
         assert torch.isfinite(g).all() and rel_err(g, r) < 3e-2, name
 

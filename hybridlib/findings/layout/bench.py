@@ -202,8 +202,8 @@ def _models(
     ``sdpa_backend`` (:data:`kernels.ops.SDPA_BACKENDS`; ``"auto"``: SDPA's choice)."""
     if conv_impl not in CONV_IMPLS:
         raise ValueError(f"conv_impl={conv_impl!r} is not allowed; choose one of {CONV_IMPLS}")
-    if conv_impl == "fla" and device.type != "cuda":
-        raise ValueError(f"conv_impl='fla' needs CUDA (fla's Triton kernel), got device {device.type}")
+    if conv_impl != "torch" and device.type != "cuda":
+        raise ValueError(f"conv_impl={conv_impl!r} needs CUDA (Triton kernels), got device {device.type}")
     if sdpa_layout not in SDPA_LAYOUTS:
         raise ValueError(f"sdpa_layout={sdpa_layout!r} is not allowed; choose one of {SDPA_LAYOUTS}")
     if sdpa_backend not in SDPA_BACKENDS:
