@@ -63,7 +63,11 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
 )
 
 #: First-party imports allowed inside a function: ``(importing module, imported module)`` -> reason.
-DEFERRED: dict[tuple[str, str], str] = {}
+DEFERRED: dict[tuple[str, str], str] = {
+    ("kernels.ops.conv_onepass", "kernels.ops._conv_onepass_triton"): (
+        "a @triton.jit kernel's module imports Triton at its top; the CPU environment has no Triton"
+    ),
+}
 
 
 def rank(module: str) -> int:

@@ -34,7 +34,7 @@ def conv_silu_bwd_onepass(
         raise ValueError(f"rows must be a positive multiple of 4 (the kernel's group of rows), got {rows}")
     import triton
 
-    from kernels.ops import _conv_onepass_triton as kern
+    import kernels.ops._conv_onepass_triton as kern
 
     if x.stride(-1) != 1:
         x = x.contiguous()
