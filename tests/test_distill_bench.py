@@ -238,6 +238,7 @@ def test_first_step_probe_scores_every_variant_with_eager_s_evaluator():
     second loss of eager's own loss curve (same seeds), eager's own and common scores agree exactly, fused's to
     rounding; its update matches eager's and no swapped kind moves the score beyond rounding."""
     from hybridlib.findings.layout.bench import PARAM_KINDS, first_step_probe, loss_curves
+    from hybridlib.train.equivalence import rounding_check
 
     kw = {"batch_size": 2, "seq_len": 32, "device": "cpu"}
     out = first_step_probe("tiny-teacher", ["fused"], **kw)
@@ -251,6 +252,9 @@ def test_first_step_probe_scores_every_variant_with_eager_s_evaluator():
     for kind, loss in out["swap"]["fused"].items():
         assert loss == pytest.approx(out["common"]["eager"], rel=1e-4), kind
         assert out["update"]["fused"][kind]["rel_diff"] < 1e-2, kind
+    agree = out["agreement"]["fused"]
+    assert agree["loss_gap"] == out["common"]["fused"] - out["common"]["eager"]
+    assert rounding_check(**agree)["outcome"] == "passed" and 0.0 <= agree["params_rel_median"] < 1e-6
 
 
 @pytest.mark.slow

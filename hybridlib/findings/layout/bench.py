@@ -47,6 +47,7 @@ CLI (writes ``step_profile_<device>[_<tag>].json`` to ``--results-dir``, default
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -69,6 +70,7 @@ from hybridlib.models.attention import use_sdpa_layout
 from hybridlib.paths import results_dir
 from hybridlib.provenance import collect
 from hybridlib.train import PackedBatches, TrainConfig, train
+from hybridlib.train.equivalence import judge_curves, rounding_check
 from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers import GatedDeltaNet
 from kernels.layers.gated_deltanet import DEFAULT_PROJECTIONS, PROJECTIONS
@@ -506,9 +508,11 @@ def first_step_probe(teacher_name: str, variants: Sequence[str], **setup: Any) -
     variant's own step reports there (its curve's step 1); ``common``: the evaluator's - equal ``own`` and
     ``common`` gaps put a difference in the update, not in how a variant scores. ``swap[v][kind]``: the
     evaluator's loss of eager's post-step weights with that kind (:data:`PARAM_KINDS`) taken from variant ``v``
-    (which kinds carry ``v``'s gap). ``update[v][kind]``: ``rel_diff``, the norm of ``v``'s update (post - pre
-    weights) minus eager's over the norm of eager's, and ``sign_flips``, the fraction of elements whose update
-    has the other sign. ``kinds``: parameters per kind. Plus ``loss_curves``' settings."""
+    (which kinds carry ``v``'s gap). ``agreement[v]``: ``params_rel_median``, the median over tensors of
+    ``|w_v - w_eager| / |w_eager|`` after the update, and ``loss_gap``, ``common[v] - common["eager"]`` (the inputs of
+    :func:`hybridlib.train.equivalence.rounding_check`). ``update[v][kind]``: ``rel_diff``, the norm of ``v``'s
+    update (post - pre weights) minus eager's over the norm of eager's, and ``sign_flips``, the fraction of
+    elements whose update has the other sign. ``kinds``: parameters per kind. Plus ``loss_curves``' settings."""
     variants = list(dict.fromkeys(["eager", *variants]))
     weights: dict[str, list[dict[str, torch.Tensor]]] = {}
     judge: dict[str, PreTrainedModel] = {}
@@ -562,13 +566,72 @@ def first_step_probe(teacher_name: str, variants: Sequence[str], **setup: Any) -
         for v in variants[1:]
     }
     settings = {k: v for k, v in curves.items() if k not in ("losses", "max_rel_gap_to_first", "steps")}
+    common = {v: score(weights[v][1]) for v in variants}
+    agreement = {
+        v: {
+            "params_rel_median": float(
+                torch.tensor(
+                    [
+                        float((weights[v][1][n] - w).norm() / w.norm().clamp(min=1e-30))
+                        for n, w in eager.items()
+                    ]
+                ).median()
+            ),
+            "loss_gap": common[v] - common["eager"],
+        }
+        for v in variants[1:]
+    }
     return settings | {
         "own": {v: losses[1] for v, losses in curves["losses"].items()},
-        "common": {v: score(weights[v][1]) for v in variants},
+        "common": common,
+        "agreement": agreement,
         "swap": swap,
         "update": update,
         "kinds": {kind: sum(pre[n].numel() for n in names) for kind, names in kinds.items()},
     }
+
+
+def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
+    """The fast path's equivalence checks (:mod:`hybridlib.train.equivalence`) over bench JSONs: every file's
+    ``loss_curves`` give each batch seed's ``fast`` curve and its ``eager`` repeats (one per file holding one), a
+    ``first_step`` probe in float32 the rounding check of each variant. All curves must share one setting
+    (teacher, steps, batch, sequence length, learning rate, precision, convolution).
+
+    Returns ``curves`` (:func:`~hybridlib.train.equivalence.judge_curves`, or None without curves), ``first_step``
+    per precision (``own``, ``common``, ``agreement``; in float32 also ``rounding`` per variant) and ``files``."""
+    fast: dict[int, list[float]] = {}
+    eager: dict[int, list[list[float]]] = {}
+    setting: dict[str, Any] | None = None
+    first: dict[str, dict[str, Any]] = {}
+    names = []
+    for path in sorted(Path(f) for f in files):
+        data = json.loads(path.read_text())
+        names.append(path.name)
+        if (probe := data.get("first_step")) is not None:
+            entry = {k: probe[k] for k in ("own", "common", "agreement")}
+            if probe["precision"] == "fp32":
+                entry["rounding"] = {v: rounding_check(**a) for v, a in probe["agreement"].items()}
+            first[probe["precision"]] = entry
+        if (curves := data.get("loss_curves")) is None:
+            continue
+        this = {
+            k: curves[k]
+            for k in ("teacher", "steps", "batch_size", "seq_len", "lr", "precision", "conv_impl")
+        }
+        if setting is not None and this != setting:
+            raise ValueError(f"{path.name}: curves of another setting {this} than the first file's {setting}")
+        setting = this
+        if curves.get("perturb"):
+            raise ValueError(f"{path.name}: perturbed curves are no repeat of eager")
+        seed = curves["seed"]
+        if "fast" in curves["losses"]:
+            if seed in fast:
+                raise ValueError(f"{path.name}: a second fast curve for seed {seed}")
+            fast[seed] = curves["losses"]["fast"]
+        if "eager" in curves["losses"]:
+            eager.setdefault(seed, []).append(curves["losses"]["eager"])
+    judged = judge_curves(fast, eager) if fast else None
+    return {"curves": judged, "setting": setting, "first_step": first, "files": names}
 
 
 #: the variants :func:`gradient_probe` can compare (one backward each, so no CUDA graphs)
@@ -897,9 +960,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="loss curves from student weights perturbed by this relative amount (BF16_ROUNDING = 2^-9: the "
         "control for rounding-level differences)",
     )
+    parser.add_argument(
+        "--judge",
+        nargs="+",
+        metavar="JSON",
+        help="instead: judge the fast path's equivalence (judge_fast_path) from these bench JSONs into "
+        "step_profile_<device>_<tag>.json",
+    )
     parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
+    if args.judge:
+        folder = Path(args.results_dir) if args.results_dir else results_dir("layout_distillation")
+        verdict = judge_fast_path(args.judge)
+        print(
+            {"curves": verdict["curves"] and verdict["curves"]["outcome"], **verdict["first_step"]},
+            flush=True,
+        )
+        path = folder / f"step_profile_cuda{'_' + args.tag if args.tag else ''}.json"
+        write_json(path, verdict | {"provenance": collect("bench", vars(args))})
+        return
     if args.steps < 0 or (
         args.steps == 0
         and not args.curve_steps
