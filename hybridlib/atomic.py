@@ -58,14 +58,19 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextmanager
-def file_lock(path: str | os.PathLike) -> Iterator[None]:
+def file_lock(path: str | os.PathLike, *, wait: bool = True) -> Iterator[bool]:
     """Hold an exclusive lock on the file ``path`` (created if missing) across processes: another process
-    entering the same lock waits until this one leaves (POSIX ``flock``; released if the process dies)."""
+    entering the same lock waits until this one leaves (POSIX ``flock``; released if the process dies).
+    Yields whether the lock is held: with ``wait=False`` a lock another process holds yields False at once."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)

@@ -3,7 +3,9 @@
 Chapters run in dependency order. Each executed notebook is written atomically where the book reads it
 (``seminar``: in place under ``notebooks/``; ``gpu``/``paper``: ``book/<preset>/``), with provenance and a
 cache key in its metadata. A chapter whose notebook source, resolved parameters, library code and data
-manifests are unchanged is skipped.
+manifests are unchanged is skipped, provided the execution record its parameter cell stored
+(:func:`hybridlib.notebook.execution_record`) says so too. A failed execution's notebook is kept under
+``_build/failed/``; temporary notebooks a killed run left are removed when the runner starts.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -23,22 +26,23 @@ from unittest.mock import patch
 import yaml
 
 from hybridlib import provenance
-from hybridlib.atomic import atomic_path, write_text
+from hybridlib.atomic import atomic_path, file_lock, write_text
 from hybridlib.findings import CHAPTERS, chapter, execution_order
 from hybridlib.params import PRESETS, ChapterSpec, ParameterError, check_choice
-from hybridlib.paths import REPO_ROOT
+from hybridlib.paths import REPO_ROOT, book_notebook
 from hybridlib.progress import LOG_ENV, OFF_ENV
+from hybridlib.results import NOTEBOOK_ENV
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
+FAILED = REPO_ROOT / "_build" / "failed"  # the notebook of a failed execution, traceback included
+LOCKS = REPO_ROOT / "_build" / "locks"  # one lock per output notebook while the runner executes it
 
 
 def output_path(spec: ChapterSpec, preset: str, out_dir: Path | None = None) -> Path:
     """Where the executed notebook of ``spec`` goes for ``preset`` (the book reads these paths)."""
     if out_dir is not None:
         return Path(out_dir) / spec.notebook
-    if preset == "seminar":
-        return NOTEBOOKS / spec.notebook
-    return REPO_ROOT / "book" / preset / spec.notebook
+    return book_notebook(spec.notebook, preset)
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
@@ -82,6 +86,49 @@ def stored_key(path: Path) -> str | None:
     )
 
 
+def stored_record(path: Path) -> dict[str, Any] | None:
+    """The execution record (:func:`hybridlib.notebook.execution_record`) in an executed notebook's outputs."""
+    if not path.exists():
+        return None
+    for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):
+        for output in cell.get("outputs", []):
+            record = output.get("metadata", {}).get("hybridlib")
+            if record is not None:
+                return record
+    return None
+
+
+def up_to_date(spec: ChapterSpec, params: dict[str, Any], out: Path) -> bool:
+    """Whether ``out`` holds this very execution: its cache key matches and so does the record its own execution
+    stored (chapter, parameters, code digest), which a notebook copied from another run does not pass."""
+    record = stored_record(out)
+    return (
+        stored_key(out) == cache_key(spec, params)
+        and record is not None
+        and record.get("chapter") == spec.name
+        and record.get("params") == json.loads(json.dumps(params, sort_keys=True, default=str))
+        and record.get("code_digest") == provenance.code_digest()
+    )
+
+
+def _lock(out: Path) -> Path:
+    """The lock file of output notebook ``out``."""
+    return LOCKS / (hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16] + ".lock")
+
+
+def remove_stale_temporaries(outs: Sequence[Path]) -> list[Path]:
+    """Delete the temporary notebooks (``.<stem>.*.tmp.ipynb``) killed runs left beside ``outs``, except those of
+    a run still executing (it holds the notebook's lock); returns the removed paths."""
+    removed = []
+    for out in outs:
+        with file_lock(_lock(out), wait=False) as free:
+            if free:
+                for tmp in out.parent.glob(f".{out.stem}.*.tmp{out.suffix}"):
+                    tmp.unlink(missing_ok=True)
+                    removed.append(tmp)
+    return removed
+
+
 def kernel_config(socket_dir: str):
     """Kernel settings for Papermill: IPC transport (Unix sockets under ``socket_dir``, which should be
     private to this user) instead of TCP on localhost, so no port is open to other users and ipykernel
@@ -102,39 +149,58 @@ def run_chapter(
 ) -> str:
     """Execute one chapter unless its cache key matches; returns ``"skipped"`` or ``"executed"``.
     ``log_output`` streams the cells' output (text progress bars, prints) to this process's stderr as it comes."""
-    import nbformat
     import papermill
 
     params = spec.resolve(preset, overrides)
     key = cache_key(spec, params)
-    if not force and stored_key(out) == key:
-        return "skipped"
     injected = {"preset": preset, **overrides}
-    start = time.monotonic()
     # text progress bars reach a log (widgets do not); in a stored page a bar is only residue
-    logged = {LOG_ENV: "1"} if log_output else {OFF_ENV: "1"}
-    with (
-        atomic_path(out) as tmp,
-        patch.dict(os.environ, logged),
-        tempfile.TemporaryDirectory(prefix="hybridlib-kernel-") as sockets,
-    ):
-        papermill.execute_notebook(
-            str(NOTEBOOKS / spec.notebook),
-            str(tmp),
-            parameters=injected,
-            cwd=str(NOTEBOOKS),
-            kernel_name="python3",
-            progress_bar=not log_output,
-            request_save_on_cell_execute=False,
-            config=kernel_config(sockets),
-            **({"stdout_file": sys.stderr, "stderr_file": sys.stderr} if log_output else {}),
-        )
-        nb = nbformat.read(tmp, as_version=4)
-        record = provenance.collect(preset, params)
-        record["wall_time_s"] = round(time.monotonic() - start, 1)
-        nb.metadata["hybridlib"] = {"chapter": spec.name, "cache_key": key, "provenance": record}
-        nbformat.write(nb, tmp)
+    env = {NOTEBOOK_ENV: str(out.resolve()), **({LOG_ENV: "1"} if log_output else {OFF_ENV: "1"})}
+    with file_lock(_lock(out)):  # a second identical run waits here, then finds this one's notebook
+        if not force and up_to_date(spec, params, out):
+            return "skipped"
+        start = time.monotonic()
+        with (
+            atomic_path(out) as tmp,
+            patch.dict(os.environ, env),
+            tempfile.TemporaryDirectory(prefix="hybridlib-kernel-") as sockets,
+        ):
+            try:
+                papermill.execute_notebook(
+                    str(NOTEBOOKS / spec.notebook),
+                    str(tmp),
+                    parameters=injected,
+                    cwd=str(NOTEBOOKS),
+                    kernel_name="python3",
+                    progress_bar=not log_output,
+                    request_save_on_cell_execute=False,
+                    config=kernel_config(sockets),
+                    **({"stdout_file": sys.stderr, "stderr_file": sys.stderr} if log_output else {}),
+                )
+            except Exception:
+                if tmp.is_file() and tmp.stat().st_size:
+                    kept = FAILED / preset / spec.notebook
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(tmp, kept)
+                    print(
+                        f"      the failed notebook, traceback included: {kept}", file=sys.stderr, flush=True
+                    )
+                raise
+            _finish(tmp, spec, preset, params, key, start)
     return "executed"
+
+
+def _finish(
+    tmp: Path, spec: ChapterSpec, preset: str, params: dict[str, Any], key: str, start: float
+) -> None:
+    """Store the cache key and provenance (wall time since ``start``) in the executed notebook ``tmp``."""
+    import nbformat
+
+    nb = nbformat.read(tmp, as_version=4)
+    record = provenance.collect(preset, params)
+    record["wall_time_s"] = round(time.monotonic() - start, 1)
+    nb.metadata["hybridlib"] = {"chapter": spec.name, "cache_key": key, "provenance": record}
+    nbformat.write(nb, tmp)
 
 
 def run(
@@ -162,6 +228,8 @@ def run(
     own = {c: {k: v for k, v in overrides.items() if k in {p.name for p in chapter(c).params}} for c in order}
     for name in order:  # every chapter's values are checked before the first one runs
         chapter(name).resolve(preset, own[name])
+    for stale in remove_stale_temporaries([output_path(chapter(name), preset, out_dir) for name in order]):
+        print(f"removed {stale}, the temporary notebook of a killed run", flush=True)
     statuses = {}
     for i, name in enumerate(order, 1):
         spec = chapter(name)

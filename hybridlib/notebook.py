@@ -2,40 +2,100 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from hybridlib import provenance, style
+from hybridlib import provenance, results, style
 from hybridlib.atomic import write_json
 from hybridlib.findings import chapter, notebook_params
 from hybridlib.params import check_choice
-from hybridlib.paths import results_dir
+from hybridlib.paths import book_notebook
 from hybridlib.verdicts import Outcome, Verdict
 
 VERDICTS = tuple(o.value for o in Outcome)
 _PAGE: dict[str, Any] = {"chapter": None, "rows": [], "status": None}  # what this notebook reported so far
 
 
-def _display(obj: Any) -> None:
+def _display(obj: Any, metadata: dict[str, Any] | None = None) -> None:
     try:
         from IPython.display import display
 
-        display(obj)
+        display(obj, metadata=metadata)
     except ImportError:  # plain Python: print instead
         print(obj)
+
+
+def _papermill_output() -> Path | None:
+    """The output notebook of the ``papermill`` command that started this kernel, read from the parent process's
+    command line (Linux ``/proc``); None for any other parent."""
+    try:
+        parent = Path("/proc", str(os.getppid()))
+        argv = [a.decode() for a in (parent / "cmdline").read_bytes().split(b"\0") if a]
+        cwd = Path(os.readlink(parent / "cwd"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    names = [Path(a).name for a in argv]
+    if "papermill" not in names:
+        return None
+    from papermill.cli import papermill as cli
+
+    try:
+        ctx = cli.make_context("papermill", argv[names.index("papermill") + 1 :], resilient_parsing=True)
+    except Exception:  # noqa: BLE001 - an unreadable command line: the path stays unknown
+        return None
+    out = ctx.params.get("output_path")
+    return cwd / out if out and out != "-" and "://" not in out else None
+
+
+def executed_notebook(namespace: Mapping[str, Any]) -> Path | None:
+    """Where this execution's notebook goes: the runner's ``$HYBRIDLIB_RUN_NOTEBOOK``, Papermill's injected
+    ``PAPERMILL_OUTPUT_PATH`` or the output argument of the ``papermill`` command; None when unknown."""
+    if os.environ.get(results.NOTEBOOK_ENV):
+        return Path(os.environ[results.NOTEBOOK_ENV])
+    if namespace.get("PAPERMILL_OUTPUT_PATH"):
+        return Path(str(namespace["PAPERMILL_OUTPUT_PATH"]))
+    return _papermill_output()
+
+
+def execution_record(name: str, params: Mapping[str, Any], canonical: bool) -> dict[str, Any]:
+    """What :func:`start` stores in its output's metadata (``hybridlib``), replaced by every execution: chapter,
+    resolved parameters (as JSON stores them), the library's code digest and whether the run is canonical."""
+    return {
+        "chapter": name,
+        "params": json.loads(json.dumps(dict(params), sort_keys=True, default=str)),
+        "code_digest": provenance.code_digest(),
+        "canonical": canonical,
+    }
 
 
 def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     """Resolve and validate the chapter's parameters from the notebook's globals, seed everything, set plot and
     table style.
 
-    Returns the resolved parameters (``preset`` included) and shows them as a table.
+    Returns the resolved parameters (``preset`` included) and shows them as a table whose output metadata holds
+    :func:`execution_record`. Decides where the run's results go (:func:`hybridlib.results.results_root`): a run
+    with other values than the preset's, or into another notebook than the book's, writes beside its notebook.
     """
     params = notebook_params(name, namespace)
+    spec = chapter(name)
+    preset = params["preset"]
+    root = results.results_root(
+        preset,
+        book_notebook(spec.notebook, preset),
+        executed_notebook(namespace),
+        own_values=params != spec.resolve(preset),
+    )
+    results.begin_run(root)
+    canonical = root == results.canonical_root()
+    if not canonical:
+        print(f"Your own run: its results go to {root / name} (the book's data/results stay unchanged).")
     _PAGE.update(chapter=name, rows=[], status=None)
     random.seed(params.get("seed", 0))
     np.random.seed(params.get("seed", 0))
@@ -48,13 +108,13 @@ def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     style.apply()
     pd.set_option("display.max_colwidth", None)  # tables show whole cells (the paper-vs-book texts are long)
     _quiet_library_progress()
-    spec = chapter(name)
     rows = [(p.name, params[p.name], p.doc) for p in spec.params]
     _display(
         pd.DataFrame(
             [("preset", params["preset"], "preset the defaults come from"), *rows],
             columns=["parameter", "value", "meaning"],
-        ).set_index("parameter")
+        ).set_index("parameter"),
+        metadata={"hybridlib": execution_record(name, params, canonical)},
     )
     return params
 
@@ -130,12 +190,13 @@ def provenance_table(params: dict[str, Any]) -> pd.DataFrame:
     """Preset, device, versions, commit and wall time of this execution as a two-column table.
 
     Also writes the page's paper-vs-book rows and chapter verdict, with this provenance, to
-    ``data/results/<chapter>/paper_vs_book_<preset>.json`` (atomically): the scoreboard's source.
+    ``paper_vs_book_<preset>.json`` in this run's results folder (atomically; a canonical run's is
+    ``data/results/<chapter>/``, the scoreboard's source).
     """
     record = provenance.collect(params.get("preset"), params)
     if _PAGE["chapter"] is not None:
         write_json(
-            results_dir(_PAGE["chapter"]) / f"paper_vs_book_{params.get('preset')}.json",
+            results.run_results_dir(_PAGE["chapter"]) / f"paper_vs_book_{params.get('preset')}.json",
             {
                 "chapter": _PAGE["chapter"],
                 "status": _PAGE["status"],

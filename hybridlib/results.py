@@ -1,19 +1,60 @@
-"""A chapter's committed runs: the current result file (``data/results/<chapter>/<name>.json``) and the runs
-it replaced (``previous_runs/<name>@<date>_<commit>.json``), so a re-run never loses the figures it supersedes
-and the book can show how far the numbers move from run to run."""
+"""Where a chapter's results go, and its committed runs.
+
+Only a canonical run (a preset's own values, executed into the book's own notebook) writes the results the book
+reads, ``data/results/<chapter>/<name>.json``; a reader's own run (other values, another notebook path, a plain
+Papermill or Jupyter run) writes beside its notebook (:func:`results_root`, the one decision;
+:func:`run_results_dir`, what chapters write to). The committed current file and the runs it replaced
+(``previous_runs/<name>@<date>_<commit>.json``) keep how far the numbers move from run to run.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hybridlib.paths import results_dir
+from hybridlib.paths import REPO_ROOT, results_dir
 
 PREVIOUS = "previous_runs"
+RESULTS_ENV = "HYBRIDLIB_RESULTS_DIR"  # canonical results elsewhere (the test harness: a temporary folder)
+NOTEBOOK_ENV = "HYBRIDLIB_RUN_NOTEBOOK"  # set by the runner: the path its executed notebook goes to
+_RUN: dict[str, Path] = {}  # "root": this process's results root, set by begin_run
+
+
+def canonical_root() -> Path:
+    """Where canonical runs write: ``$HYBRIDLIB_RESULTS_DIR`` when set, else ``data/results``."""
+    return Path(os.environ[RESULTS_ENV]) if os.environ.get(RESULTS_ENV) else results_dir()
+
+
+def results_root(preset: str, book_notebook: Path, notebook: Path | None, own_values: bool) -> Path:
+    """The results root of one execution. Canonical (:func:`canonical_root`): the preset's values
+    (``own_values`` false) executed into the book's notebook ``book_notebook``, or, where the executed notebook's
+    path is unknown (``notebook`` None: nbval, a Jupyter session), with ``$HYBRIDLIB_RESULTS_DIR`` set. Any
+    other run writes into its notebook's folder, or ``_build/runs/<preset>/`` when that is unknown."""
+    if notebook is None:
+        canonical = not own_values and bool(os.environ.get(RESULTS_ENV))
+    else:
+        canonical = not own_values and notebook.resolve() == book_notebook.resolve()
+    if canonical:
+        return canonical_root()
+    return notebook.resolve().parent if notebook is not None else REPO_ROOT / "_build" / "runs" / preset
+
+
+def begin_run(root: Path) -> None:
+    """Make ``root`` (from :func:`results_root`) this process's results root."""
+    _RUN["root"] = Path(root)
+
+
+def run_results_dir(chapter: str) -> Path:
+    """Folder for ``chapter``'s result JSON in this run: ``<root>/<chapter>`` under the root
+    :func:`begin_run` set, else under :func:`canonical_root` (library commands that promote a result)."""
+    path = _RUN.get("root", canonical_root()) / chapter
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def run_label(result: Mapping[str, Any]) -> str:

@@ -1,11 +1,21 @@
-"""Session order: tests marked ``after_notebooks`` run last, after nbval has executed the notebooks (which
-rewrite ``data/results/<chapter>/seminar.json``), so they can compare the fresh results with the committed
-ones read while the tests were collected. Fixture ``inductor_at_capability``: torch.compile on the CPU under the
-run's ATEN_CPU_CAPABILITY."""
+"""Session set-up. Canonical runs in this session (nbval's notebooks) write their results to a temporary folder
+(``$HYBRIDLIB_RESULTS_DIR``, set here unless the caller set it), never to the tracked ``data/results``. Tests marked
+``after_notebooks`` run last, after nbval has executed the notebooks, so they can compare those fresh results with
+the committed ones. Fixture ``inductor_at_capability``: torch.compile on the CPU under the run's
+ATEN_CPU_CAPABILITY."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
+
+from hybridlib.results import RESULTS_ENV
+
+if not os.environ.get(RESULTS_ENV):  # before any kernel starts: nbval's kernels inherit it
+    os.environ[RESULTS_ENV] = tempfile.mkdtemp(prefix="hybridlib-results-")
+    atexit.register(shutil.rmtree, os.environ[RESULTS_ENV], ignore_errors=True)
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from hybridlib import notebook
+from hybridlib import notebook, results
 from hybridlib.verdicts import Outcome, Tolerance, Verdict
 
 
@@ -71,8 +71,8 @@ def test_verdict_summary_takes_the_most_frequent_outcome_and_breaks_ties_against
 
 
 def test_provenance_table_writes_the_pages_rows_and_verdict(tmp_path, monkeypatch):
-    monkeypatch.setattr(notebook, "results_dir", lambda chapter: tmp_path / chapter)
-    (tmp_path / "softcka").mkdir()
+    monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path))  # a canonical run: the results folder's root
+    monkeypatch.setattr(results, "_RUN", {})
     notebook.start("softcka", {"preset": "seminar"})
     notebook.paper_vs_book(
         [
