@@ -2,7 +2,8 @@
 that produced it and of the library code (:func:`hybridlib.provenance.code_digest`).
 
 A re-run of a chapter, or one resumed after its process was killed, skips every experiment that already
-finished. Values are pickled (the cache is local and never committed) and written atomically.
+finished. Values are pickled (the cache is local and never committed) and written atomically; a pickle that
+does not load is moved aside with a warning naming it and computed again.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from hybridlib.atomic import atomic_path
+from hybridlib.integrity import MISSING, read_or_discard
 from hybridlib.paths import cache_dir
 from hybridlib.provenance import code_digest
 
@@ -32,7 +34,9 @@ def memoized(kind: str, settings: Mapping[str, Any], compute: Callable[[], T]) -
     depends on besides that code."""
     path = cache_dir("memo", kind) / f"{memo_key(settings)}.pkl"
     if path.is_file():
-        return pickle.loads(path.read_bytes())
+        value = read_or_discard(path, lambda p: pickle.loads(p.read_bytes()))
+        if value is not MISSING:
+            return value
     value = compute()
     with atomic_path(path) as tmp:
         tmp.write_bytes(pickle.dumps(value))

@@ -17,6 +17,7 @@ import torch
 from hybridlib.atomic import atomic_dir, write_json
 from hybridlib.data import sources
 from hybridlib.data.corpus import training_corpus
+from hybridlib.integrity import write_digests
 from hybridlib.models import describe, load
 from hybridlib.models.tiny import BOS_ID, TinySpec, build_model, train_tokenizer, validation_loss
 from hybridlib.paths import cache_dir
@@ -56,6 +57,7 @@ def _train_into(folder: Path, spec: TinySpec) -> None:
     tokens = config.total_steps * config.tokens_per_step
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    write_digests(folder)
     write_json(
         folder / "report.json",
         {

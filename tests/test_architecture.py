@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "hybridlib.provenance",
             "hybridlib.results",
             "hybridlib.memo",
+            "hybridlib.integrity",
         ),
     ),
     (2, ("hybridlib.data",)),

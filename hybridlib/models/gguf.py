@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from hybridlib.atomic import atomic_dir
+from hybridlib.integrity import write_digests
 from hybridlib.paths import cache_dir
 
 
@@ -75,7 +76,8 @@ def one_reader_per_file() -> Iterator[None]:
 def converted_checkpoint(name: str) -> Path:
     """Folder with a float32 ``save_pretrained`` checkpoint (model + tokenizer) of GGUF model ``name``.
 
-    Converts on first call; the folder appears atomically (written to a temporary sibling, then renamed).
+    Converts on first call; the folder appears atomically (written to a temporary sibling, then renamed), with the
+    weights' sha256 digests (:func:`hybridlib.integrity.write_digests`).
     """
     if name not in GGUF_SOURCES:
         raise ValueError(f"name={name!r} has no GGUF source; known: {sorted(GGUF_SOURCES)}")
@@ -98,4 +100,5 @@ def converted_checkpoint(name: str) -> Path:
     with atomic_dir(target) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        write_digests(tmp)
     return target

@@ -25,6 +25,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from hybridlib.integrity import check_weights, read
 from hybridlib.models.card import BosPolicy, ModelCard, architecture_fields, count_parameters
 from hybridlib.models.gguf import converted_checkpoint
 from hybridlib.models.tiny import teacher_folder
@@ -143,6 +144,25 @@ def _offline_names() -> list[str]:
     return [n for n, e in _REGISTRY.items() if e.locate is not None]
 
 
+def _remedy(name: str, folder: Path, given: bool) -> str:
+    """What rebuilds the local model folder ``folder`` of ``name`` (``given``: a ``path=`` the caller passed)."""
+    if given:
+        return f"save the model into {folder} again (save_pretrained)"
+    return f"rebuild it: rm -rf {folder} && python -m hybridlib.prepare --models {name}"
+
+
+def _load_model(name: str, location: str | Path, dtype: torch.dtype, given: bool) -> PreTrainedModel:
+    """``from_pretrained`` of ``location``; a local folder's weights are checked first (:func:`check_weights`) and
+    any failure to read them names the folder and what rebuilds it."""
+    if not isinstance(location, Path):
+        return _hub_call(name, location, AutoModelForCausalLM.from_pretrained, dtype=dtype)
+    remedy = _remedy(name, location, given)
+    check_weights(location, remedy)
+    return read(
+        location, lambda p: _hub_call(name, p, AutoModelForCausalLM.from_pretrained, dtype=dtype), remedy
+    )
+
+
 def load_tokenizer(name: str, *, path: str | Path | None = None) -> PreTrainedTokenizerBase:
     """The tokenizer of ``name`` (from ``path`` if given)."""
     return _hub_call(name, _location(name, path), AutoTokenizer.from_pretrained)
@@ -157,7 +177,7 @@ def load(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Model (eval mode, ``dtype``, on ``device``) and tokenizer of ``name``; ``path`` overrides the source."""
     location = _location(name, path)
-    model = _hub_call(name, location, AutoModelForCausalLM.from_pretrained, dtype=dtype)
+    model = _load_model(name, location, dtype, given=path is not None)
     tokenizer = _hub_call(name, location, AutoTokenizer.from_pretrained)
     return model.to(device).eval(), tokenizer
 

@@ -19,6 +19,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from hybridlib.atomic import atomic_path
+from hybridlib.integrity import MISSING, read_or_discard
 from hybridlib.train.distributed import World, barrier, gather_objects
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -80,11 +81,14 @@ def load_checkpoint(
     world: World,
 ) -> dict[str, Any] | None:
     """Restore the state saved in ``out_dir`` (this rank's RNG included); returns the remaining entries
-    (step, tokens, history, config) or ``None`` if there is no checkpoint."""
+    (step, tokens, history, config) or ``None`` if there is none, or it does not load (moved aside with a
+    warning naming it: training starts again)."""
     path = Path(out_dir) / CHECKPOINT_NAME
     if not path.is_file():
         return None
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = read_or_discard(path, lambda p: torch.load(p, map_location="cpu", weights_only=False))
+    if state is MISSING:
+        return None
     set_state_dict(
         model,
         optimizer,

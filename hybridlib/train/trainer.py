@@ -127,6 +127,11 @@ def _resume(config: TrainConfig, model, optimizer, scheduler, world: World) -> t
         raise ValueError(
             f"{config.out_dir} holds a run with different settings {changed}; use another out_dir"
         )
+    if world.is_main:
+        print(
+            f"resuming from step {state['step']} of {config.total_steps} ({config.out_dir}/checkpoint.pt)",
+            flush=True,
+        )
     return state["step"], History(**state["history"])
 
 

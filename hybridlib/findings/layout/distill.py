@@ -39,11 +39,20 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from hybridlib import convert, losses, metrics
-from hybridlib.atomic import write_json
+from hybridlib.atomic import file_lock, write_json
 from hybridlib.convert import MIXERS, RECURRENT_PATTERN, convert_to_hybrid, load_hybrid
 from hybridlib.data.corpus import heldout_documents, training_corpus
 from hybridlib.data.tokenizers import tokenizer_fingerprint
 from hybridlib.findings.layout.spec import RECIPES, Recipe
+from hybridlib.integrity import (
+    MISSING,
+    BrokenCacheError,
+    check_weights,
+    quarantine,
+    read,
+    read_or_discard,
+    write_digests,
+)
 from hybridlib.layouts import LAYOUT_NAMES, Layout
 from hybridlib.models import describe, encode, load, load_tokenizer
 from hybridlib.paths import cache_dir
@@ -231,7 +240,9 @@ def heldout_ids(
     ).hexdigest()[:20]
     path = cache_dir("heldout") / f"{key}.json"
     if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
+        records = read_or_discard(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
+        if records is not MISSING:
+            return records
     docs = heldout_documents(split, languages, per_language=per_language)
     records = [
         {"lang": lang, "doc_id": doc, "input_ids": encode(tokenizer, text, card)[:max_length]}
@@ -390,18 +401,40 @@ def distill_layout(
         **values,
     )
     folder = cache_dir("students", settings.key())
-    if (folder / "run.json").is_file():
-        return replace(DistillRun.read(folder), layout_name=layout_name)
-    card = describe(teacher_name, path=teacher_path)
-    run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress, teacher_path)
-    world = init_world(device)  # the trainer's (torchrun: every rank trained the same student)
-    if world.is_main:
-        run.save()
-        shutil.rmtree(
-            folder / "train", ignore_errors=True
-        )  # the checkpoint (with optimizer state) is not needed
-    barrier(world)
+    # two runs wanting this student: the second waits for the first, then reads its cache (one lock per rank)
+    with file_lock(folder.with_name(f".{folder.name}.rank{os.environ.get('RANK', '0')}.lock")):
+        cached = _cached_run(folder)
+        if cached is not None:
+            return replace(cached, layout_name=layout_name)
+        card = describe(teacher_name, path=teacher_path)
+        run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress, teacher_path)
+        world = init_world(device)  # the trainer's (torchrun: every rank trained the same student)
+        if world.is_main:
+            write_digests(folder / "student")
+            run.save()
+            shutil.rmtree(
+                folder / "train", ignore_errors=True
+            )  # the checkpoint (with optimizer state) is not needed
+        barrier(world)
     return replace(DistillRun.read(folder), layout_name=layout_name)  # as a later cache hit returns it
+
+
+def _cached_run(folder: Path) -> DistillRun | None:
+    """The finished run cached in ``folder``, or None: not trained yet, or broken (``run.json`` or the student's
+    weights do not read or match their digests), in which case the folder is moved aside to ``<key>.broken``
+    with a warning naming the file, and the student is trained again."""
+    if not (folder / "run.json").is_file():
+        return None
+    remedy = f"moved to {folder.name}.broken, training the student again"
+    try:
+        run = read(folder / "run.json", lambda p: DistillRun.read(p.parent), remedy)
+        check_weights(folder / "student", remedy)
+    except BrokenCacheError as err:
+        warnings.warn(str(err))
+        quarantine(folder)
+        folder.mkdir()
+        return None
+    return run
 
 
 def load_student(
@@ -572,7 +605,9 @@ class _Validator:
 def _initial_eval(path: Path, student: nn.Module, evaluate: Callable) -> dict[str, Any]:
     """Validation of the untrained student, kept beside the checkpoint so a resumed run reuses it."""
     if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
+        result = read_or_discard(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
+        if result is not MISSING:
+            return result
     student.eval()
     with torch.no_grad():
         result = evaluate(student)
@@ -600,7 +635,9 @@ def heldout_scores(
     chapters of ``split`` per language (cut to the run's seq_len); cached in the student's folder."""
     path = Path(run.path) / f"{split}-{per_language}.json"
     if path.is_file():
-        return pd.read_json(path, orient="records")
+        frame = read_or_discard(path, lambda p: pd.read_json(p, orient="records"))
+        if frame is not MISSING:
+            return frame
     s = run.settings
     device, precision = _resolve_device(device, s["precision"])
     tokenizer = load_tokenizer(s["teacher_name"], path=teacher_path)
