@@ -28,7 +28,7 @@ import yaml
 from hybridlib import provenance
 from hybridlib.atomic import atomic_path, file_lock, write_text
 from hybridlib.findings import CHAPTERS, chapter, execution_order
-from hybridlib.params import PRESETS, ChapterSpec, ParameterError, check_choice
+from hybridlib.params import PRESETS, ChapterSpec, ParameterError, check_choice, check_device, near_match
 from hybridlib.paths import REPO_ROOT, book_notebook
 from hybridlib.progress import LOG_ENV, OFF_ENV
 from hybridlib.results import NOTEBOOK_ENV
@@ -46,13 +46,24 @@ def output_path(spec: ChapterSpec, preset: str, out_dir: Path | None = None) -> 
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["steps=10", "layouts=[a, b]"]`` -> ``{"steps": 10, "layouts": ["a", "b"]}`` (values read as YAML)."""
+    """``["steps=10", "layouts=[a, b]"]`` -> ``{"steps": 10, "layouts": ["a", "b"]}`` (values read as YAML).
+    The preset is not one of them: it is chosen with ``--preset``."""
     parsed = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
             raise ParameterError(f"-p expects name=value, got {pair!r}")
-        parsed[name.strip()] = yaml.safe_load(value)
+        if name.strip() == "preset":
+            raise ParameterError(
+                f"-p {pair}: choose the preset with --preset {value.strip() or 'NAME'} "
+                f"(allowed: {', '.join(PRESETS)}), not with -p"
+            )
+        try:
+            parsed[name.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ParameterError(
+                f"-p {pair}: the value is not valid YAML ({getattr(err, 'problem', err)})"
+            ) from None
     return parsed
 
 
@@ -216,18 +227,21 @@ def run(
     """Run ``names`` (default: every chapter) and, unless ``dependencies`` is off, the chapters they depend on;
     returns chapter -> status. Without dependencies a chapter still trains the students it needs itself."""
     check_choice("preset", preset, PRESETS)
+    check_device(preset)
     order = execution_order(list(names) or None)
     if not dependencies and names:
         order = [name for name in order if name in names]
+    known = {p.name for c in order for p in chapter(c).params}
     for name in overrides:
-        if not any(name in {p.name for p in chapter(c).params} for c in order):
+        if name not in known:
             raise ParameterError(
-                f"no chosen chapter has a parameter {name!r} (chapters: {', '.join(order)}); "
-                "see `python -m hybridlib.book params`"
+                f"no chosen chapter has a parameter {name!r}{near_match(name, known)} (chapters: "
+                f"{', '.join(order)}); see `python -m hybridlib.book params`"
             )
     own = {c: {k: v for k, v in overrides.items() if k in {p.name for p in chapter(c).params}} for c in order}
     for name in order:  # every chapter's values are checked before the first one runs
-        chapter(name).resolve(preset, own[name])
+        for note in chapter(name).notes(chapter(name).resolve(preset, own[name])):
+            print(f"{name}: {note}", flush=True)
     for stale in remove_stale_temporaries([output_path(chapter(name), preset, out_dir) for name in order]):
         print(f"removed {stale}, the temporary notebook of a killed run", flush=True)
     statuses = {}

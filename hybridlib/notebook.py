@@ -96,6 +96,8 @@ def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     canonical = root == results.canonical_root()
     if not canonical:
         print(f"Your own run: its results go to {root / name} (the book's data/results stay unchanged).")
+    for note in spec.notes(params):
+        print(note)
     _PAGE.update(chapter=name, rows=[], status=None)
     random.seed(params.get("seed", 0))
     np.random.seed(params.get("seed", 0))

@@ -7,16 +7,62 @@ preset and checks every value, raising :class:`ParameterError` that names the pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import ast
+import difflib
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import yaml
+
 PRESETS = ("seminar", "gpu", "paper")
+#: Presets whose defaults are sized for a CUDA GPU: refused at once on a machine without one.
+CUDA_PRESETS = ("gpu", "paper")
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 class ParameterError(ValueError):
-    """A chapter parameter, preset or chapter name that is not allowed."""
+    """A chapter parameter, preset or chapter name that is not allowed.
+
+    In a notebook its traceback is the one line ``ParameterError: <message>`` (IPython's ``_render_traceback_``):
+    the message says everything, and the library frames under it would only bury it.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+def near_match(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to a misspelt ``name`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_device(preset: str) -> None:
+    """Refuse a preset of :data:`CUDA_PRESETS` where torch sees no CUDA device."""
+    if preset in CUDA_PRESETS:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ParameterError(
+                f"preset {preset!r} needs a CUDA GPU and torch sees none here (torch {torch.__version__}, "
+                "torch.cuda.is_available() is False); on a CPU use --preset seminar (Papermill: -p preset seminar)"
+            )
+
+
+def assigned_names(sources: Iterable[str]) -> list[str]:
+    """Names assigned at top level by the Papermill parameter cells (first line ``# Parameters``) among ``sources``
+    (IPython's input history ``In``): what a user passed with ``-p``/``-y``, known or not."""
+    names = []
+    for source in sources:
+        if isinstance(source, str) and source.startswith("# Parameters"):
+            for node in ast.parse(source).body:
+                if isinstance(node, ast.Assign):
+                    names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
 
 
 def check_choice(what: str, value: Any, allowed: tuple | list) -> Any:
@@ -34,8 +80,12 @@ class Param:
 
     ``kind`` is ``int``, ``float``, ``str``, ``bool`` or ``list`` (then ``item`` is the item type);
     ``choices`` restricts the value (or each list item); ``minimum`` and ``maximum`` bound numbers (and list
-    items) inclusively, ``exclusive_minimum`` makes the lower bound strict; ``defaults`` maps every preset to
-    its value (checked against the bounds and choices when the parameter is declared).
+    items) inclusively, ``exclusive_minimum`` makes the lower bound strict; ``unique`` refuses a list that names
+    an item twice; ``defaults`` maps every preset to its value (checked against the bounds and choices when the
+    parameter is declared).
+
+    Papermill's forms are accepted: a list given as a YAML/JSON string (``'[a, b]'``), a number given as text
+    (``"1e5"``) and an integral float for an int (``1e5`` -> ``100000``).
     """
 
     name: str
@@ -48,6 +98,7 @@ class Param:
     item: type | None = None
     maximum: float | None = None
     exclusive_minimum: bool = False
+    unique: bool = False
 
     def __post_init__(self) -> None:
         missing = [p for p in PRESETS if p not in self.defaults]
@@ -66,18 +117,45 @@ class Param:
     def validate(self, value: Any) -> Any:
         """Return ``value`` coerced to this parameter's type, or raise :class:`ParameterError`."""
         if self.kind is list:
-            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-                raise ParameterError(f"parameter {self.name!r} must be a list, got {value!r}")
-            return [self._scalar(v, self.item or str, f"{self.name}[{i}]") for i, v in enumerate(value)]
+            items = self._list(value)
+            items = [self._scalar(v, self.item or str, f"{self.name}[{i}]") for i, v in enumerate(items)]
+            twice = [v for i, v in enumerate(items) if v in items[:i]]
+            if self.unique and twice:
+                raise ParameterError(
+                    f"parameter {self.name!r} names {twice[0]!r} twice; give each item once, got {items!r}"
+                )
+            return items
         return self._scalar(value, self.kind, self.name)
 
+    def _list(self, value: Any) -> list | tuple:
+        """``value`` as a list: itself, or a YAML/JSON string read (Papermill's ``-p NAME '[a, b]'``)."""
+        text = value
+        if isinstance(value, str):
+            try:
+                value = yaml.safe_load(value)
+            except yaml.YAMLError:
+                pass
+        if not isinstance(value, (list, tuple)):
+            example = f"[{text}]" if isinstance(text, (str, int, float)) and str(text).strip() else "[a, b]"
+            raise ParameterError(
+                f"parameter {self.name!r} must be a list, got {text!r}; write it as a YAML list: runner "
+                f"-p '{self.name}={example}', Papermill -p {self.name} '{example}' or -y '{self.name}: {example}'"
+            )
+        return value
+
     def _scalar(self, value: Any, kind: type, label: str) -> Any:
+        if kind in (int, float) and isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+            value = float(value) if re.search(r"[.eE]", value) else int(value)
+        if kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)  # Papermill reads -p n 1e5 as 100000.0
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
             raise ParameterError(
                 f"parameter {label!r} must be of type {kind.__name__}, got {type(value).__name__} {value!r}"
             )
+        if kind is float and not math.isfinite(value):
+            raise ParameterError(f"parameter {label!r} must be a finite number, got {value!r}")
         if self.choices is not None:
             check_choice(f"parameter {label!r}", value, self.choices)
         if self.minimum is None:
@@ -104,12 +182,19 @@ class Param:
             extra.append("allowed: " + ", ".join(map(str, self.choices)))
         if self.minimum is not None or self.maximum is not None:
             extra.append(self.bounds())
+        if self.unique:
+            extra.append("no repeats")
         return f"{kind}" + (f" ({'; '.join(extra)})" if extra else "")
 
 
 @dataclass(frozen=True)
 class ChapterSpec:
-    """A chapter: its notebook, the claim it tests, its parameters and the chapters it needs first."""
+    """A chapter: its notebook, the claim it tests, its parameters and the chapters it needs first.
+
+    ``check`` sees the resolved values together, before any work: it raises a :class:`ParameterError` for a
+    combination that cannot run (bounds that follow from the data and the machine) and returns notes for the
+    reader (how a fraction rounded, say).
+    """
 
     name: str
     title: str
@@ -117,6 +202,7 @@ class ChapterSpec:
     claim: str
     params: tuple[Param, ...]
     depends_on: tuple[str, ...] = ()
+    check: Callable[[Mapping[str, Any]], list[str]] | None = None
     _by_name: Mapping[str, Param] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -126,13 +212,14 @@ class ChapterSpec:
         """The parameter called ``name``; unknown names raise a :class:`ParameterError` listing the known."""
         if name not in self._by_name:
             raise ParameterError(
-                f"chapter {self.name!r} has no parameter {name!r}; its parameters are: "
-                + ", ".join(["preset", *self._by_name])
+                f"chapter {self.name!r} has no parameter {name!r}{near_match(name, self._by_name)}; "
+                "its parameters are: " + ", ".join(["preset", *self._by_name])
             )
         return self._by_name[name]
 
     def resolve(self, preset: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Preset defaults updated with the non-``None`` ``overrides``, every value validated."""
+        """Preset defaults updated with the non-``None`` ``overrides``, every value validated, alone and together
+        (``check``)."""
         check_choice("preset", preset, PRESETS)
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         for name in overrides:
@@ -140,4 +227,18 @@ class ChapterSpec:
         values = {"preset": preset}
         for p in self.params:
             values[p.name] = p.validate(overrides.get(p.name, p.defaults[preset]))
+        self.notes(values)
         return values
+
+    def notes(self, values: Mapping[str, Any]) -> list[str]:
+        """The reader's notes on resolved ``values`` (``check``'s), after its refusals."""
+        return list(self.check(values)) if self.check is not None else []
+
+    def parameters_cell(self) -> str:
+        """Source of the notebook's ``parameters`` cell: every parameter ``None`` with its type, range and meaning."""
+        lines = [
+            "# Parameters (None = the preset's value; see book/parameters.md for every preset).",
+            f'preset = "seminar"  # str: {" | ".join(PRESETS)}',
+        ]
+        lines += [f"{p.name} = None  # {p.describe()}: {p.doc}" for p in self.params]
+        return "\n".join(lines)

@@ -15,9 +15,11 @@ def test_every_chapter_resolves_on_every_preset():
 
 
 def test_none_takes_the_preset_default_and_overrides_win():
-    values = notebook_params("layout_distillation", {"preset": "gpu", "train_tokens": 123, "seq_len": None})
-    assert values["train_tokens"] == 123
-    assert values["seq_len"] == chapter("layout_distillation").param("seq_len").defaults["gpu"]
+    values = notebook_params(
+        "layout_distillation", {"preset": "seminar", "train_tokens": 1234, "seq_len": None}
+    )
+    assert values["train_tokens"] == 1234
+    assert values["seq_len"] == chapter("layout_distillation").param("seq_len").defaults["seminar"]
 
 
 @pytest.mark.parametrize(

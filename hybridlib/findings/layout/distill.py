@@ -43,7 +43,7 @@ from hybridlib.atomic import file_lock, write_json
 from hybridlib.convert import MIXERS, RECURRENT_PATTERN, convert_to_hybrid, load_hybrid
 from hybridlib.data.corpus import heldout_documents, training_corpus
 from hybridlib.data.tokenizers import tokenizer_fingerprint
-from hybridlib.findings.layout.spec import RECIPES, Recipe
+from hybridlib.findings.layout.spec import RECIPES, Recipe, fa_count
 from hybridlib.integrity import (
     MISSING,
     BrokenCacheError,
@@ -82,13 +82,6 @@ def recipe(teacher_name: str) -> Recipe:
             f"teacher_name={teacher_name!r} has no distillation recipe; allowed: {sorted(RECIPES)}"
         )
     return RECIPES[teacher_name]
-
-
-def fa_count(n_layers: int, fa_fraction: float) -> int:
-    """FA layers kept: ``fa_fraction * n_layers`` rounded half up, at least 1 (30 x 0.25 -> 8, 6 x 0.25 -> 2)."""
-    if not 0 < fa_fraction <= 1:
-        raise ValueError(f"fa_fraction must be in (0, 1], got {fa_fraction!r}")
-    return max(1, math.floor(fa_fraction * n_layers + 0.5))
 
 
 @dataclass(frozen=True)

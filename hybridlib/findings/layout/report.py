@@ -50,10 +50,10 @@ import pandas as pd
 from hybridlib import metrics
 from hybridlib.data.languages import LANGUAGES
 from hybridlib.findings.layout.distill import DistillRun
+from hybridlib.findings.layout.spec import FA_FIRST
 from hybridlib.layouts import BASELINE, Layout
 from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, binds, distinct, statistic_bootstrap
 
-FA_FIRST = ("reverse_periodic", "sandwich", "interleaved_sandwich", "endpoint_spread")  # the paper's four
 ABLATION = "periodic_first_at_0"
 UNIT = "distillation run (data-order and model-init seed)"
 

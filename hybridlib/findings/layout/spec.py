@@ -6,9 +6,14 @@ chapter trained. Each arm is trained ``seeds`` times (:func:`replicate_seeds`); 
 chapters load by default.
 """
 
+import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from hybridlib.params import ChapterSpec, Param
+from hybridlib.layouts import BASELINE
+from hybridlib.params import CUDA_PRESETS, ChapterSpec, Param, ParameterError
 from hybridlib.verdicts import RuleChange
 
 
@@ -87,6 +92,26 @@ RECIPES: dict[str, Recipe] = {
 PRESET_TEACHERS = {"seminar": "tiny-teacher", "gpu": "smollm2-135m", "paper": "qwen3-4b-base"}
 
 
+@dataclass(frozen=True)
+class Shape:
+    """A teacher's depth, width and vocabulary: what the checks before training need, without loading it."""
+
+    n_layers: int
+    hidden_size: int
+    vocab_size: int
+
+
+#: Every teacher's shape (tests/test_params.py checks the offline ones against their configs; the hub teachers'
+#: from their publishers' config.json, which cannot be read offline).
+SHAPES: dict[str, Shape] = {
+    "tiny-teacher": Shape(8, 128, 8192),
+    "smollm2-135m": Shape(30, 576, 49152),
+    "gemma3-270m": Shape(18, 640, 262144),
+    "qwen3-4b-base": Shape(36, 2560, 151936),
+    "granite-4.1-3b-base": Shape(40, 2560, 100352),
+}
+
+
 def _recipe_defaults(field: str) -> dict:
     """``{preset: the recipe value of its teacher}`` for one :class:`Recipe` field."""
     return {preset: getattr(RECIPES[teacher], field) for preset, teacher in PRESET_TEACHERS.items()}
@@ -100,7 +125,85 @@ LAYOUTS = (
     "endpoint_spread",
     "periodic_first_at_0",
 )
+#: The paper's four layouts whose first layer is full attention (``periodic_first_at_0`` is this book's ablation).
+FA_FIRST = ("reverse_periodic", "sandwich", "interleaved_sandwich", "endpoint_spread")
 _ALL = ("seminar", "gpu", "paper")
+_GIB = 2**30
+
+
+def fa_count(n_layers: int, fa_fraction: float) -> int:
+    """FA layers kept: ``fa_fraction * n_layers`` rounded half up, at least 1 (30 x 0.25 -> 8, 6 x 0.25 -> 2)."""
+    if not 0 < fa_fraction <= 1:
+        raise ValueError(f"fa_fraction must be in (0, 1], got {fa_fraction!r}")
+    return max(1, math.floor(fa_fraction * n_layers + 0.5))
+
+
+def step_bytes_per_token(shape: Shape, device: str) -> int:
+    """A lower bound on the memory one token of a training step holds: the student's residual stream at every
+    layer, kept for the backward pass (bf16 on CUDA, fp32 on the CPU), and on the CPU, where the loss is not
+    fused, the student's and the teacher's fp32 logits."""
+    if device == "cuda":
+        return shape.n_layers * shape.hidden_size * 2
+    return shape.n_layers * shape.hidden_size * 4 + 2 * shape.vocab_size * 4
+
+
+def device_memory(preset: str) -> tuple[str, int] | None:
+    """``(device, bytes)`` where ``preset`` trains: CUDA (device 0) when visible, else the CPU's RAM; None for a
+    CUDA preset without CUDA (:func:`hybridlib.params.check_device` refuses it)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda", torch.cuda.get_device_properties(0).total_memory
+    if preset in CUDA_PRESETS:
+        return None
+    return "cpu", os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check(values: Mapping[str, Any]) -> list[str]:
+    """Refuse what would fail or grind only after training (see :class:`~hybridlib.params.ChapterSpec`): a layout
+    set without the baseline or an FA-first layout, a step larger than the run or than the machine's memory.
+    Notes how ``fa_fraction`` rounds at the teacher's depth."""
+    layouts = values["layouts"]
+    if BASELINE not in layouts:
+        raise ParameterError(
+            f"parameter 'layouts' must include the baseline {BASELINE!r} (every layout is measured against it), "
+            f"got {layouts!r}"
+        )
+    if not any(name in FA_FIRST for name in layouts):
+        raise ParameterError(
+            f"parameter 'layouts' needs at least one FA-first layout ({', '.join(FA_FIRST)}), got {layouts!r}"
+        )
+    seq_len, tokens = values["seq_len"], values["train_tokens"]
+    if seq_len > tokens:
+        raise ParameterError(
+            f"parameter 'seq_len' must be <= train_tokens={tokens} (one sequence of the run), got {seq_len}"
+        )
+    high, why = tokens // seq_len, f"batch_size x seq_len={seq_len} tokens a step <= train_tokens={tokens}"
+    shape = SHAPES[values["teacher"]]
+    memory = device_memory(values["preset"])
+    if memory is not None:
+        device, total = memory
+        per_sequence = seq_len * step_bytes_per_token(shape, device)
+        if total // per_sequence < high:
+            high = total // per_sequence
+            why = (
+                f"a step holds at least {per_sequence / 2**20:.1f} MiB a sequence on the {device} "
+                f"({values['teacher']}, seq_len={seq_len}), which has {total / _GIB:.1f} GiB"
+            )
+    if not 1 <= values["batch_size"] <= high:
+        raise ParameterError(
+            f"parameter 'batch_size' must be in [1, {high}] ({why}), got {values['batch_size']}"
+        )
+    n_full = fa_count(shape.n_layers, values["fa_fraction"])
+    exact = values["fa_fraction"] * shape.n_layers
+    if not math.isclose(exact, n_full):
+        return [
+            f"fa_fraction={values['fa_fraction']:g} of {values['teacher']}'s {shape.n_layers} layers is "
+            f"{exact:g} layers: {n_full} kept as full attention ({100 * n_full / shape.n_layers:.1f}%, rounded "
+            "half up)"
+        ]
+    return []
+
 
 SPEC = ChapterSpec(
     name="layout_distillation",
@@ -124,6 +227,7 @@ SPEC = ChapterSpec(
             "full-attention layouts raced",
             item=str,
             choices=LAYOUTS,
+            unique=True,
             defaults={p: list(LAYOUTS) for p in _ALL},
         ),
         Param(
@@ -154,7 +258,8 @@ SPEC = ChapterSpec(
         Param(
             "batch_size",
             int,
-            "sequences per optimizer step",
+            "sequences per optimizer step (batch_size x seq_len at most train_tokens, and within the memory of "
+            "the device)",
             minimum=1,
             unit="sequences",
             defaults=_recipe_defaults("batch_size"),
@@ -224,6 +329,7 @@ SPEC = ChapterSpec(
             "(each with its own recipe)",
             item=str,
             choices=("tiny-teacher", "smollm2-135m", "gemma3-270m", "qwen3-4b-base", "granite-4.1-3b-base"),
+            unique=True,
             defaults={"seminar": [], "gpu": ["gemma3-270m"], "paper": ["granite-4.1-3b-base"]},
         ),
         Param(
@@ -242,6 +348,7 @@ SPEC = ChapterSpec(
             defaults={"seminar": 300, "gpu": 1000, "paper": 1000},
         ),
     ),
+    check=check,
 )
 
 

@@ -39,6 +39,7 @@ SPEC = ChapterSpec(
             "Gated DeltaNet students probed (distilled by the layout chapter)",
             item=str,
             choices=LAYOUTS,
+            unique=True,
             defaults={
                 "seminar": ["standard_periodic", "reverse_periodic"],
                 "gpu": list(GPU_LAYOUTS),
