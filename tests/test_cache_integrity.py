@@ -216,3 +216,30 @@ def test_two_runs_wanting_one_student_train_it_once(tmp_path, monkeypatch):
     assert not errors and len(trained) == 1 and len(runs) == 2
     assert runs[0].key == runs[1].key == trained[0]
     assert json.loads((Path(runs[0].path) / "run.json").read_text())["key"] == trained[0]
+
+
+def test_broken_bible_chapters_and_corpus_caches_are_built_again(tmp_path, monkeypatch, recwarn):
+    from hybridlib.data import bible, corpus
+
+    monkeypatch.setattr(bible, "cache_dir", lambda *parts: tmp_path.joinpath(*parts))
+    monkeypatch.setattr(corpus, "cache_dir", lambda *parts: tmp_path.joinpath(*parts))
+    bible.chapters.cache_clear()
+    first = bible.chapters("eng")
+    (path,) = tmp_path.glob("bible/*/eng.json")
+    _truncate(path)
+    bible.chapters.cache_clear()
+    assert bible.chapters("eng") == first
+    _one_warning(recwarn, path)
+
+    kwargs = {"tokens": 1024, "seq_len": 32, "languages": ["eng"], "english_share": 1.0, "eos_token_id": 0}
+    tokenizer = load_tokenizer("tiny-teacher")
+    rows = corpus.training_corpus(tokenizer, **kwargs)["input_ids"]
+    (meta,) = tmp_path.glob("corpus/*/meta.json")
+    _truncate(meta)
+    assert corpus.training_corpus(tokenizer, **kwargs)["input_ids"] == rows
+    _one_warning(recwarn, meta)
+    shutil.rmtree(meta.parent / "data")
+    (meta.parent / "data").mkdir()
+    with pytest.raises(BrokenCacheError, match=f"{meta.parent / 'data'} is broken .*rm -rf {meta.parent}"):
+        corpus.training_corpus(tokenizer, **kwargs)
+    bible.chapters.cache_clear()

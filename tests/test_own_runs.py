@@ -63,6 +63,7 @@ def test_an_override_run_and_a_plain_papermill_run_leave_the_book_unchanged(tmp_
     env = {k: v for k, v in os.environ.items() if k not in (results.RESULTS_ENV, results.NOTEBOOK_ENV)}
     env["HF_HUB_OFFLINE"] = "1"
     before = _tree_state()
+    code_digest()  # this process's digest (cached) is the one the runs below start with
 
     runner_out = tmp_path / "runner"
     overrides = [f"{k}={json.dumps(v)}" for k, v in OWN.items()]

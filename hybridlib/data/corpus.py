@@ -30,6 +30,7 @@ from hybridlib.data.bible import chapters, check_bible_language
 from hybridlib.data.checksums import load_manifest
 from hybridlib.data.languages import BIBLE_LANGUAGES, ENGLISH, TIERS, check_languages, language
 from hybridlib.data.tokenizers import encode_batch, tokenizer_fingerprint
+from hybridlib.integrity import MISSING, read, read_or_discard
 from hybridlib.paths import cache_dir
 
 SPLITS = ("train", "validation", "test")
@@ -222,9 +223,12 @@ def training_corpus(
     with file_lock(
         cache_dir("locks") / f"corpus-{key}"
     ):  # torchrun ranks on one cache: one builds, the rest wait
-        if not (path / "meta.json").is_file():
+        meta = MISSING
+        if (path / "meta.json").is_file():  # a broken one is moved aside and the corpus built again
+            meta = read_or_discard(path / "meta.json", lambda p: json.loads(p.read_text(encoding="utf-8")))
+        if meta is MISSING:
             _build(path, tokenizer, budgets, seq_len, seed, bos_token_id, eos)
-    meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+            meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
     for lang, info in meta["languages"].items():
         if info["passes"] > 1:
             warnings.warn(
@@ -232,7 +236,9 @@ def training_corpus(
                 f"text has {info['pass_tokens']}: the text repeats ({info['passes']} passes)",
                 stacklevel=2,
             )
-    return datasets.load_from_disk(str(path / "data"))
+    return read(
+        path / "data", lambda p: datasets.load_from_disk(str(p)), f"rebuild it: rm -rf {path} and run again"
+    )
 
 
 def _build(
