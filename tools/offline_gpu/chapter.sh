@@ -22,8 +22,9 @@ for c in "${chapters[@]}"; do  # one runner call per chapter: a chapter's output
   tr '\r' '\n' < "$log" | grep -v "^Executing" | tail -n 400 > "$OUT/log-$c.txt"
   tail -n 25 "$OUT/log-$c.txt"
   nb=$(python3 -c 'import sys; from hybridlib.findings import chapter; print(chapter(sys.argv[1]).notebook)' "$c")
-  # the runner writes a run with overrides (-p) to _build/runs/gpu, outside the book: collected from there too
-  for f in book/gpu/"$nb" _build/runs/gpu/"$nb" data/results/"$c"/*gpu*.json; do
+  # the runner writes a run with overrides (-p) to _build/runs/gpu, outside the book, its results beside it in
+  # _build/runs/gpu/<chapter>/: collected from there too
+  for f in book/gpu/"$nb" _build/runs/gpu/"$nb" data/results/"$c"/*gpu*.json _build/runs/gpu/"$c"/*gpu*.json; do
     if [ -f "$f" ] && [ "$f" -nt "$marker" ]; then mkdir -p "$OUT/$c" && cp -f "$f" "$OUT/$c/" && cp --parents -f "$f" "$KEEP"/; fi
   done
 done
