@@ -59,7 +59,11 @@ def assigned_names(sources: Iterable[str]) -> list[str]:
     names = []
     for source in sources:
         if isinstance(source, str) and source.startswith("# Parameters"):
-            for node in ast.parse(source).body:
+            try:
+                body = ast.parse(source).body
+            except SyntaxError:  # a cell that failed to run assigned nothing
+                continue
+            for node in body:
                 if isinstance(node, ast.Assign):
                     names += [t.id for t in node.targets if isinstance(t, ast.Name)]
     return names

@@ -223,7 +223,13 @@ def test_a_misspelt_parameter_stops_with_its_near_match(no_work, capsys, tmp_pat
 
 
 def test_injected_names_are_read_from_the_parameter_cells_only():
-    sources = ["", "# Parameters\na = 1\nb, c = 2, 3\nPAPERMILL_INPUT_PATH = 'x'\n", "d = 4", 5]
+    sources = [
+        "",
+        "# Parameters\na = 1\nb, c = 2, 3\nPAPERMILL_INPUT_PATH = 'x'\n",
+        "d = 4",
+        5,
+        "# Parameters\ne =",
+    ]
     assert assigned_names(sources) == ["a", "PAPERMILL_INPUT_PATH"]
     namespace = {
         "In": ["# Parameters\npreset = 'seminar'\nPAPERMILL_OUTPUT_PATH = 'out.ipynb'\nseq_len = 64\n"]
