@@ -52,7 +52,9 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise ParameterError(f"-p expects name=value, got {pair!r}")
+            raise ParameterError(
+                f"-p expects name=value in one argument (e.g. -p 'layouts=[sandwich, standard_periodic]'), got {pair!r}"
+            )
         if name.strip() == "preset":
             raise ParameterError(
                 f"-p {pair}: choose the preset with --preset {value.strip() or 'NAME'} "

@@ -237,6 +237,13 @@ def test_injected_names_are_read_from_the_parameter_cells_only():
     assert notebook_params(LAYOUT.name, namespace | {"seq_len": 64})["seq_len"] == 64
 
 
+def test_the_papermill_spelling_in_the_runner_is_refused_with_the_runners(no_work, capsys, tmp_path):
+    err = runner_error(capsys, ["run", "-p", "layouts", '["sandwich"]', "--out", str(tmp_path)])
+    assert err == (
+        "-p expects name=value in one argument (e.g. -p 'layouts=[sandwich, standard_periodic]'), got 'layouts'"
+    )
+
+
 def test_the_preset_is_chosen_with_the_preset_option(no_work, capsys, tmp_path):
     err = runner_error(capsys, ["run", "-p", "preset=gpu", "--out", str(tmp_path)])
     assert (
