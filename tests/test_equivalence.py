@@ -131,10 +131,12 @@ def test_judge_fast_path_pairs_the_bench_files_by_seed(tmp_path):
             _bench_json(tmp_path / f"eager_s{s}_r{r}.json", s, {"eager": eager[s][r]})
     probe = {"own": {}, "common": {"eager": 6.13, "fast": 6.13}, "precision": "fp32"}
     probe["agreement"] = {"fast": {"params_rel_median": 2e-5, "loss_gap": 3e-5}}
+    probe["update"] = {"fast": {"MLP": {"rel_diff": 0.01, "sign_flips": 0.001}}}
     (tmp_path / "first_step_fp32.json").write_text(json.dumps({"first_step": probe, "loss_curves": None}))
     out = judge_fast_path(list(tmp_path.glob("*.json")))
     assert out["curves"]["p"] == judge_curves(fast, eager)["p"]
     assert out["curves"]["outcome"] == "passed" and out["setting"]["precision"] == "bf16"
+    assert [f["file"] for f in out["files"]][:2] == ["curve_s0.json", "curve_s1.json"]
     assert out["first_step"]["fp32"]["rounding"]["fast"]["outcome"] == "passed"
     _bench_json(tmp_path / "eager_s0_r3.json", 0, {"eager": eager[0][0]}, lr=1e-3)
     with pytest.raises(ValueError, match="eager_s0_r3.json: curves of another setting"):

@@ -597,8 +597,10 @@ def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
     ``first_step`` probe in float32 the rounding check of each variant. All curves must share one setting
     (teacher, steps, batch, sequence length, learning rate, precision, convolution).
 
-    Returns ``curves`` (:func:`~hybridlib.train.equivalence.judge_curves`, or None without curves), ``first_step``
-    per precision (``own``, ``common``, ``agreement``; in float32 also ``rounding`` per variant) and ``files``."""
+    Returns ``curves`` (:func:`~hybridlib.train.equivalence.judge_curves`, or None without curves), ``losses``
+    (per seed the ``fast`` curve and the ``eager`` repeats it was judged on), ``first_step``
+    per precision (``own``, ``common``, ``agreement``, ``update``; in float32 also ``rounding`` per variant) and
+    ``files`` (each file's name, commit, device and date)."""
     fast: dict[int, list[float]] = {}
     eager: dict[int, list[list[float]]] = {}
     setting: dict[str, Any] | None = None
@@ -606,9 +608,10 @@ def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
     names = []
     for path in sorted(Path(f) for f in files):
         data = json.loads(path.read_text())
-        names.append(path.name)
+        prov = data.get("provenance") or {}
+        names.append({"file": path.name} | {k: prov.get(k) for k in ("git_commit", "device", "date_utc")})
         if (probe := data.get("first_step")) is not None:
-            entry = {k: probe[k] for k in ("own", "common", "agreement")}
+            entry = {k: probe[k] for k in ("own", "common", "agreement", "update")}
             if probe["precision"] == "fp32":
                 entry["rounding"] = {v: rounding_check(**a) for v, a in probe["agreement"].items()}
             first[probe["precision"]] = entry
@@ -631,7 +634,8 @@ def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
         if "eager" in curves["losses"]:
             eager.setdefault(seed, []).append(curves["losses"]["eager"])
     judged = judge_curves(fast, eager) if fast else None
-    return {"curves": judged, "setting": setting, "first_step": first, "files": names}
+    losses = {s: {"fast": fast[s], "eager": eager.get(s, [])} for s in sorted(fast)}
+    return {"curves": judged, "setting": setting, "losses": losses, "first_step": first, "files": names}
 
 
 #: the variants :func:`gradient_probe` can compare (one backward each, so no CUDA graphs)
