@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "hybridlib.probe",
             "hybridlib.metrics",
             "hybridlib.verdicts",
+            "hybridlib.planning",
             "hybridlib.plots",
             "hybridlib.style",
         ),

@@ -1,0 +1,262 @@
+"""Replicates planned from the run-to-run spread before more runs: how many runs a rule needs to decide.
+
+A rule (:class:`hybridlib.verdicts.Rule`) leaves *inconclusive* once its run-level interval excludes ``null``;
+that interval is at least the Student-t interval ``mean +- t_{k-1} sd / sqrt(k)`` over the ``k`` run values.
+:func:`planned_runs` gives the smallest ``n`` for which that interval over ``n`` runs, at the mean and SD seen so
+far, clears ``null`` on the side the runs lie on (or on a given side) with the requested power: one-sample
+noncentral t, ``P(T'_{n-1}(d sqrt(n)) > t_{n-1})`` with ``d = |mean - null| / sd`` and ``t_{n-1}`` the two-sided
+quantile at ``level`` (so the bound cleared is one-sided at ``(1 - level) / 2``). The side the runs lie on, not
+the paper's: contradicting a claim takes as much evidence as reproducing it. Not planned for: every run on one
+side and a bootstrap interval wider than the t interval (documents dominating the run-to-run spread; the plan
+flags such rows), which can only ask for more runs, and the tolerance, which separates *reproduced* from
+*direction only*, not from *inconclusive*.
+
+``python -m hybridlib.planning plan`` plans every rule row of the committed ``gpu`` runs
+(``data/results/<chapter>/paper_vs_book*_gpu.json``) into ``data/results/replicate_plan.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from hybridlib.atomic import write_json
+from hybridlib.paths import REPO_ROOT
+from hybridlib.provenance import collect
+from hybridlib.verdicts import t_quantile
+
+CAP = 10  #: most runs a plan asks for per rule (issue 47: "capped, e.g. 10 runs")
+POWER = 0.8
+LEVEL = 0.95
+MAX_SEARCH = 1000  #: runs beyond which the needed count is reported as unknown (None)
+PRESET = "gpu"
+_MIN_REPLICATES = re.compile(r"the rule needs >= (\d+)")
+_OPEN = ("inconclusive", "not tested")  # outcomes more runs may change
+_LOWER_BOUND = " (a lower bound: resampling within runs widens the interval)"
+_GRID = 8001  # points of the chi-distribution quadrature in :func:`t_power`
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The plan for one rule: ``runs`` so far; ``effect`` (mean of the run values - null) and ``sd`` (run-to-run,
+    ddof 1) in the metric's units, None where unknown; ``needed``: the smallest run count reaching the power,
+    uncapped (None where no count does, or more than :data:`MAX_SEARCH`); ``planned``: ``needed`` raised to the
+    rule's minimum and capped at ``cap`` (the cap where ``needed`` is None), None when unplannable; ``power``:
+    the power at ``planned`` runs."""
+
+    runs: int
+    effect: float | None
+    sd: float | None
+    needed: int | None
+    planned: int | None
+    capped: bool
+    power: float | None
+    reason: str
+
+    def progress(self, outcome: str) -> str:
+        """The row's count, e.g. ``"inconclusive at 8 of 8 planned runs"``."""
+        if self.planned is None:
+            return f"{outcome} at {self.runs} run{'s' * (self.runs != 1)}, unplannable"
+        text = f"{outcome} at {self.runs} of {self.planned} planned runs"
+        if self.capped:
+            text += f" (capped; {self.needed} needed)" if self.needed else " (capped; no run count decides)"
+        return text
+
+
+def _phi(x: np.ndarray) -> np.ndarray:
+    """Standard normal distribution function, elementwise."""
+    return 0.5 * np.vectorize(math.erfc)(-x / math.sqrt(2.0))
+
+
+def t_power(d: float, n: int, level: float = LEVEL) -> float:
+    """Probability that the t interval at ``level`` over ``n >= 2`` normal runs with standardised effect
+    ``d = (mean - null) / sd`` excludes ``null`` on the effect's side (``d > 0``: its low bound above ``null``):
+    ``E_U[Phi(d sqrt(n) - t U / sqrt(n - 1))]``, ``U`` chi-distributed with ``n - 1`` degrees of freedom,
+    integrated on a grid (trapezoid, error < 1e-6)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n must be an integer >= 2, got {n!r}")
+    df = n - 1
+    crit = t_quantile(level, df)
+    u = np.linspace(0.0, math.sqrt(df) + 12.0, _GRID)
+    log_u = np.log(u, where=u > 0, out=np.full_like(u, -np.inf))
+    log_g = (df - 1) * log_u if df > 1 else np.zeros_like(u)
+    density = np.exp(log_g - u**2 / 2 - (df / 2 - 1) * math.log(2) - math.lgamma(df / 2))
+    return float(np.trapezoid(_phi(d * math.sqrt(n) - crit * u / math.sqrt(df)) * density, u))
+
+
+def planned_runs(
+    values: Sequence[float],
+    null: float,
+    direction: int | None = None,
+    *,
+    power: float = POWER,
+    level: float = LEVEL,
+    cap: int = CAP,
+    minimum: int = 2,
+) -> RunPlan:
+    """Runs needed for the t interval at ``level`` over the runs to exclude ``null`` with probability ``power``,
+    at the mean and SD of ``values`` (one per run, metric units). ``direction``: the side to clear (+1 above
+    ``null``, -1 below); None: the side the mean lies on. ``minimum``: the rule's least replicate count."""
+    if not 0 < power < 1:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    if direction not in (None, 1, -1) or isinstance(direction, bool):
+        raise ValueError(f"direction must be +1, -1 or None, got {direction!r}")
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < max(2, minimum):
+        raise ValueError(f"cap must be an integer >= max(2, minimum={minimum}), got {cap!r}")
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or not np.isfinite(v).all():
+        raise ValueError(f"values must be a 1-D array of finite numbers, got shape {v.shape}")
+    k = int(v.size)
+    if k == 0:
+        return RunPlan(0, None, None, None, None, False, None, "unplannable: no per-run values stored")
+    effect = float(v.mean()) - null
+    if k == 1:
+        if minimum <= 1:
+            return RunPlan(
+                1, effect, None, 1, 1, False, None, "a single measurement by design: nothing to replicate"
+            )
+        return RunPlan(1, effect, None, None, None, False, None, "unplannable: 1 run, run-to-run SD unknown")
+    sd = float(v.std(ddof=1))
+    side = direction if direction is not None else (1 if effect > 0 else -1)
+    floor = max(2, minimum)
+    if sd == 0:
+        if side * effect > 0:
+            return RunPlan(
+                k, effect, 0.0, 2, floor, False, 1.0, "no run-to-run spread: runs already sufficient"
+            )
+        return RunPlan(
+            k, effect, 0.0, None, cap, True, 0.0, "no run-to-run spread and no effect on that side"
+        )
+    if side * effect <= 0:
+        why = "no effect seen" if effect == 0 else "the effect seen lies on the other side"
+        return RunPlan(k, effect, sd, None, cap, True, t_power(side * effect / sd, cap, level), why)
+    d = abs(effect) / sd
+    z = NormalDist().inv_cdf
+    n = max(2, math.floor(((z((1 + level) / 2) + z(power)) / d) ** 2))  # the normal n; t needs at least this
+    while n <= MAX_SEARCH and t_power(d, n, level) < power:
+        n += 1
+    needed = n if n <= MAX_SEARCH else None
+    planned = min(max(needed or cap, floor), cap)
+    capped = needed is None or needed > cap
+    why = f"{power:.0%} power at effect {effect:.4g} and SD {sd:.4g} over {k} runs"
+    if capped:
+        why += f": {needed or f'more than {MAX_SEARCH}'} runs needed, capped at {cap}"
+    return RunPlan(k, effect, sd, needed, planned, capped, t_power(d, planned, level), why)
+
+
+def _minimum(rule: Mapping[str, Any]) -> int:
+    """The rule's least replicate count, from its ``replicates`` precondition (2 where it has none)."""
+    for p in rule.get("preconditions", ()):
+        found = _MIN_REPLICATES.search(p.get("why", "")) if p.get("name") == "replicates" else None
+        if found:
+            return int(found.group(1))
+    return 2
+
+
+def _wider_than_t(rule: Mapping[str, Any], p: RunPlan, level: float) -> bool:
+    """Whether the rule's stored interval is wider than the t interval over its runs (by more than 1%): document
+    resampling within runs then decides, and the planned runs are a lower bound."""
+    if p.sd is None or rule.get("low") is None or rule.get("high") is None:
+        return False
+    t_width = 2 * t_quantile(level, p.runs - 1) * p.sd / math.sqrt(p.runs)
+    return rule["high"] - rule["low"] > 1.01 * t_width + 1e-12
+
+
+def rule_rows(results: Path, preset: str = PRESET) -> list[dict[str, Any]]:
+    """Every rule row of ``preset`` under ``results``: per chapter folder, ``paper_vs_book_<preset>.json`` first,
+    then its separate runs' files; a row label seen before in the chapter is skipped (as on the scoreboard).
+    Each row gains ``chapter`` and ``source`` (the file's name)."""
+    out: list[dict[str, Any]] = []
+    for folder in sorted(p for p in results.iterdir() if p.is_dir()):
+        own = folder / f"paper_vs_book_{preset}.json"
+        files = [own] if own.exists() else []
+        files += sorted(folder.glob(f"paper_vs_book_*_{preset}.json"))
+        seen: set[str] = set()
+        for path in files:
+            for row in json.loads(path.read_text())["rows"]:
+                if row.get("rule") and row["metric"] not in seen:
+                    seen.add(row["metric"])
+                    out.append({**row, "chapter": folder.name, "source": path.name})
+    return out
+
+
+def plan(
+    results: Path, *, preset: str = PRESET, power: float = POWER, level: float = LEVEL, cap: int = CAP
+) -> dict[str, Any]:
+    """The replicate plan of every rule row of ``preset`` under ``results`` (JSON-ready, with provenance)."""
+    rules = []
+    for row in rule_rows(results, preset):
+        rule = row["rule"]
+        minimum = _minimum(rule)
+        p = planned_runs(
+            rule.get("replicate_values") or (),
+            rule["null"],
+            power=power,
+            level=level,
+            cap=cap,
+            minimum=minimum,
+        )
+        wider = _wider_than_t(rule, p, level)
+        rules.append(
+            {
+                "chapter": row["chapter"],
+                "source": row["source"],
+                "row": row["metric"],
+                "claim": rule["claim"],
+                "metric": rule["metric"],
+                "unit": rule["unit"],
+                "null": rule["null"],
+                "outcome": rule["outcome"],
+                "min_replicates": minimum,
+                **asdict(p),
+                "interval_wider_than_t": wider,
+                "status": p.progress(rule["outcome"])
+                + (_LOWER_BOUND if wider and rule["outcome"] in _OPEN else ""),
+            }
+        )
+    planned = [r for r in rules if r["planned"] is not None]
+    return {
+        "preset": preset,
+        "cap": cap,
+        "power": power,
+        "level": level,
+        "method": (
+            "smallest run count n (at least the rule's minimum, at most the cap) for which the two-sided t interval "
+            f"at {level:.0%} over n runs, at the mean and SD of the runs so far, excludes the rule's null on the side "
+            f"the mean lies on with probability {power:.0%} (noncentral t); every run on one side and the "
+            "tolerance are not planned for"
+        ),
+        "summary": (
+            f"{len(rules)} rules: {len(planned)} planned ({sum(r['capped'] for r in planned)} capped at {cap}), "
+            f"{len(rules) - len(planned)} unplannable"
+        ),
+        "rules": rules,
+        "provenance": collect(preset, {"power": power, "level": level, "cap": cap}),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m hybridlib.planning", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("command", choices=["plan"])
+    parser.add_argument("--results", type=Path, default=REPO_ROOT / "data" / "results")
+    parser.add_argument("--out", type=Path, default=None, help="default: <results>/replicate_plan.json")
+    args = parser.parse_args(argv)
+    out = args.out or args.results / "replicate_plan.json"
+    record = plan(args.results)
+    write_json(out, record)
+    print(f"wrote {out}: {record['summary']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Replicate planning: the t interval's power, the planned run counts on the committed gpu runs and the plan file."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridlib.paths import REPO_ROOT
+from hybridlib.planning import CAP, RunPlan, main, plan, planned_runs, t_power
+from hybridlib.verdicts import t_quantile
+
+LAYOUT_GPU = REPO_ROOT / "data" / "results" / "layout_distillation" / "gpu.json"
+
+
+@pytest.mark.parametrize(
+    ("d", "n", "expected"),
+    [(1.0, 10, 0.8031), (0.5, 34, 0.8078), (0.5, 33, 0.7954)],  # R pwr.t.test(type = "one.sample")
+)
+def test_power_matches_published_one_sample_t(d: float, n: int, expected: float) -> None:
+    assert t_power(d, n) == pytest.approx(expected, abs=2e-4)
+
+
+def test_power_matches_simulated_t_intervals() -> None:
+    """Independent of the quadrature: the share of simulated 5-run t intervals whose low bound clears 0."""
+    n, d = 5, 1.2
+    x = np.random.default_rng(0).normal(d, 1.0, size=(40_000, n))
+    low = x.mean(1) - t_quantile(0.95, n - 1) * x.std(1, ddof=1) / math.sqrt(n)
+    assert t_power(d, n) == pytest.approx(float((low > 0).mean()), abs=0.01)
+
+
+def test_issue_figures_from_the_committed_layout_run() -> None:
+    """Issue 47's runs for 80% power at the observed effects: R reverse, test delta and speed-up reverse 5,
+    non-Latin minus Latin 8, R endpoint_spread 16 (above the cap: planned at the cap)."""
+    rules = {r["metric"]: r["verdict"] for r in json.loads(LAYOUT_GPU.read_text())["rules"]}
+    issue = {
+        "R, reverse_periodic": 5,
+        "test delta, reverse periodic minus standard periodic": 5,
+        "speed-up, reverse_periodic": 5,
+        "perplexity change, non-Latin minus Latin scripts, reverse periodic": 8,
+        "R, endpoint_spread": 16,
+    }
+    for row, runs in issue.items():
+        p = planned_runs(rules[row]["replicate_values"], rules[row]["null"], minimum=3)
+        assert p.needed is not None and abs(p.needed - runs) <= 1, (row, p)
+        assert p.planned == min(p.needed, CAP) and p.capped == (p.needed > CAP)
+        assert p.power is not None and (p.power >= 0.8) != p.capped
+
+
+def test_the_side_given_or_seen() -> None:
+    """An effect against the paper's side (-1): the side seen is planned, the paper's side cannot be reached."""
+    values = [0.99, 6.17, 8.17]  # percentage points; mean 5.11, SD 3.7
+    assert planned_runs(values, 0.0).planned == planned_runs(values, 0.0, direction=1).planned
+    against = planned_runs(values, 0.0, direction=-1)
+    assert (against.needed, against.planned, against.capped) == (None, CAP, True)
+    assert against.power is not None and against.power < 0.025
+    assert "other side" in against.reason
+
+
+def test_zero_effect_is_planned_at_the_cap() -> None:
+    p = planned_runs([-1.0, 0.0, 1.0], 0.0, cap=8)
+    assert (p.effect, p.needed, p.planned, p.capped) == (0.0, None, 8, True)
+    assert p.power == pytest.approx(0.025, abs=1e-3)  # the interval's own false-positive rate on one side
+    assert p.progress("inconclusive") == "inconclusive at 3 of 8 planned runs (capped; no run count decides)"
+
+
+def test_ties_without_spread() -> None:
+    """A count: every run alike. Off null, the runs so far suffice; at null, no count decides."""
+    count = planned_runs([1.0, 1.0], 0.0)
+    assert (count.sd, count.needed, count.planned, count.capped) == (0.0, 2, 2, False)
+    assert "already sufficient" in count.reason
+    assert planned_runs([0.26, 0.26, 0.26], 0.0, minimum=3).planned == 3
+    at_null = planned_runs([1.0, 1.0, 1.0], 1.0)
+    assert (at_null.needed, at_null.planned, at_null.capped) == (None, CAP, True)
+
+
+def test_fewer_than_two_runs() -> None:
+    assert planned_runs([], 0.0) == RunPlan(
+        0, None, None, None, None, False, None, "unplannable: no per-run values stored"
+    )
+    one = planned_runs([0.4], 0.0, minimum=3)
+    assert (one.planned, one.sd) == (None, None) and "SD unknown" in one.reason
+    assert one.progress("not tested") == "not tested at 1 run, unplannable"
+    single = planned_runs([3.99], 1.0, minimum=1)
+    assert (single.needed, single.planned) == (1, 1) and "nothing to replicate" in single.reason
+
+
+def test_already_decided_and_capped() -> None:
+    """A decided rule plans the rule's minimum; a small effect in a large spread needs more than the cap."""
+    decided = planned_runs([4.16, 4.17, 4.17], 0.0, minimum=3)  # ln ppl ratio, nats/token
+    assert (decided.needed, decided.planned, decided.capped) == (2, 3, False)
+    assert decided.progress("reproduced") == "reproduced at 3 of 3 planned runs"
+    small = planned_runs([0.00042 + e for e in (-0.0017, 0.0, 0.0017)], 0.0, minimum=3)
+    assert small.capped and small.needed is not None and small.needed > 90 and small.planned == CAP
+    assert small.progress("inconclusive").endswith(f"of {CAP} planned runs (capped; {small.needed} needed)")
+    tiny = planned_runs([1e-6, -1e-3, 1e-3 + 2e-6], 0.0)
+    assert tiny.needed is None and "more than" in tiny.reason
+
+
+def test_inconclusive_at_its_planned_count() -> None:
+    """The non-Latin minus Latin rule planned at 8 runs and, once run 8 times, still inconclusive."""
+    rules = {r["metric"]: r["verdict"] for r in json.loads(LAYOUT_GPU.read_text())["rules"]}
+    rule = rules["perplexity change, non-Latin minus Latin scripts, reverse periodic"]
+    p = planned_runs(rule["replicate_values"], rule["null"], minimum=3)
+    assert p.progress("inconclusive") == f"inconclusive at 3 of {p.planned} planned runs"
+    assert replace(p, runs=p.planned).progress("inconclusive") == (
+        f"inconclusive at {p.planned} of {p.planned} planned runs"
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"power": 1.0}, {"direction": 0}, {"direction": True}, {"cap": 1}, {"cap": 4, "minimum": 5}],
+)
+def test_rejects_bad_arguments(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        planned_runs([1.0, 2.0], 0.0, **kwargs)
+
+
+def _row(label: str, values: list[float], outcome: str, low: float, high: float) -> dict:
+    why = f"{len(values)} replicates (run), the rule needs >= 3"
+    rule = {
+        "claim": f"claim of {label}",
+        "metric": "R",
+        "unit": "run",
+        "null": 1.0,
+        "outcome": outcome,
+        "low": low,
+        "high": high,
+        "replicate_values": values,
+        "preconditions": [{"name": "replicates", "holds": len(values) >= 3, "why": why}],
+    }
+    return {"metric": label, "rule": rule}
+
+
+def test_plan_file(tmp_path: Path) -> None:
+    """Rows of a chapter's own file and of its separate run (a repeated label once), the plan written whole."""
+    chapter = tmp_path / "layout_distillation"
+    chapter.mkdir()
+    own = [
+        _row("R, reverse_periodic", [0.8107, 0.8821, 0.9365], "inconclusive", 0.72, 1.03),
+        _row("R, stored without runs", [], "inconclusive", 0.7, 1.1),
+        {"metric": "a row without a rule", "rule": None},
+    ]
+    extra = [
+        _row("R, reverse_periodic", [0.5, 0.5, 0.5], "reproduced", 0.5, 0.5),
+        _row("R, wide", [0.8107, 0.8821, 0.9365], "inconclusive", 0.5, 1.3),
+    ]
+    (chapter / "paper_vs_book_gpu.json").write_text(json.dumps({"rows": own}))
+    (chapter / "paper_vs_book_wholemodel_gpu.json").write_text(json.dumps({"rows": extra}))
+    (chapter / "paper_vs_book_seminar.json").write_text(json.dumps({"rows": extra}))
+    out = tmp_path / "replicate_plan.json"
+    main(["plan", "--results", str(tmp_path), "--out", str(out)])
+    record = json.loads(out.read_text())
+    assert record == {**plan(tmp_path), "provenance": record["provenance"]}
+    rows = {r["row"]: r for r in record["rules"]}
+    assert list(rows) == ["R, reverse_periodic", "R, stored without runs", "R, wide"]
+    first = rows["R, reverse_periodic"]
+    assert (first["runs"], first["planned"], first["min_replicates"], first["source"]) == (
+        3,
+        5,
+        3,
+        "paper_vs_book_gpu.json",
+    )
+    assert first["status"] == "inconclusive at 3 of 5 planned runs"
+    assert rows["R, stored without runs"]["reason"] == "unplannable: no per-run values stored"
+    wide = rows["R, wide"]
+    assert wide["interval_wider_than_t"] and wide["status"].endswith(
+        "resampling within runs widens the interval)"
+    )
+    assert record["cap"] == CAP and record["summary"] == "3 rules: 2 planned (0 capped at 10), 1 unplannable"
+    assert {"git_commit", "date_utc"} <= set(record["provenance"])
+    assert not list(tmp_path.glob(".replicate_plan.*"))  # no temporary file left behind
