@@ -166,10 +166,11 @@ def stored_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def paper_vs_book(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """The side-by-side table: one row per claim (:func:`stored_row`); also kept for the page's
-    ``paper_vs_book_<preset>.json`` (written by :func:`provenance_table`)."""
+    """The side-by-side table: one row per claim (:func:`stored_row`); also kept, once each (a summary table
+    repeats the sections' rows), for the page's ``paper_vs_book_<preset>.json`` (written by
+    :func:`provenance_table`)."""
     table = [stored_row(row) for row in rows]
-    _PAGE["rows"].extend(table)
+    _PAGE["rows"].extend(row for row in table if row not in _PAGE["rows"])
     return (
         pd.DataFrame(table, columns=["metric", "paper", "book", "verdict", "note"])
         .fillna("")

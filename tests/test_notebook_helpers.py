@@ -80,6 +80,8 @@ def test_provenance_table_writes_the_pages_rows_and_verdict(tmp_path, monkeypatc
             {"metric": "n", "paper": "1", "book": "2", "verdict": "not tested"},
         ]
     )
+    summary = [{"metric": "m", "paper": "0.7", "verdict": _verdict("inconclusive")}]
+    assert len(notebook.paper_vs_book(summary)) == 1  # a summary repeats a section's row: shown, stored once
     notebook.verdict("inconclusive", "because")
     notebook.provenance_table({"preset": "seminar"})
     saved = json.loads((tmp_path / "softcka" / "paper_vs_book_seminar.json").read_text())
