@@ -22,7 +22,9 @@ test: env data browser
 
 # The suite's CPU-dependent parts under another ATen CPU capability (default: the portable scalar kernels; also
 # avx2, avx512): the library tests, then the layout chapter with the tiny teacher and its students trained afresh
-# under it in their own artefact cache, its results held to the measured CPU spread (tests/results_spread.py).
+# under it in their own artefact cache and the SoftCKA and first-FA chapters on those students, under nbval (whose
+# checked cells must not depend on the processor), their results held to the measured CPU spread
+# (tests/results_spread.py).
 # Like `make test`, its notebook runs write their results to a temporary folder (tests/conftest.py), never data/results.
 CAPABILITY ?= default
 # absolute: the notebooks run in notebooks/, where a relative HYBRIDLIB_CACHE would be another folder
@@ -31,7 +33,8 @@ test-capability: env data
 	ATEN_CPU_CAPABILITY=$(CAPABILITY) $(PY) -m pytest -p no:cacheprovider tests
 	HYBRIDLIB_CACHE=$(CAP_CACHE) ATEN_CPU_CAPABILITY=$(CAPABILITY) $(PY) -m hybridlib.prepare --models tiny-teacher
 	HYBRIDLIB_CACHE=$(CAP_CACHE) ATEN_CPU_CAPABILITY=$(CAPABILITY) $(PY) -m pytest $(NBVAL) \
-	  notebooks/05_layout_distillation.ipynb tests/test_seminar_results.py
+	  notebooks/05_layout_distillation.ipynb notebooks/02_softcka.ipynb notebooks/03_first_fa.ipynb \
+	  tests/test_seminar_results.py
 
 $(STAMP): pyproject.toml requirements-offline-assets.txt
 	$(PYTHON) -m venv $(VENV)
