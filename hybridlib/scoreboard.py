@@ -280,7 +280,7 @@ def render_summary(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> str:
             + " |"
             for metric, by_preset in claims.items()
         ]
-    lines += _fast_path_note(chapter, speed_page.chapters_path_offset(speed_page.load(results / DISTILLED)))
+    lines += _fast_path_note(chapter, speed_page.load_judged(results / DISTILLED))
     lines += [
         "",
         "The paper's numbers and ours, with intervals: {doc}`the scoreboard </book/scoreboard>`.",
@@ -293,27 +293,21 @@ def render_summary(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> str:
 DISTILLED = "layout_distillation"
 
 
-def _percents(values: Sequence[float]) -> str:
-    """``[0.0226, -0.003]`` -> ``"+2.3% and -0.3%"``: signed percentages, one decimal, joined for a sentence."""
-    text = [f"{100 * v:+.1f}%" for v in values]
-    return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " and " + text[-1]
-
-
-def _fast_path_note(chapter: ChapterSpec, offsets: tuple[list[float], list[float]] | None) -> list[str]:
-    """For a chapter that distils students (:data:`DISTILLED` or a chapter depending on it) with a measured
-    curve of the path its H200 students train on: a paragraph with that path's offsets to eager's, one per run
-    (and eager's against its own repeats and runs from perturbed weights); no lines otherwise."""
-    if offsets is None or not (chapter.name == DISTILLED or DISTILLED in chapter.depends_on):
+def _fast_path_note(chapter: ChapterSpec, judged: Mapping[str, Any] | None) -> list[str]:
+    """For a chapter that distils students (:data:`DISTILLED` or a chapter depending on it) with a judged
+    equivalence test of the path its H200 students train on (:func:`hybridlib.speed_page.load_judged`): a paragraph
+    with the test's status (:func:`~hybridlib.speed_page.equivalence_status`) and one line of its figures
+    (:func:`~hybridlib.speed_page.equivalence_summary`); no lines otherwise."""
+    if judged is None or not (chapter.name == DISTILLED or DISTILLED in chapter.depends_on):
         return []
-    fast, repeats = offsets
-    runs = f" ({len(fast)} runs)" if len(fast) > 1 else ""
-    noise = f"; eager against its own repeat or perturbed run: {_percents(repeats)}" if repeats else ""
+    figures = speed_page.equivalence_summary(judged)
     return [
         "",
         "The H200 students are distilled on the fast path (compiled, CUDA graphs, fused KL), the same for every "
-        f"arm. In its benchmark ({speed_page.CURVE_STEPS} steps, the pretrained teacher) that path's loss sits "
-        f"{_percents(fast)} from eager's over the last {speed_page.CURVE_TAIL} steps{runs}{noise} "
-        "({doc}`distillation speed </book/gpu/distill_speed>`).",
+        "arm. Does it train the same model as eager? Its equivalence test, written before its runs: "
+        f"**{speed_page.equivalence_status(judged)}**."
+        + (f" {figures[0].upper()}{figures[1:]}." if figures else "")
+        + " See {doc}`distillation speed </book/gpu/distill_speed>`.",
     ]
 
 

@@ -5,12 +5,12 @@ hand).
 :mod:`hybridlib.findings.layout.bench` wrote to ``data/results/layout_distillation/`` and writes
 ``book/gpu/distill_speed.md`` with one figure: the distillation step on one H200 variant by variant (ms per phase,
 tokens/s, MFU), where its GPU time goes by kernel family, causal SDPA at the step's shape in each input layout
-(``data/results/kernels/sdpa_layouts_cuda.json``), the loss curves of the fast paths against eager, the
-two-GPU runs of the trainer (``--train-steps``, DDP and FSDP, checkpoints across world sizes) and the command
-behind each file. The targets (:data:`TARGET_MFU`, :data:`TARGET_TOKENS_PER_S`, the fast path's loss curve over
-:data:`CURVE_STEPS` steps within eager's run-to-run noise over :data:`MIN_SEEDS` seeds, :data:`TARGET_SPEEDUP`) are
-checked by
-:func:`checks`: ``met``, ``not met`` or ``not measured``. ``make html`` runs it.
+(``data/results/kernels/sdpa_layouts_cuda.json``), the fast path's equivalence test against eager (the judged file
+``step_profile_cuda_equivalence.json``, :mod:`hybridlib.train.equivalence`; the figure: its loss curves seed by
+seed), the earlier loss curves of the variants against eager, the two-GPU runs of the trainer (``--train-steps``, DDP
+and FSDP, checkpoints across world sizes) and the command behind each file. The targets (:data:`TARGET_MFU`,
+:data:`TARGET_TOKENS_PER_S`, the fast path's equivalence (:data:`EQUIVALENCE_TARGET`), :data:`TARGET_SPEEDUP`) are
+checked by :func:`checks`: ``met``, ``not met`` or ``not measured``. ``make html`` runs it.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib import ticker
 
 from hybridlib import style
 from hybridlib.atomic import atomic_path, write_text
 from hybridlib.findings.layout import distill
 from hybridlib.paths import REPO_ROOT, results_dir
+from hybridlib.train import equivalence
 from hybridlib.wholemodel_page import markdown_table
 from kernels.ops import short_conv
 
@@ -40,8 +42,6 @@ TARGET_TOKENS_PER_S = 150_000.0  # the floor on that step
 #: step counts 2.2x the FLOPs a token, so the issue's "the same for Gemma" is read as the same MFU)
 ONE_GPU_TARGETS = {"smollm2-135m": TARGET_TOKENS_PER_S, "gemma3-270m": None}
 TARGET_SPEEDUP = 1.8  # tokens/s on two GPUs over one, the same global batch
-#: the fast path's loss curve against eager's counts with at least this many steps and the pretrained teacher
-CURVE_STEPS = 200
 #: bf16 keeps 8 significant bits (relative rounding 2^-8 = 0.4%): two curves closer than this differ by rounding
 CURVE_FLOOR = 0.005
 #: the last steps over which a curve's mean offset to eager's is taken (a lasting offset, not one step's jump)
@@ -49,10 +49,21 @@ CURVE_TAIL = 50
 #: what two eager curves must share to count as one run repeated (their files' ``loss_curves`` fields; the seed
 #: picks the batches, 0 in files written before it was recorded)
 CURVE_SETUP = ("teacher", "steps", "batch_size", "seq_len", "lr", "precision", "seed")
-#: a curve within NOISE_FACTOR x the gap between two runs of its reference is within run-to-run noise
-#: (:func:`noise_bound`); the one-GPU fast path's check needs MIN_SEEDS batch seeds, each with eager's noise measured
+#: a two-GPU curve within NOISE_FACTOR x the gap between two one-GPU runs is within their noise (:func:`noise_bound`)
 NOISE_FACTOR = 2
-MIN_SEEDS = 3
+#: the judged file's tag: ``bench --judge FILES --tag equivalence``
+#: (:func:`~hybridlib.findings.layout.bench.judge_fast_path`)
+EQUIVALENCE = "equivalence"
+#: the batch seeds the curve test needs before a pass counts (a failure counts with any)
+EQUIVALENCE_SEEDS = 3
+EQUIVALENCE_TARGET = (
+    f"one H200: the fast path trains the same model as eager (permutation test over >= {EQUIVALENCE_SEEDS} batch "
+    f"seeds x >= 2 eager repeats; one float32 update within {equivalence.PARAM_TOL:.0e})".replace("e-0", "e-")
+)
+#: the equivalence checks' outcomes (:data:`hybridlib.train.equivalence.OUTCOMES`) in the page's vocabulary
+STATUS = {"passed": "met", "failed": "not met", "untested": "not measured"}
+#: the variant the chapters train on, whose float32 update the target holds to the tolerance
+FAST = "fast"
 #: the bench's phases and their column heads
 PHASES = {
     "teacher_forward": "teacher fwd",
@@ -263,7 +274,8 @@ def probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, p
     scores, kinds = [], []
     for tag, run in runs.items():
         probe = run.get("first_step")
-        if not probe:
+        # a judged file's probes are by precision (:func:`_equivalence_section`)
+        if not probe or _judged(run):
             continue
         for variant, own in probe["own"].items():
             scores.append(
@@ -528,29 +540,6 @@ def _offset(losses: Sequence[float], eager: Sequence[float], tail: int = CURVE_T
     return sum(x / e - 1 for x, e in pairs) / len(pairs)
 
 
-def chapters_path_offset(runs: Mapping[str, Mapping[str, Any]]) -> tuple[list[float], list[float]] | None:
-    """(mean offsets of the chapters' path to eager's, eager's own repeat offsets), each over the last
-    :data:`CURVE_TAIL` steps (:func:`_offset`), one per file (in name order) with a ``fast`` curve of the default
-    (torch) convolution of >= :data:`CURVE_STEPS` steps with the pretrained teacher, and one per pair of
-    :func:`eager_repeats`; None without such a ``fast`` curve."""
-    found = []
-    for run in runs.values():
-        curves = run.get("loss_curves") or {}
-        losses = curves.get("losses") or {}
-        random = _random_teacher(run)
-        if (
-            "fast" in losses
-            and "eager" in losses
-            and curves.get("conv_impl", "torch") == "torch"
-            and curves["steps"] >= CURVE_STEPS
-            and not random
-        ):
-            found.append(_offset(losses["fast"], losses["eager"]))
-    if not found:
-        return None
-    return found, [r["offset"] for r in eager_repeats(runs)]
-
-
 def _setting(curves: Mapping[str, Any], key: str) -> Any:
     """A ``loss_curves`` setting; seed and perturb are 0 in files written before they were recorded."""
     return curves.get(key, {"seed": 0, "perturb": 0.0}.get(key))
@@ -633,66 +622,329 @@ def noise_bound(noise: float) -> float:
     return max(NOISE_FACTOR * noise, CURVE_FLOOR)
 
 
-def _fast_curve_checks(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
-    """One check per ``fast`` variant and convolution whose loss curves have at least :data:`CURVE_STEPS` steps
-    with the pretrained teacher. The unit of replication is the batch seed: at each seed the fast curve's largest
-    relative gap to eager's (same file) must stay within :func:`noise_bound` of eager's run-to-run noise at that
-    seed (the largest gap of :func:`eager_repeats` there: repeats and runs from perturbed weights). ``not met``
-    as soon as one seed's curve leaves it; ``met`` with at least :data:`MIN_SEEDS` seeds whose noise was measured;
-    else ``not measured``. Figures: per seed and file. One ``not measured`` row when there is no such curve
-    (shorter curves or random teachers are named)."""
-    noise: dict[int, float] = {}
-    for r in eager_repeats(runs):
-        noise[r["seed"]] = max(noise.get(r["seed"], 0.0), r["gap"])
-    found: dict[str, list[tuple[int, str, float]]] = {}
-    other = []
-    for tag, run in runs.items():
-        curves = run.get("loss_curves") or {}
-        random = _random_teacher(run)
-        for variant, gap in (curves.get("max_rel_gap_to_first") or {}).items():
-            if not variant.startswith("fast"):
-                continue
-            name = f"{variant} (conv {curves.get('conv_impl', 'torch')})"
-            if random or curves["steps"] < CURVE_STEPS:
-                other.append(
-                    f"{_name(tag)}: {name}, {curves['steps']} steps{', random teacher' if random else ''}: "
-                    f"{100 * gap:.2f}%"
-                )
-                continue
-            found.setdefault(name, []).append((_setting(curves, "seed"), _name(tag), gap))
+def _judged(run: Mapping[str, Any]) -> bool:
+    """Whether a file is :func:`~hybridlib.findings.layout.bench.judge_fast_path`'s (no timings, no curves of its
+    own: the judged curves and the first-step probes by precision)."""
+    return "curves" in run and "files" in run
+
+
+def load_judged(folder: Path | None = None) -> dict[str, Any] | None:
+    """The judged file ``step_profile_cuda_<EQUIVALENCE>.json`` in ``folder`` (default: the chapter's results);
+    None without it."""
+    path = (folder or results_dir("layout_distillation")) / f"step_profile_cuda_{EQUIVALENCE}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _rounding(judged: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The float32 rounding check per variant (:func:`~hybridlib.train.equivalence.rounding_check`); {} without."""
+    return (((judged or {}).get("first_step") or {}).get("fp32") or {}).get("rounding") or {}
+
+
+def _pct(values: Sequence[float]) -> str:
+    """``[0.132, 0.136]`` -> ``"13.20-13.60%"``: a range of fractions in percent (one value alone)."""
+    lo, hi = 100 * min(values), 100 * max(values)
+    return f"{lo:.2f}%" if len(values) == 1 else f"{lo:.2f}-{hi:.2f}%"
+
+
+def _sci(value: float) -> str:
+    """``0.00139`` -> ``"1.4e-3"``."""
+    return f"{value:.1e}".replace("e-0", "e-").replace("e+00", "")
+
+
+def _tol(value: float) -> str:
+    """A tolerance: ``0.0001`` -> ``"1e-4"``."""
+    return f"{value:.0e}".replace("e-0", "e-")
+
+
+def _curve_status(curves: Mapping[str, Any] | None) -> str:
+    """The curve test in the page's vocabulary: a pass over fewer than :data:`EQUIVALENCE_SEEDS` seeds is not
+    measured; a failure stands with any."""
+    if not curves:
+        return "not measured"
+    status = STATUS[curves["outcome"]]
+    return "not measured" if status == "met" and len(curves["seeds"]) < EQUIVALENCE_SEEDS else status
+
+
+def equivalence_status(judged: Mapping[str, Any] | None) -> str:
+    """:data:`EQUIVALENCE_TARGET`'s status: ``not met`` when the curve test or the fast path's float32 rounding check
+    failed, ``met`` when both passed (the curves over >= :data:`EQUIVALENCE_SEEDS` seeds), else ``not measured``."""
+    parts = [_curve_status((judged or {}).get("curves"))]
+    parts.append(STATUS[_rounding(judged)[FAST]["outcome"]] if FAST in _rounding(judged) else "not measured")
+    return "not met" if "not met" in parts else "met" if set(parts) == {"met"} else "not measured"
+
+
+def _design(judged: Mapping[str, Any]) -> str:
+    """``"3 seeds x 3 eager repeats, 200 steps, bf16"``: the curve test's design and setting."""
+    seeds = judged["curves"]["seeds"]
+    repeats = sorted({row["runs"] - 1 for row in seeds.values()})
+    setting = judged.get("setting") or {}
+    steps = f", {setting['steps']} steps" if "steps" in setting else ""
+    precision = f", {setting['precision']}" if "precision" in setting else ""
+    span = "-".join(map(str, (repeats[0], repeats[-1]) if len(repeats) > 1 else repeats))
+    return f"{len(seeds)} seeds x {span} eager repeats{steps}{precision}"
+
+
+def _rounding_figures(judged: Mapping[str, Any] | None) -> str:
+    """``"float32 first update (tolerance 1e-4): fast failed (loss 1.4e-3 nats, median parameter 2.4e-4), ..."``;
+    '' without the probe."""
+    rounding = _rounding(judged)
+    if not rounding:
+        return ""
+    order = [FAST, *sorted(v for v in rounding if v != FAST)] if FAST in rounding else sorted(rounding)
+    tol = _tol(rounding[order[0]]["param_tol"])
+    parts = [
+        f"{v} {rounding[v]['outcome']} (loss {_sci(rounding[v]['loss_gap'])} nats, median parameter "
+        f"{_sci(rounding[v]['params_rel_median'])})"
+        for v in order
+    ]
+    return f"float32 first update (tolerance {tol}): " + ", ".join(parts)
+
+
+def equivalence_check(judged: Mapping[str, Any] | None) -> dict[str, str]:
+    """:data:`EQUIVALENCE_TARGET` checked on the judged file (:func:`load_judged`; None: not measured): the status
+    (:func:`equivalence_status`); figures: the curve test's outcome, per metric its p-value and per seed the fast
+    run's mean distance beside eager's repeats' range, and the float32 rounding check per variant."""
+    figures = []
+    curves = (judged or {}).get("curves")
+    if curves:
+        figures.append(
+            f"curves ({_design(judged)}): {curves['outcome']} (Holm at {curves['alpha']:g}; smallest attainable "
+            f"p {curves['min_p']:.4f})"
+            + (
+                f", over fewer than {EQUIVALENCE_SEEDS} seeds"
+                if _curve_status(curves) != STATUS[curves["outcome"]]
+                else ""
+            )
+        )
+        for metric, name in (
+            ("max_gap", "largest gap"),
+            ("tail_offset", f"tail offset, last {curves['tail']} steps"),
+        ):
+            per_seed = ", ".join(
+                f"seed {seed} {100 * row[metric]['fast']:.2f}% vs {_pct(row[metric]['eager'])}"
+                for seed, row in curves["seeds"].items()
+            )
+            figures.append(f"{name} p = {curves['p'][metric]:.4f} (fast vs eager: {per_seed})")
+    elif judged is not None:
+        figures.append("no loss curves judged")
+    if rounding := _rounding_figures(judged):
+        figures.append(rounding)
+    return {"target": EQUIVALENCE_TARGET, "status": equivalence_status(judged), "figures": "; ".join(figures)}
+
+
+def equivalence_summary(judged: Mapping[str, Any] | None) -> str:
+    """One line of the equivalence test for a chapter's box: the curve test's outcome with both p-values and how
+    often the fast run was the most distant by the largest gap, and the fast path's float32 update against the
+    tolerance; '' without the judged file."""
+    if judged is None:
+        return ""
+    parts = []
+    if curves := judged.get("curves"):
+        seeds = curves["seeds"].values()
+        far = sum(row["max_gap"]["rank"] == row["runs"] for row in seeds)
+        parts.append(
+            f"loss curves, {_design(judged)}: {curves['outcome']}, the fast run the most distant of its seed's runs "
+            f"by the largest gap at {far} of {len(seeds)} seeds (p = {curves['p']['max_gap']:.3f}), over the last "
+            f"{curves['tail']} steps p = {curves['p']['tail_offset']:.2f}"
+        )
+    if FAST in (rounding := _rounding(judged)):
+        r = rounding[FAST]
+        parts.append(
+            f"one float32 update of the fast path: {r['outcome']}, loss {_sci(r['loss_gap'])} nats and median "
+            f"parameter {_sci(r['params_rel_median'])} from eager's, against {_tol(r['param_tol'])}"
+        )
+    return "; ".join(parts)
+
+
+def equivalence_seed_frame(judged: Mapping[str, Any] | None) -> pd.DataFrame:
+    """Per batch seed of the curve test: the runs, and per metric the fast run's mean distance to the others (%),
+    eager's repeats' range (%) and the fast run's rank (of the runs; the largest: the most distant); empty without
+    curves."""
+    curves = (judged or {}).get("curves")
+    if not curves:
+        return pd.DataFrame()
     out = []
-    for name, entries in found.items():
-        figures, failed = [], False
-        for seed, tag, gap in sorted(entries):
-            if seed in noise:
-                bound = noise_bound(noise[seed])
-                failed |= gap > bound
-                figures.append(
-                    f"seed {seed} ({tag}): largest gap {100 * gap:.2f}% vs bound {100 * bound:.2f}% "
-                    f"(eager's run-to-run noise {100 * noise[seed]:.2f}%)"
-                )
-            else:
-                figures.append(
-                    f"seed {seed} ({tag}): largest gap {100 * gap:.2f}%, no eager repeat at this seed"
-                )
-        seeds = {seed for seed, _, _ in entries if seed in noise}
+    for seed, row in curves["seeds"].items():
+        entry: dict[str, Any] = {"seed": seed, "runs": row["runs"]}
+        for metric, name in (("max_gap", "largest gap"), ("tail_offset", "tail offset")):
+            m = row[metric]
+            entry |= {
+                f"{name}: fast %": f"{100 * m['fast']:.2f}",
+                f"{name}: eager repeats %": _pct(m["eager"]).rstrip("%"),
+                f"{name}: rank": f"{m['rank']} of {row['runs']}",
+            }
+        out.append(entry)
+    return pd.DataFrame(out)
+
+
+def first_update_frame(judged: Mapping[str, Any] | None) -> pd.DataFrame:
+    """Per variant of the float32 first-step probe: its loss after one update minus eager's (nats, the common
+    evaluator), the median relative parameter difference, the range over parameter kinds of the share of the
+    update's elements whose sign differs from eager's (%) and the rounding check; empty without the probe."""
+    probe = ((judged or {}).get("first_step") or {}).get("fp32") or {}
+    out = []
+    for variant, r in _rounding(judged).items():
+        flips = [k["sign_flips"] for k in (probe.get("update") or {}).get(variant, {}).values()]
         out.append(
             {
-                "target": f"one H200: loss curve of {name} within eager's run-to-run noise, >= {MIN_SEEDS} seeds",
-                "status": "not met" if failed else "met" if len(seeds) >= MIN_SEEDS else "not measured",
-                "figures": "; ".join(figures),
+                "variant": variant,
+                "loss gap (nats)": _sci(probe.get("agreement", {}).get(variant, r)["loss_gap"]),
+                "median parameter difference": _sci(r["params_rel_median"]),
+                "signs flipped % (range over kinds)": f"{100 * min(flips):.3f}-{100 * max(flips):.3f}"
+                if flips
+                else "",
+                f"within {_tol(r['param_tol'])}": r["outcome"],
             }
         )
-    if not out:
-        out.append(
-            {
-                "target": f"one H200: the fast path's loss curve within eager's run-to-run noise ({CURVE_STEPS} "
-                "steps, pretrained teacher)",
-                "status": "not measured",
-                "figures": "only " + "; ".join(other) if other else "",
-            }
-        )
+    return pd.DataFrame(out)
+
+
+def _largest_gap_steps(judged: Mapping[str, Any]) -> dict[str, int]:
+    """Per seed, the step (0: before any update) at which the fast curve is furthest from an eager repeat
+    (:func:`~hybridlib.train.equivalence.curve_distances`' relative gap)."""
+    out = {}
+    for seed, runs in (judged.get("losses") or {}).items():
+        fast = pd.Series(runs["fast"])
+        gaps = [((fast - e).abs() / ((fast.abs() + e.abs()) / 2)) for e in map(pd.Series, runs["eager"])]
+        if gaps:
+            out[seed] = int(pd.concat(gaps, axis=1).max(axis=1).idxmax())
     return out
+
+
+def _and(items: Sequence[Any]) -> str:
+    """``[7, 4, 38]`` -> ``"7, 4 and 38"``."""
+    words = [str(x) for x in items]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _bf16_first_gap(runs: Mapping[str, Mapping[str, Any]]) -> tuple[str, float, str] | None:
+    """(tag, gap, commit): the compiled variant's loss after one bf16 update minus eager's (common evaluator) in the
+    first bf16 first-step probe that has both; None without one."""
+    for tag, run in runs.items():
+        probe = run.get("first_step") or {}
+        if probe.get("precision") == "bf16" and {"compiled", "eager"} <= set(probe.get("common") or {}):
+            commit = str((run.get("provenance") or {}).get("git_commit", ""))[:7]
+            return tag, probe["common"]["compiled"] - probe["common"]["eager"], commit
+    return None
+
+
+def _equivalence_reading(judged: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The sentences that read the equivalence test's result: each metric rejected or not (Holm at the test's
+    level), where the largest gaps fall, and the float32 update against the bf16 one and the tolerance."""
+    text = []
+    curves = judged.get("curves")
+    if curves:
+        alpha, p = curves["alpha"], curves["p"]
+        first, second = sorted(p, key=p.get)
+        rejected = (
+            {first} | ({second} if p[second] < alpha else set()) if p[first] < alpha / len(p) else set()
+        )
+        steps = _largest_gap_steps(judged)
+        total = (judged.get("setting") or {}).get("steps")
+        early = bool(steps) and total is not None and max(steps.values()) < total / 4
+        where = (
+            f"; its largest gap to an eager repeat falls at step{'s' * (len(steps) > 1)} "
+            f"{_and(list(steps.values()))} of {total} at seed{'s' * (len(steps) > 1)} {_and(list(steps))}"
+            if steps and total
+            else ""
+        )
+        gap = "departs from eager" + (" in the early steps" if early else "")
+        text.append(
+            f"The fast run {gap} by more than eager's repeats depart from one another (largest gap p = "
+            f"{p['max_gap']:.3f}{where})"
+            if "max_gap" in rejected
+            else f"By the largest gap the test cannot tell the fast run from eager's repeats (p = {p['max_gap']:.2f})"
+        )
+        tail = f"its last {curves['tail']} steps"
+        text[-1] += (
+            f"; {tail} sit further from eager's than the repeats from one another (tail offset p = "
+            f"{p['tail_offset']:.3f})."
+            if "tail_offset" in rejected
+            else f", while the test cannot tell {tail} from eager's repeats (tail offset p = {p['tail_offset']:.2f})."
+        )
+    rounding = _rounding(judged)
+    if rounding:
+        tol = _tol(rounding[next(iter(rounding))]["param_tol"])
+        compiled = {v: r for v, r in rounding.items() if v != "fused"}
+        bf16 = _bf16_first_gap(runs)
+        sentence = "In float32"
+        if bf16 and compiled and abs(bf16[1]) > 0:
+            ratios = [abs(bf16[1]) / r["loss_gap"] for r in compiled.values() if r["loss_gap"] > 0]
+            if ratios:
+                sentence += (
+                    f" one update of the compiled paths ({_and(list(compiled))}) lands {min(ratios):.0f}-"
+                    f"{max(ratios):.0f}x closer to eager's loss than the compiled path's bf16 update "
+                    f"({_and([_sci(r['loss_gap']) for r in compiled.values()])} against {abs(bf16[1]):.3f} nats: "
+                    f"`step_profile_cuda_{bf16[0]}.json`, commit {bf16[2]})"
+                )
+        failed = {v: r for v, r in rounding.items() if r["outcome"] == "failed"}
+        if failed:
+            misses = []
+            for v, r in failed.items():
+                what = [
+                    f"loss ({_sci(r['loss_gap'])} nats)" if r["loss_gap"] > r["loss_tol"] else "",
+                    f"parameters ({_sci(r['params_rel_median'])})"
+                    if r["params_rel_median"] > r["param_tol"]
+                    else "",
+                ]
+                within = "" if what[1] else f", parameters within ({_sci(r['params_rel_median'])})"
+                misses.append(f"{v} on its {' and '.join(w for w in what if w)}{within}")
+            sentence += (
+                (", but" if sentence != "In float32" else "")
+                + f" the {tol} check fails: "
+                + "; ".join(misses)
+            )
+        else:
+            sentence += (", and" if sentence != "In float32" else "") + f" every variant is within {tol}"
+        text.append(sentence + ".")
+    return " ".join(text)
+
+
+def _equivalence_section(
+    judged: Mapping[str, Any] | None, runs: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """The equivalence test's result by seed and the float32 first update, under their explanation and reading
+    (no lines without the judged file)."""
+    if judged is None:
+        return []
+    files = judged.get("files") or []
+    commits = sorted({str(f.get("git_commit") or "")[:7] for f in files})
+    devices = sorted({str(f.get("device") or "") for f in files})
+    lines = [
+        "## The fast path against eager: the equivalence test",
+        "",
+        "Written before its runs (`hybridlib.train.equivalence`): at each batch seed the fast run and eager's "
+        "repeats are exchangeable if the fast path is one more eager run. Each run's mean distance to the seed's "
+        "other runs ranks it (largest gap over all steps; mean offset over the last steps), and the fast run's ranks "
+        "summed over seeds are referred to their exact permutation distribution, the two metrics under Holm. Then "
+        "one update in float32 from the same weights on the same batch: loss and median parameter difference within "
+        f"the tolerance. Status: **{equivalence_status(judged)}** (`step_profile_cuda_{EQUIVALENCE}.json`, runs at "
+        f"commit {', '.join(commits)} on {', '.join(devices)}; `python -m hybridlib.findings.layout.bench --judge "
+        f"FILES --tag {EQUIVALENCE}`).",
+        "",
+        _equivalence_reading(judged, runs),
+        "",
+    ]
+    seeds = equivalence_seed_frame(judged)
+    if not seeds.empty:
+        lines += [
+            "By seed: the fast run's mean distance to the seed's other runs beside each eager repeat's (their range), "
+            "and its rank among the runs (the largest: the most distant):",
+            "",
+            markdown_table(seeds.set_index("seed")),
+            "",
+        ]
+    first = first_update_frame(judged)
+    if not first.empty:
+        lines += [
+            "One float32 update from the same weights on the same batch, against eager's: the loss by the common "
+            "evaluator (nats), the median over tensors of the relative parameter difference, and the share of the "
+            "update's elements whose sign differs from eager's, its range over the kinds of parameter:",
+            "",
+            markdown_table(first.set_index("variant")),
+            "",
+        ]
+    return lines
 
 
 def checks(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
@@ -700,16 +952,15 @@ def checks(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
 
     - per teacher of :data:`ONE_GPU_TARGETS`: MFU >= :data:`TARGET_MFU` (and the teacher's tokens/s floor), the
       best step of the ``fast`` path (the one the chapters train on, any convolution) with the pretrained teacher;
-    - the ``fast`` loss curves of >= :data:`CURVE_STEPS` steps with the pretrained teacher within eager's
-      run-to-run noise at every step, seed by seed (:func:`_fast_curve_checks`: the chapters' path must compute
-      what eager does);
+    - the fast path trains the same model as eager (:func:`equivalence_check` of the judged file: the chapters'
+      path must compute what eager does);
     - tokens/s on two GPUs (DDP) over the mean of the two one-GPU runs >= :data:`TARGET_SPEEDUP`;
     - each two-GPU curve (DDP, FSDP) and each resumed one within the run-to-run noise: its largest relative gap to
       the one-GPU curve within :func:`noise_bound` of the gap between the two one-GPU runs.
     """
     steps = step_frame(runs)
     out = [_one_gpu_check(steps, teacher, floor) for teacher, floor in ONE_GPU_TARGETS.items()]
-    out += _fast_curve_checks(runs)
+    out.append(equivalence_check(runs.get(EQUIVALENCE)))
     one, repeat = _losses(runs, "train1"), _losses(runs, "train1_repeat")
     scale = scaling_frame(runs).set_index("run") if _losses(runs, "train2") else None
     if scale is None or one is None or repeat is None:
@@ -805,40 +1056,38 @@ def command(params: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = ()) -
 
 
 def figure(runs: Mapping[str, Mapping[str, Any]], path: Path) -> bool:
-    """The relative gap of each variant's loss curve to eager's, per step, for every file with curves (log scale),
-    over the envelope of eager's run-to-run noise (:func:`eager_repeats`, every seed: the largest gap per step);
-    False when no file has them."""
-    gaps = {
-        f"{_name(tag)}: {variant}": [
-            abs(x / e - 1) for x, e in zip(losses, run["loss_curves"]["losses"]["eager"])
-        ]
-        for tag, run in runs.items()
-        if run.get("loss_curves") and "eager" in run["loss_curves"]["losses"]
-        for variant, losses in run["loss_curves"]["losses"].items()
-        if variant != "eager"
-    }
-    noise = [r["gaps"] for r in eager_repeats(runs)]
-    if not gaps and not noise:
+    """The judged loss curves (:data:`EQUIVALENCE`), one column per batch seed: the fast run against eager's
+    repeats, the loss on a log scale above, each run's relative difference to the mean of eager's repeats (%) below;
+    False without judged curves."""
+    losses = (runs.get(EQUIVALENCE) or {}).get("losses") or {}
+    if not losses:
         return False
     style.apply()
-    fig, ax = plt.subplots(figsize=style.figsize(1, 3.6))
-    if noise:
-        top = [100 * max(g[i] for g in noise if i < len(g)) for i in range(max(map(len, noise)))]
-        ax.fill_between(
-            range(1, len(top) + 1), 1e-3, top, color="0.85", lw=0, label="eager's run-to-run noise"
-        )
-    for name, gap in gaps.items():
-        ax.plot(range(1, len(gap) + 1), [100 * g for g in gap], label=name, lw=1.2)
-    ax.axhline(100 * CURVE_FLOOR, color="black", lw=0.8, ls="--", label="bf16 rounding (0.5%)")
-    ax.set(
-        yscale="log",
-        ylim=(1e-3, 200),
-        xlabel="step",
-        ylabel="|loss / eager's - 1| (%)",
-        title="Each variant's loss against eager's",
+    width, _ = style.figsize()
+    fig, axes = plt.subplots(
+        2, len(losses), figsize=(width, 5.0), sharex=True, sharey="row", squeeze=False, height_ratios=(3, 2)
     )
-    legend = ax.legend(title="file: variant", loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
-    legend.set_in_layout(False)  # below the axes, in the saved image's tight box, not squeezing the axes
+    for col, (seed, curves) in enumerate(losses.items()):
+        top, bottom = axes[0, col], axes[1, col]
+        eager = pd.DataFrame(curves["eager"]).T  # steps x repeats
+        mean = eager.mean(axis=1)
+        fast = pd.Series(curves["fast"])
+        for i, name in enumerate(eager.columns):
+            label = "eager repeats" if i == 0 else None
+            top.plot(eager.index, eager[name], color="0.55", lw=0.9, label=label)
+            bottom.plot(eager.index, 100 * (eager[name] / mean - 1), color="0.55", lw=0.9)
+        top.plot(fast.index, fast, color=style.PALETTE[0], lw=1.3, label="fast")
+        bottom.plot(fast.index, 100 * (fast / mean - 1), color=style.PALETTE[0], lw=1.3)
+        bottom.axhline(0, color="black", lw=0.6)
+        top.set(yscale="log", title=f"batch seed {seed}")
+        top.yaxis.set_major_locator(ticker.FixedLocator([0.5, 1, 2, 4, 8]))
+        top.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        top.yaxis.set_minor_formatter(ticker.NullFormatter())
+        bottom.set(xlabel="step")
+    axes[0, 0].set_ylabel("loss (KL, nats)")
+    axes[1, 0].set_ylabel("vs eager's mean (%)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         style.fit(fig).savefig(
@@ -846,30 +1095,6 @@ def figure(runs: Mapping[str, Mapping[str, Any]], path: Path) -> bool:
         )
     plt.close(fig)
     return True
-
-
-def _off_path_note(curves: pd.DataFrame) -> list[str]:
-    """A paragraph naming the variants other than ``fast`` whose curve leaves eager's run-to-run noise at its seed
-    (:func:`noise_bound` of :func:`curve_frame`'s eager rows of that seed and precision; bf16 rounding where none
-    was measured), none: no lines. The chapters do not train on them."""
-    if curves.empty:
-        return []
-    gap = "largest gap to eager %"
-    noise = curves[curves["variant"].str.startswith("eager, ")].groupby(["seed", "precision"])[gap].max()
-    off = []
-    for _, r in curves[~curves["variant"].str.startswith(("fast", "eager, "))].iterrows():
-        measured = (r["seed"], r["precision"]) in noise.index
-        bound = 100 * noise_bound(noise[r["seed"], r["precision"]] / 100 if measured else 0.0)
-        if r[gap] > bound:
-            off.append(f"{r['variant']} ({r['file']}: {r[gap]:.1f}% against {bound:.1f}%)")
-    if not off:
-        return []
-    return [
-        f"Beyond eager's run-to-run noise at their seed (bf16 rounding, {100 * CURVE_FLOOR:.1f}%, where it was not "
-        f"measured): {', '.join(off)}. The chapters train on `fast` alone; these variants are measured for their "
-        "speed and not used.",
-        "",
-    ]
 
 
 def _first_steps_section(frame: pd.DataFrame) -> list[str]:
@@ -893,7 +1118,7 @@ def _first_steps_section(frame: pd.DataFrame) -> list[str]:
 def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> str:
     """The page's markdown (the figure, when ``drawn``, at ``figures/`` beside it)."""
     steps, families, curves = step_frame(runs), family_frame(runs), curve_frame(runs)
-    scale = scaling_frame(runs)
+    scale, judged = scaling_frame(runs), runs.get(EQUIVALENCE)
     lines = [
         f"% {GENERATED.format(source=source)}",
         "",
@@ -942,33 +1167,36 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         "",
         *_sdpa_layout_section(steps),
         *_conv_chunk_section(),
-        "## Loss curves against eager",
+        *_equivalence_section(judged, runs),
+        *(
+            [
+                f"![The fast path's loss curves against eager's repeats](figures/{FIGURE.name})",
+                "",
+                "*Figure 1.* The equivalence test's loss curves (KL to the teacher), one panel per batch seed: "
+                "the fast run against eager's repeats, same batches and initial weights (top: the loss; bottom: "
+                "each run's relative difference to the mean of eager's repeats at every step).",
+                "",
+            ]
+            if drawn
+            else []
+        ),
+        "## Earlier loss curves against eager",
         "",
-        "Each variant trains a fresh student on the same batches as eager; the largest relative gap of its loss "
+        "The curves of the runs before the equivalence test, by file: described here, judged by no test. Each "
+        "variant trains a fresh student on the same batches as eager; the largest relative gap of its loss "
         f"curve to eager's over all steps, and its mean offset over the last {CURVE_TAIL} steps (positive: above "
         "eager's curve, the student learns slower). `eager, repeated`: the eager curves of two files of one "
-        "commit, setup and batch seed, eager's own run-to-run noise (some GPU kernels accumulate in a "
-        "nondeterministic order); `eager, perturbed`: eager's curve from student weights each multiplied by "
-        "1 + u, u uniform within bf16's rounding (2^-9), against eager's from the weights as they are: how far "
-        "this training carries a rounding-level difference. Together they are the noise the fast path's curve "
-        "is judged against, seed by seed (the checks above):",
+        "commit, setup and batch seed (some GPU kernels accumulate in a nondeterministic order); `eager, "
+        "perturbed`: eager's curve from student weights each multiplied by 1 + u, u uniform within bf16's "
+        "rounding (2^-9), against eager's from the weights as they are: how far this training carries a "
+        "rounding-level difference.",
         "",
         markdown_table(curves.set_index("file")) if not curves.empty else "No loss curves yet.",
         "",
-        *_off_path_note(curves),
         *_first_steps_section(first_steps_frame(runs)),
         *_probe_section(runs),
         *_grad_probe_section(runs),
     ]
-    if drawn:
-        lines += [
-            f"![Loss curves against eager](figures/{FIGURE.name})",
-            "",
-            "*Figure 1.* Relative gap of each variant's loss (KL to the teacher) to eager's at every step, same "
-            "batches and initial weights; shaded: the largest gap of eager's curve to its own repeat or to its run "
-            "from perturbed weights, over every seed; the dashed line is bf16's rounding of one value.",
-            "",
-        ]
     lines += ["## Two H200s", ""]
     if scale.empty:
         lines += [

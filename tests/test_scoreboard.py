@@ -333,22 +333,52 @@ def test_the_h200_layout_speedup_of_endpoint_spread_is_marked_as_judged_by_the_e
     assert marked == ["| speed-up, endpoint_spread"]
 
 
-def test_a_distilling_chapter_s_box_names_its_training_path_s_offset_to_eager():
-    """The layout chapter and the chapters depending on it say how far the fast path's benchmark curve sits from
-    eager's (and eager's own repeat); other chapters, or no measured curve, add nothing."""
+def _judged(outcome: str, fast: str) -> dict:
+    """A judged file (``bench --judge``) with the curve test's ``outcome`` and the fast path's float32 rounding
+    check ``fast`` (three seeds, the fast run the most distant by its largest gap at each)."""
+    row = {"runs": 4, "max_gap": {"fast": 0.3, "eager": [0.1, 0.12, 0.11], "rank": 4}}
+    row["tail_offset"] = {"fast": 0.02, "eager": [0.01, 0.03, 0.02], "rank": 2}
+    curves = {"outcome": outcome, "p": {"max_gap": 1 / 64, "tail_offset": 0.3125}, "min_p": 1 / 64}
+    curves |= {"alpha": 0.05, "tail": 50, "seeds": {"0": row, "1": row, "2": row}}
+    rounding = {"outcome": fast, "loss_gap": 0.0014, "params_rel_median": 0.00024, "loss_tol": 1e-4}
+    return {
+        "curves": curves,
+        "setting": {"steps": 200, "precision": "bf16"},
+        "first_step": {"fp32": {"rounding": {"fast": rounding | {"param_tol": 1e-4}}}},
+        "files": [],
+    }
+
+
+def test_a_distilling_chapter_s_box_reports_the_fast_path_s_equivalence_test(tmp_path):
+    """The layout chapter and the chapters depending on it report the judged equivalence test of the path their H200
+    students train on (status and one line of figures); other chapters, or no judged file, add nothing."""
     layout = ChapterSpec("layout_distillation", "Layout", "05.ipynb", "c", ())
     probe = ChapterSpec("softcka", "SoftCKA", "02.ipynb", "c", (), depends_on=("layout_distillation",))
-    for chapter in (layout, probe):
-        (text,) = [line for line in scoreboard._fast_path_note(chapter, ([0.0226], [-0.0054])) if line]
-        assert "distilled on the fast path" in text
-        assert "that path's loss sits +2.3% from eager's over the last 50 steps" in text
-        assert "; eager against its own repeat or perturbed run: -0.5% ({doc}`distillation speed" in text
-    (text,) = [line for line in scoreboard._fast_path_note(layout, ([-0.01], [])) if line]
-    assert "sits -1.0% from eager's over the last 50 steps ({doc}" in text
-    (text,) = [
-        line for line in scoreboard._fast_path_note(layout, ([0.0226, -0.0031], [-0.005, -0.029])) if line
-    ]
-    assert "sits +2.3% and -0.3% from eager's over the last 50 steps (2 runs)" in text
-    assert "; eager against its own repeat or perturbed run: -0.5% and -2.9% ({doc}" in text
-    assert scoreboard._fast_path_note(ALPHA, ([0.0226], [-0.0054])) == []
+    results, gpu = tmp_path / "results", tmp_path / "gpu"
+    path = results / scoreboard.DISTILLED / "step_profile_cuda_equivalence.json"
+    assert "distilled on the fast path" not in scoreboard.render_summary(layout, results, gpu)
+    for (outcome, fast), status in {
+        ("failed", "passed"): "not met",
+        ("passed", "failed"): "not met",
+        ("passed", "passed"): "met",
+        ("untested", "passed"): "not measured",
+    }.items():
+        _write(path, _judged(outcome, fast))
+        for chapter in (layout, probe):
+            box = scoreboard.render_summary(chapter, results, gpu)
+            (note,) = [line for line in box.splitlines() if "distilled on the fast path" in line]
+            assert (
+                f"Its equivalence test, written before its runs: **{status}**. Loss curves, 3 seeds x 3 "
+                in note
+            )
+            assert (
+                f"bf16: {outcome}, the fast run the most distant of its seed's runs by the largest gap at 3 of 3 "
+                in (note)
+            )
+            assert (
+                f"one float32 update of the fast path: {fast}, loss 1.4e-3 nats and median parameter 2.4e-4"
+                in note
+            )
+            assert note.endswith("See {doc}`distillation speed </book/gpu/distill_speed>`.")
+        assert "distilled on the fast path" not in scoreboard.render_summary(ALPHA, results, gpu)
     assert scoreboard._fast_path_note(layout, None) == []

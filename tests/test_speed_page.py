@@ -10,6 +10,7 @@ import pytest
 
 from hybridlib import speed_page
 from hybridlib.paths import REPO_ROOT
+from hybridlib.train import equivalence
 
 PHASES = {"teacher_forward": 10.0, "student_forward": 20.0, "kl": 5.0, "backward": 40.0, "optimizer": 1.0}
 
@@ -172,40 +173,18 @@ def test_committed_one_gpu_figures():
     assert "MFU 41.5%" in checks[GEMMA]["figures"]
 
 
-def test_committed_curves_fast_path_against_eager_s_noise_seed_by_seed():
-    """The 200-step curves (pretrained SmolLM2-135M, batch seeds 0-3). Eager's noise: its repeats at seed 0
-    (2026-12-01: largest gaps 4.8% and 8.6%; 7ac7607: 12.4%) and per seed a repeat and a run from weights perturbed
-    at bf16 rounding (39f814c, seeds 0-2: seed 0 7.6%, seed 1 up to 24.3%, seed 2 up to 28.6%; 1364d3c: seed 0 4.9%,
-    seed 3 up to 10.5%; 7ac7607, repeats only: seeds 1 and 2 10.6% and 3.1%). The fast path (torch convolution) at
-    seed 0 leaves twice that noise at every commit but one (28.0% at an older commit, 38.7% at 1364d3c, 53.0% with
-    the split-backward projections at 7ac7607, against 24.8%; 24.3% in the bisect, inside): the check is not met; at
-    seeds 1-3 it stays inside (26.6% and 25.4% against 48.6%, 6.0% and 6.2% against 57.2%, 17.8% against 21.0%).
-    Its offsets over the last 50 steps (-11.1% to +5.4%) reach below eager's (-7.1% to +6.3%), at seed 1 with the
-    split-backward projections. After one update the compiled backbones sit above eager at seeds 0 and 3
-    (6.237-6.255 against 6.174-6.195; 6.216 against 6.144-6.152) but below it at seeds 1 and 2 (6.173-6.175 against
-    6.253-6.261; 6.065-6.069 against 6.126-6.129), and the perturbed eager run of seed 0 above them all (6.281): no
-    systematic loss in the compiled backward."""
+def test_committed_earlier_curves_eager_s_noise_and_first_steps():
+    """The earlier 200-step curves (pretrained SmolLM2-135M, batch seeds 0-3), described on the page and judged by no
+    test since the equivalence test replaced the curve check. Eager's largest gaps to its repeats and runs from
+    weights perturbed at bf16 rounding, per seed: 12.4%, 24.3%, 28.6% and 10.5%. After one update the compiled
+    backbones sit above eager at seeds 0 and 3 (6.237-6.255 against 6.174-6.195; 6.216 against 6.144-6.152) but
+    below it at seeds 1 and 2 (6.173-6.175 against 6.253-6.261; 6.065-6.069 against 6.126-6.129), and the perturbed
+    eager run of seed 0 above them all (6.281)."""
     runs = speed_page.load()
     noise: dict[int, float] = {}
     for r in speed_page.eager_repeats(runs):
         noise[r["seed"]] = max(noise.get(r["seed"], 0.0), r["gap"])
     assert noise == pytest.approx({0: 0.1241, 1: 0.2430, 2: 0.2860, 3: 0.1051}, abs=5e-4)
-    row = by_target(runs)[
-        "one H200: loss curve of fast (conv torch) within eager's run-to-run noise, >= 3 seeds"
-    ]
-    assert row["status"] == "not met"
-    assert "seed 0 (bisect curve): largest gap 24.34% vs bound 24.81%" in row["figures"]
-    assert "seed 1 (curve s1): largest gap 26.60% vs bound 48.61%" in row["figures"]
-    assert "seed 2 (curve s2): largest gap 5.95% vs bound 57.20%" in row["figures"]
-    assert "seed 0 (curve s0): largest gap 38.74% vs bound 24.81%" in row["figures"]
-    assert "seed 0 (split curve s0): largest gap 52.97% vs bound 24.81%" in row["figures"]
-    assert "seed 1 (split curve s1): largest gap 25.39% vs bound 48.61%" in row["figures"]
-    assert "seed 2 (split curve s2): largest gap 6.23% vs bound 57.20%" in row["figures"]
-    assert "seed 3 (curve s3): largest gap 17.75% vs bound 21.02%" in row["figures"]
-    fast, eager_offsets = speed_page.chapters_path_offset(runs)
-    assert min(fast) == pytest.approx(-0.1108, abs=5e-4) and max(fast) == pytest.approx(0.0544, abs=5e-4)
-    assert min(eager_offsets) == pytest.approx(-0.0708, abs=5e-4)
-    assert min(fast) < min(eager_offsets) and max(fast) < max(eager_offsets)
     first = speed_page.first_steps_frame(runs)
     bf16 = first[(first["precision"] == "bf16") & (first["perturbed"] == "no")]
     step1 = lambda seed, variants: bf16[(bf16["seed"] == seed) & bf16["variant"].isin(variants)]["step 1"]
@@ -267,12 +246,6 @@ def curves(
     return {"loss_curves": curve | ({"losses": losses} if losses else {}), "provenance": prov}
 
 
-CURVE_NOT_MEASURED = (
-    "one H200: the fast path's loss curve within eager's run-to-run noise (200 steps, pretrained teacher)"
-)
-FAST_TORCH = "one H200: loss curve of fast (conv torch) within eager's run-to-run noise, >= 3 seeds"
-
-
 def seeded_runs(fast_gaps: dict[int, float], repeat_gap: float = 0.04) -> dict:
     """Per seed: a file with eager's and fast's curves (fast's largest gap as given) and one repeating its eager
     curve with ``repeat_gap`` at one step."""
@@ -290,26 +263,9 @@ def test_noise_bound_is_twice_the_repeat_gap_or_bf16_rounding():
     assert speed_page.noise_bound(0.001) == speed_page.CURVE_FLOOR
 
 
-@pytest.mark.parametrize(
-    ("gaps", "status"),
-    [
-        ({0: 0.05, 1: 0.079, 2: 0.02}, "met"),  # every seed within 2 x 4%
-        ({0: 0.05, 1: 0.081, 2: 0.02}, "not met"),  # one seed beyond
-        ({0: 0.3}, "not met"),  # one seed is enough to fail
-        ({0: 0.05, 1: 0.02}, "not measured"),  # within, but two seeds
-    ],
-)
-def test_fast_curve_check_seed_by_seed_against_eager_s_repeat(gaps, status):
-    row = by_target(seeded_runs(gaps))[FAST_TORCH]
-    assert row["status"] == status
-    assert row["figures"].startswith(
-        "seed 0 (s0): largest gap 5.00% vs bound 8.00% (eager's run-to-run noise 4.00%)"
-    ) or (gaps[0] == 0.3)
-
-
-def test_a_perturbed_eager_curve_is_noise_beside_a_repeat():
-    runs = seeded_runs({0: 0.05, 1: 0.05, 2: 0.19})  # seed 2 beyond 2 x 4% of its repeat ...
-    perturbed = curves(0.0, variant="eager", losses={"eager": [4.0, 3.3, 2.0]}, seed=2)  # ... within 2 x 10%
+def test_a_perturbed_eager_curve_pairs_with_the_runs_of_its_seed():
+    runs = seeded_runs({0: 0.05, 1: 0.05, 2: 0.19})
+    perturbed = curves(0.0, variant="eager", losses={"eager": [4.0, 3.3, 2.0]}, seed=2)
     perturbed["loss_curves"]["perturb"] = 2.0**-9
     runs["s2_perturbed"] = perturbed
     reps = [r for r in speed_page.eager_repeats(runs) if r["seed"] == 2]
@@ -318,55 +274,13 @@ def test_a_perturbed_eager_curve_is_noise_beside_a_repeat():
         ("perturbed", ("s2", "s2 perturbed")),
         ("perturbed", ("s2 repeat", "s2 perturbed")),
     ]
-    row = by_target(runs)[FAST_TORCH]
-    assert row["status"] == "met" and "seed 2 (s2): largest gap 19.00% vs bound 20.00%" in row["figures"]
     frame = speed_page.curve_frame(runs)
     assert set(frame["variant"]) == {"fast", "eager, repeated", "eager, perturbed"}
-    assert speed_page._off_path_note(frame) == []
     double = curves(0.0, variant="eager", losses={"eager": [4.0, 3.6, 2.0]}, seed=2)
     double["loss_curves"]["perturb"] = 2.0**-8  # two different perturbations do not pair
     assert (
         len(speed_page.eager_repeats(runs | {"s2_more": double})) == len(speed_page.eager_repeats(runs)) + 2
     )
-
-
-def test_fast_curve_check_seed_without_repeat_does_not_count():
-    runs = seeded_runs({0: 0.05, 1: 0.05})
-    runs["s2"] = curves(0.01, losses={"eager": [4.0, 3.0, 2.0], "fast": [4.0, 3.0, 2.0]}, seed=2)
-    row = by_target(runs)[FAST_TORCH]
-    assert row["status"] == "not measured"
-    assert row["figures"].endswith("seed 2 (s2): largest gap 1.00%, no eager repeat at this seed")
-
-
-def test_fast_curve_short_random_or_other_variants_not_measured():
-    runs = {
-        "short": curves(0.001, steps=100),
-        "rand": curves(0.001, random=True),
-        "reg": curves(0.001, variant="regional"),  # not the chapters' path: no check
-    }
-    row = by_target(runs)[CURVE_NOT_MEASURED]
-    assert row["status"] == "not measured"
-    assert row["figures"] == (
-        "only short: fast (conv torch), 100 steps: 0.10%; rand: fast (conv torch), 200 steps, random teacher: 0.10%"
-    )
-
-
-def test_off_path_note_names_other_variants_beyond_eager_s_noise():
-    frame = speed_page.curve_frame({"c": curves(0.5, variant="regional"), "d": curves(0.02)})
-    assert speed_page._off_path_note(frame)[0].startswith(
-        "Beyond eager's run-to-run noise at their seed (bf16 rounding, 0.5%, where it was not measured): regional "
-        "(c: 50.0% against 0.5%). The chapters train on `fast`"
-    )
-    assert speed_page._off_path_note(speed_page.curve_frame({"d": curves(0.02)})) == []
-    runs = seeded_runs({0: 0.05})  # eager's noise at seed 0: 4%, bound 8%
-    within = runs | {"r": curves(0.07, variant="regional", seed=0)}
-    assert speed_page._off_path_note(speed_page.curve_frame(within)) == []
-    beyond = runs | {
-        "r": curves(0.09, variant="regional", seed=0),
-        "q": curves(0.09, variant="regional", seed=1),
-    }
-    (note, _) = speed_page._off_path_note(speed_page.curve_frame(beyond))
-    assert "regional (r: 9.0% against 8.0%), regional (q: 9.0% against 0.5%)" in note
 
 
 def test_first_step_ranges_keep_seeds_and_perturbed_runs_apart():
@@ -449,24 +363,6 @@ def test_eager_repeats_pair_files_of_one_setup_and_commit_only():
     frame = speed_page.curve_frame({k: runs[k] for k in "xy"})
     assert frame["variant"].tolist() == ["fast", "fast", "eager, repeated"]
     assert frame["file"].iloc[-1] == "x / y"
-    # the repeat is eager's noise, not a variant off the chapters' path
-    assert speed_page._off_path_note(frame) == []
-
-
-def test_chapters_path_offset_takes_the_default_convolution_s_fast_curve():
-    eager = [4.0] * 200
-    runs = {
-        "a": curves(0.1, losses={"eager": eager, "fast": [4.08] * 200}),  # +2%: the chapters' path
-        "b": curves(0.1, conv="fla", losses={"eager": [4.04] * 200, "fast": [4.4] * 200}),  # another conv
-        "c": curves(0.1, steps=100, losses={"eager": eager[:100], "fast": [4.4] * 100}),  # too short
-        "d": curves(0.1, random=True, losses={"eager": eager, "fast": [4.4] * 200}),  # random teacher
-    }
-    fast, repeats = speed_page.chapters_path_offset(runs)
-    assert fast == pytest.approx([0.02]) and repeats == pytest.approx([0.01])  # eager of b against eager of a
-    runs["e"] = curves(0.1, losses={"eager": [4.0] * 200, "fast": [3.96] * 200})  # a second run of the path
-    fast, _ = speed_page.chapters_path_offset(runs)
-    assert fast == pytest.approx([0.02, -0.01])  # every run, in name order
-    assert speed_page.chapters_path_offset({k: runs[k] for k in "bcd"}) is None
 
 
 def test_probe_tables_show_own_and_common_scores_and_each_kind_swapped():
@@ -608,3 +504,149 @@ def test_conv_chunk_section_names_the_fastest_chunk_and_the_one_the_step_uses(tm
     assert "Fastest forward + backward: chunk 128; the step uses 64." in section
     assert "| 64 | 0.020 | 0.120 |" in section and "batch 32 x 512, 576 channels" in section
     assert speed_page._conv_chunk_section(tmp_path / "missing.json") == []
+
+
+EQUIVALENT = speed_page.EQUIVALENCE_TARGET
+BASE = [
+    4.0 * 0.97**i for i in range(60)
+]  # a 60-step loss curve (the tail the offset averages over: 50 steps)
+
+
+def judged(
+    early: float = 0.0,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    repeats: int = 3,
+    rounding: dict[str, tuple[float, float]] | None = None,
+) -> dict:
+    """A judged file as ``bench --judge`` writes it. Per seed the eager repeats are the base curve scaled by 1 + d, d
+    spread over +-2%; the fast run is the middle repeat's curve, ``early`` higher at step 5. The
+    float32 probe: per variant (params_rel_median, loss_gap) through the rounding check (None: fast within 1e-5)."""
+    spread = [-0.02 + 0.04 * k / (repeats - 1) for k in range(repeats)]
+    eager = {s: [[x * (1 + d) for x in BASE] for d in spread] for s in seeds}
+    fast = {s: [x * (1 + (early if i == 5 else 0.0)) for i, x in enumerate(BASE)] for s in seeds}
+    probe = {"fast": (1e-5, 1e-5)} if rounding is None else rounding
+    agreement = {v: {"params_rel_median": p, "loss_gap": g} for v, (p, g) in probe.items()}
+    update = {
+        v: {"MLP": {"rel_diff": 0.1, "sign_flips": 0.002}, "norms": {"rel_diff": 0.2, "sign_flips": 0.01}}
+        for v in probe
+    }
+    fp32 = {
+        "own": {},
+        "common": {},
+        "agreement": agreement,
+        "update": update,
+        "rounding": {v: equivalence.rounding_check(**a) for v, a in agreement.items()},
+    }
+    return {
+        "curves": equivalence.judge_curves(fast, eager),
+        "setting": {"steps": len(BASE), "precision": "bf16"},
+        "losses": {s: {"fast": fast[s], "eager": eager[s]} for s in seeds},
+        "first_step": {"fp32": fp32} if probe else {},
+        "files": [{"file": "step_profile_cuda_curve_s0.json", "git_commit": "abc1234", "device": "GPU x1"}],
+        "provenance": {"git_commit": "def5678", "params": {"tag": "equivalence"}},
+    }
+
+
+def write_judged(folder, data: dict) -> dict:
+    """``data`` as the folder's step_profile_cuda_equivalence.json beside a timing file; the folder's runs, loaded."""
+    (folder / "step_profile_cuda_equivalence.json").write_text(json.dumps(data))
+    (folder / "step_profile_cuda_a.json").write_text(json.dumps({"rows": [step(0.36, 200_000.0, 80.0)]}))
+    return speed_page.load(folder)
+
+
+@pytest.mark.parametrize(
+    ("early", "rounding", "status"),
+    [
+        (
+            0.0,
+            None,
+            "met",
+        ),  # the fast run in the middle of eager's repeats at every seed, its update within 1e-4
+        (0.3, None, "not met"),  # the most distant run at all three seeds by its largest gap: p = 1/64
+        (0.0, {"fast": (3e-4, 1e-5)}, "not met"),  # the curves pass, one float32 update does not
+        (0.0, {}, "not measured"),  # no float32 probe
+        (0.0, {"compiled": (1e-5, 1e-5)}, "not measured"),  # a probe without the fast path
+    ],
+)
+def test_equivalence_check_from_a_judged_file(tmp_path, early, rounding, status):
+    runs = write_judged(tmp_path, judged(early, rounding=rounding))
+    row = by_target(runs)[EQUIVALENT]
+    assert row["status"] == status
+    curves = runs["equivalence"]["curves"]
+    assert f"largest gap p = {curves['p']['max_gap']:.4f} (fast vs eager: seed 0 " in row["figures"]
+    assert row["figures"].startswith(
+        f"curves (3 seeds x 3 eager repeats, 60 steps, bf16): {curves['outcome']}"
+    )
+    assert ("fast failed" in row["figures"]) == (rounding == {"fast": (3e-4, 1e-5)})
+    assert speed_page.step_frame(runs)["file"].tolist() == ["a"]  # the judged file has no timings
+
+
+def test_equivalence_check_untested_designs_and_too_few_seeds_are_not_measured(tmp_path):
+    untested = judged(0.3, seeds=(0, 1), repeats=2)  # smallest p (1/3)^2: no result could fail it
+    assert untested["curves"]["outcome"] == "untested"
+    assert by_target(write_judged(tmp_path, untested))[EQUIVALENT]["status"] == "not measured"
+    two_seeds = judged(0.0, seeds=(0, 1), repeats=7)  # a pass over two seeds: the target asks for three
+    assert two_seeds["curves"]["outcome"] == "passed"
+    row = speed_page.equivalence_check(two_seeds)
+    assert (
+        row["status"] == "not measured"
+        and "smallest attainable p 0.0156), over fewer than 3 seeds" in row["figures"]
+    )
+    failed = judged(0.3, seeds=(0, 1), repeats=7)  # a failure stands with any number of seeds
+    assert failed["curves"]["outcome"] == "failed"
+    assert speed_page.equivalence_check(failed)["status"] == "not met"
+
+
+def test_equivalence_check_without_the_judged_file_is_not_measured(tmp_path):
+    (tmp_path / "step_profile_cuda_a.json").write_text(json.dumps({"rows": [step(0.36, 200_000.0, 80.0)]}))
+    assert speed_page.load_judged(tmp_path) is None
+    row = by_target(speed_page.load(tmp_path))[EQUIVALENT]
+    assert (row["status"], row["figures"]) == ("not measured", "")
+    assert speed_page.equivalence_summary(None) == ""
+    assert speed_page._equivalence_section(None, {}) == []
+    assert speed_page.figure({}, tmp_path / "f.png") is False and not (tmp_path / "f.png").exists()
+
+
+def test_equivalence_section_tables_reading_and_figure(tmp_path):
+    probe = {"fast": (2e-4, 1.5e-3), "fused": (5e-6, -9e-4)}
+    runs = write_judged(tmp_path, judged(0.3, rounding=probe))
+    bf16 = {
+        "precision": "bf16",
+        "own": {},
+        "common": {"eager": 6.18, "compiled": 6.24},
+        "swap": {},
+        "update": {},
+    }
+    runs["first_step"] = {
+        "first_step": bf16,
+        "provenance": {"git_commit": "7310000"},
+    }  # the bf16 probe's file
+    page = speed_page.render(runs, "src", drawn=True)
+    section = page.split("## The fast path against eager: the equivalence test")[1].split("\n## ")[0]
+    assert "| 0 | 4 |" in section and "| 4 of 4 |" in section  # the fast run the most distant at seed 0
+    assert "| fast | 1.5e-3 | 2.0e-4 | 0.200-1.000 | failed |" in section
+    assert "| fused | -9.0e-4 | 5.0e-6 | 0.200-1.000 | failed |" in section
+    assert "departs from eager in the early steps by more than eager's repeats" in section
+    assert "falls at steps 5, 5 and 5 of 60 at seeds 0, 1 and 2)" in section
+    assert "40x closer to eager's loss than the compiled path's bf16 update" in section  # 0.06 / 1.5e-3
+    assert "fused on its loss (9.0e-4 nats), parameters within (5.0e-6)" in section
+    assert "figures/distill_speed_curves.png" in section
+    assert speed_page.figure(runs, tmp_path / "f.png") and (tmp_path / "f.png").stat().st_size > 0
+    passed = speed_page._equivalence_reading(judged(0.0), {})
+    assert passed.startswith(
+        "By the largest gap the test cannot tell the fast run from eager's repeats (p = 1.00)"
+    )
+    assert "every variant is within 1e-4" in passed
+
+
+def test_equivalence_summary_is_one_line():
+    line = speed_page.equivalence_summary(judged(0.3))
+    assert "\n" not in line
+    assert line.startswith(
+        "loss curves, 3 seeds x 3 eager repeats, 60 steps, bf16: failed, the fast run the most "
+    )
+    assert "largest gap at 3 of 3 seeds (p = 0.016)" in line
+    assert line.endswith(
+        "one float32 update of the fast path: passed, loss 1.0e-5 nats and median parameter 1.0e-5 "
+        "from eager's, against 1e-4"
+    )
