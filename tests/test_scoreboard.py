@@ -382,3 +382,28 @@ def test_a_distilling_chapter_s_box_reports_the_fast_path_s_equivalence_test(tmp
             assert note.endswith("See {doc}`distillation speed </book/gpu/distill_speed>`.")
         assert "distilled on the fast path" not in scoreboard.render_summary(ALPHA, results, gpu)
     assert scoreboard._fast_path_note(layout, None) == []
+
+
+def test_h200_results_carry_their_runs_against_the_committed_replicate_plan(tmp_path):
+    """Each H200 row shows its runs beside the plan's count (capped counts say how many were needed); a row the
+    plan does not cover, or a CPU row, shows none."""
+    plan = {
+        "rules": [
+            {"chapter": "alpha", "row": "R, reverse", "runs": 3, "planned": 5, "needed": 5, "capped": False},
+            {"chapter": "alpha", "row": "R, spread", "runs": 3, "planned": 10, "needed": 16, "capped": True},
+            {"chapter": "alpha", "row": "one", "runs": 1, "planned": None, "needed": None, "capped": False}
+            | {"reason": "unplannable: 1 run, run-to-run SD unknown"},
+        ]
+    }
+    (tmp_path / scoreboard.PLAN_FILE).write_text(json.dumps(plan))
+    loaded = scoreboard.load_plan(tmp_path)
+    assert scoreboard._planned(loaded["alpha", "R, reverse"]) == " Runs: 3 of 5 planned."
+    assert scoreboard._planned(loaded["alpha", "R, spread"]) == " Runs: 3 of 10 planned, capped (16 needed)."
+    assert (
+        scoreboard._planned(loaded["alpha", "one"]) == " Runs: 1; unplannable: 1 run, run-to-run SD unknown."
+    )
+    assert scoreboard._planned(None) == "" and scoreboard.load_plan(tmp_path / "none") == {}
+    committed = scoreboard.load_plan(REPO_ROOT / "data" / "results")
+    page = (REPO_ROOT / "book" / "scoreboard.md").read_text()
+    entry = committed["layout_distillation", "R, reverse_periodic"]
+    assert f"Runs: {entry['runs']} of {entry['planned']} planned." in page
