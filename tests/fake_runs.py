@@ -6,19 +6,25 @@ from hybridlib.findings.layout import distill
 
 
 def distill_run(
-    key: str, label: str, evals: list[dict[str, Any]], settings: dict[str, Any]
+    key: str,
+    label: str,
+    evals: list[dict[str, Any]],
+    settings: dict[str, Any],
+    path: str = "",
+    tokens: int = 800,
 ) -> distill.DistillRun:
-    """A finished run of 800 tokens with the given validation records (``evals``) and ``settings``."""
+    """A finished run of ``tokens`` with the given validation records (``evals``) and ``settings``, cached at
+    ``path`` ("" for none)."""
     return distill.DistillRun(
         key=key,
-        path="",
+        path=path,
         layout_name=label,
         pattern="",
         settings=settings,
         evals=evals,
         train_loss=[],
         grad_norm_max=1.0,
-        tokens_trained=800,
+        tokens_trained=tokens,
         tokens_per_s=1.0,
         flops_per_token=1.0,
         mfu=None,

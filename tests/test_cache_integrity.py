@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fake_runs import distill_run
 from safetensors.torch import save_file
 from test_train import Killed, _kill_at, config, tiny_batches, tiny_model
 
@@ -86,23 +87,13 @@ def _fake_run(folder: Path) -> distill.DistillRun:
     (folder / "student").mkdir(parents=True, exist_ok=True)
     save_file({"w": torch.arange(4096, dtype=torch.float32)}, str(folder / "student" / "model.safetensors"))
     integrity.write_digests(folder / "student")
-    run = distill.DistillRun(
-        key=folder.name,
-        path=str(folder),
-        layout_name="sandwich",
-        pattern="FAAF",
-        settings={"mixer": "gdn", "precision": "fp32"},
-        evals=[{"tokens": 0, "ce": 1.0}],
-        train_loss=[[512, 2.0]],
-        grad_norm_max=1.0,
-        tokens_trained=512,
-        tokens_per_s=1.0,
-        flops_per_token=1.0,
-        mfu=None,
-        cpu_s_per_1m_tokens=1.0,
-        wall_s=1.0,
-        device="cpu",
-        teacher_compiled=False,
+    run = distill_run(
+        folder.name,
+        "sandwich",
+        [{"tokens": 0, "ce": 1.0}],
+        {"mixer": "gdn", "precision": "fp32"},
+        str(folder),
+        512,
     )
     run.save()
     return run
