@@ -170,13 +170,19 @@ class Param:
             raise ParameterError(f"parameter {label!r} must be {self.bounds()}, got {value!r}")
         return value
 
-    def bounds(self) -> str:
-        """The allowed range as text: ``>= 2``, ``in [0.0, 1.0]``, ``in (0.0, 1.0]``, ``<= 8`` or ``""``."""
+    def bounds(self, words: bool = False) -> str:
+        """The allowed range as text: ``>= 2``, ``in [0.0, 1.0]``, ``in (0.0, 1.0]``, ``<= 8`` or ``""``; with
+        ``words`` no ``=`` sign (``at least 2``, ``more than 0.0``, ``at most 8``: Papermill cannot parse a
+        parameter line whose comment holds one)."""
         if self.minimum is not None and self.maximum is not None:
             return f"in {'(' if self.exclusive_minimum else '['}{self.minimum}, {self.maximum}]"
         if self.minimum is not None:
+            if words:
+                return f"{'more than' if self.exclusive_minimum else 'at least'} {self.minimum}"
             return f"{'>' if self.exclusive_minimum else '>='} {self.minimum}"
-        return f"<= {self.maximum}" if self.maximum is not None else ""
+        if self.maximum is None:
+            return ""
+        return f"at most {self.maximum}" if words else f"<= {self.maximum}"
 
     def describe(self) -> str:
         """One line: type, unit, allowed values."""
@@ -185,7 +191,7 @@ class Param:
         if self.choices is not None:
             extra.append("allowed: " + ", ".join(map(str, self.choices)))
         if self.minimum is not None or self.maximum is not None:
-            extra.append(self.bounds())
+            extra.append(self.bounds(words=True))
         if self.unique:
             extra.append("no repeats")
         return f"{kind}" + (f" ({'; '.join(extra)})" if extra else "")

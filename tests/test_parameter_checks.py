@@ -316,3 +316,15 @@ def test_papermill_stops_at_the_first_cell_with_one_line(tmp_path):
     assert failed[0]["metadata"]["papermill"]["duration"] < 10
     later = cells[cells.index(failed[0]) + 1 :]
     assert later and all(c["execution_count"] is None for c in later)
+
+
+@pytest.mark.parametrize("name", sorted(CHAPTERS))
+def test_papermill_reads_every_parameter_of_the_parameters_cell(name, caplog):
+    """Papermill's own inspection (``papermill --help-notebook``) parses each parameter line; a comment with an
+    ``=`` sign (``>= 1``) makes it skip the line with a warning."""
+    import papermill
+
+    spec = CHAPTERS[name]
+    found = papermill.inspect_notebook(str(REPO_ROOT / "notebooks" / spec.notebook))
+    assert set(found) == {"preset", *(p.name for p in spec.params)}
+    assert "Unable to parse" not in caplog.text
