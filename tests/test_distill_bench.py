@@ -154,6 +154,11 @@ def test_loss_curves_from_perturbed_weights_start_within_the_perturbation():
     out = loss_curves("tiny-teacher", ["eager"], perturb=BF16_ROUNDING, **setup)
     moved = abs(out["losses"]["eager"][0] / plain[0] - 1)
     assert out["perturb"] == BF16_ROUNDING and 1e-6 < moved < 1e-2
+    # the perturbation's own seed: the default is the batch seed + 1, another draws other weights
+    same = loss_curves("tiny-teacher", ["eager"], perturb=BF16_ROUNDING, perturb_seed=1, **setup)
+    other = loss_curves("tiny-teacher", ["eager"], perturb=BF16_ROUNDING, perturb_seed=7, **setup)
+    assert same["losses"] == out["losses"] and other["losses"]["eager"][0] != out["losses"]["eager"][0]
+    assert other["perturb_seed"] == 7
     with pytest.raises(ValueError, match=r"perturb must be in \[0, 1\), got -0.1"):
         loss_curves("tiny-teacher", ["eager"], perturb=-0.1, **setup)
 

@@ -121,8 +121,9 @@ def _bench_json(path, seed: int, losses: dict, **setting) -> None:
 
 def test_judge_fast_path_pairs_the_bench_files_by_seed(tmp_path):
     """Each curve file of the fast variant carries eager's curve of its own process: one repeat; eager-only files
-    add the others. The float32 first-step probe is judged by the rounding check."""
-    from hybridlib.findings.layout.bench import judge_fast_path
+    add the others; eager runs from perturbed weights form the rounding null. The float32 first-step probe is
+    judged by the rounding check."""
+    from hybridlib.findings.layout.bench import BF16_ROUNDING, judge_fast_path
 
     fast, eager = _runs(seeds=3, repeats=3, fast_noise=0.02)
     for s in range(3):
@@ -138,6 +139,23 @@ def test_judge_fast_path_pairs_the_bench_files_by_seed(tmp_path):
     assert out["curves"]["outcome"] == "passed" and out["setting"]["precision"] == "bf16"
     assert [f["file"] for f in out["files"]][:2] == ["curve_s0.json", "curve_s1.json"]
     assert out["first_step"]["fp32"]["rounding"]["fast"]["outcome"] == "passed"
+    assert out["curves_vs_rounding"] is None  # no perturbed runs
+    rng = np.random.default_rng(9)
+    for s in range(3):
+        for r in (1, 2):
+            losses = {"eager": _curve(rng, 0.05)}
+            _bench_json(
+                tmp_path / f"perturbed_s{s}_r{r}.json", s, losses, perturb=BF16_ROUNDING, perturb_seed=r
+            )
+    out = judge_fast_path(list(tmp_path.glob("*.json")))
+    perturbed = {s: [out["losses"][s]["perturbed"][i] for i in (0, 1)] for s in range(3)}
+    assert out["curves_vs_rounding"]["p"] == judge_curves(fast, perturbed)["p"]
+    assert out["curves"]["p"] == judge_curves(fast, eager)["p"]  # the perturbed runs are no eager repeats
+    assert out["curves_vs_rounding"]["outcome"] == "untested"  # two perturbed runs a seed cannot fail it
+    _bench_json(tmp_path / "perturbed_s0_r3.json", 0, {"eager": eager[0][0]}, perturb=0.01)
+    with pytest.raises(ValueError, match="perturbed_s0_r3.json: a perturbed run must be eager alone"):
+        judge_fast_path(list(tmp_path.glob("*.json")))
+    (tmp_path / "perturbed_s0_r3.json").unlink()
     _bench_json(tmp_path / "eager_s0_r3.json", 0, {"eager": eager[0][0]}, lr=1e-3)
     with pytest.raises(ValueError, match="eager_s0_r3.json: curves of another setting"):
         judge_fast_path(list(tmp_path.glob("*.json")))

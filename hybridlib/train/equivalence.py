@@ -9,6 +9,11 @@
   eager's repeats sit from each other more often than chance allows (Holm over the two metrics at :data:`ALPHA`: the
   smaller p-value below ``ALPHA / 2``);
   a design whose smallest attainable p-value cannot fail it is ``untested``.
+
+Eager's repeats share every rounding of eager's but the order of a few atomic sums, so they may understate how far
+an equally valid computation lands; the same test with eager runs from weights perturbed at bf16's rounding as the
+repeats (the rounding null, :func:`hybridlib.findings.layout.bench.judge_fast_path`) asks whether the fast run
+departs from eager by more than a rounding-level change does. Both nulls are fixed here before their runs.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 # (hybridlib.train.equivalence: the fast curve against eager's repeats at each batch seed), 200
 # steps of SmolLM2-135M each, CURVE_JOBS (default 3: ~40 GB of the GPU each) at a time, in the order given (the
 # long ones first). KIND: curve (eager and fast, conv torch: the chapters' path; tag curve_s<seed>), eager (eager
-# again: its repeat; eager_s<seed>_r<REPEAT>), perturbed (eager from weights perturbed at bf16 rounding, 2^-9:
-# perturbed_s<seed>) or firststep:PRECISION (first_step_probe of fused, compiled and fast: first_step_<PRECISION>). After install.sh site + assets and env.sh sourced; start it detached (setsid ... &) and keep a
+# again: its repeat; eager_s<seed>_r<REPEAT>), perturbed (eager from weights perturbed at bf16 rounding, 2^-9, the
+# perturbation drawn with seed REPEAT: perturbed_s<seed>_r<REPEAT>, the rounding null) or firststep:PRECISION (first_step_probe of fused, compiled and fast: first_step_<PRECISION>). After install.sh site + assets and env.sh sourced; start it detached (setsid ... &) and keep a
 # call in flight. Each JSON (--results-dir) and log is written straight into $CURVE_OUT (default /tmp/gpu-out), outside
 # the checkout: a JSON written into the tree was deleted on 2026-12-02 by a call's working-tree copy that began as
 # the run ended, before it could be copied out.
@@ -18,7 +18,7 @@ one() {
   case $kind in
     curve) args=(--variants fast) ;;
     eager) args=(--variants eager) ;;
-    perturbed) args=(--variants eager --perturb-weights 0.001953125) ;;
+    perturbed) args=(--variants eager --perturb-weights 0.001953125 ${rep:+--perturb-seed "$rep"}) ;;
     firststep) args=(--variants fused compiled fast --first-step --precision "$seed"); steps=() ;;
     *) echo "curvecheck.sh: kind '$kind' of '$1' is not one of curve, eager, perturbed, firststep" >&2; return 2 ;;
   esac

@@ -414,15 +414,17 @@ def loss_curves(
     cuda_graphs: bool = True,
     conv_impl: str = "torch",
     perturb: float = 0.0,
+    perturb_seed: int | None = None,
     on_step: Callable[[str, PreTrainedModel, PreTrainedModel, int], None] | None = None,
 ) -> dict[str, Any]:
     """Train a fresh student with each of ``variants`` for ``steps`` AdamW steps (constant ``lr``) on the same
     random batches (:func:`curve_batches`); returns the loss per step per variant and the largest relative gap to
     the first. ``perturb`` > 0 multiplies every student weight by ``1 + u``, ``u`` uniform in ``[-perturb,
-    perturb]`` (seeded by ``seed``) before the first step: at 2^-9 (:data:`BF16_ROUNDING`), a difference of bf16
-    rounding, whose spread by step 200 says how far this training carries rounding-level differences (a control
-    for the fast path's curve). ``on_step(variant, student, teacher, updates)`` runs before the first step and
-    after each."""
+    perturb]`` (drawn with ``perturb_seed``; None: ``seed + 1``) before the first step: at 2^-9
+    (:data:`BF16_ROUNDING`), a difference of bf16 rounding, whose spread by step 200 says how far this training
+    carries rounding-level differences (a control for the fast path's curve; several ``perturb_seed`` at one batch
+    seed: the rounding null of :func:`judge_fast_path`). ``on_step(variant, student, teacher, updates)`` runs
+    before the first step and after each."""
     if not 0.0 <= perturb < 1.0:
         raise ValueError(f"perturb must be in [0, 1), got {perturb}")
     device, precision = distill._resolve_device(device, precision)
@@ -434,7 +436,9 @@ def loss_curves(
         )
         batches = curve_batches(teacher.config.vocab_size, steps, batch_size, seq_len, seed)
         if perturb:
-            gen = torch.Generator(device=device).manual_seed(seed + 1)
+            gen = torch.Generator(device=device).manual_seed(
+                seed + 1 if perturb_seed is None else perturb_seed
+            )
             with torch.no_grad():
                 for param in student.parameters():
                     noise = torch.rand(param.shape, generator=gen, device=device, dtype=param.dtype)
@@ -471,6 +475,7 @@ def loss_curves(
         "cuda_graphs": cuda_graphs,
         "conv_impl": conv_impl,
         "perturb": perturb,
+        "perturb_seed": perturb_seed,
         "losses": curves,
         "max_rel_gap_to_first": gaps,
     }
@@ -594,15 +599,20 @@ def first_step_probe(teacher_name: str, variants: Sequence[str], **setup: Any) -
 def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
     """The fast path's equivalence checks (:mod:`hybridlib.train.equivalence`) over bench JSONs: every file's
     ``loss_curves`` give each batch seed's ``fast`` curve and its ``eager`` repeats (one per file holding one), a
-    ``first_step`` probe in float32 the rounding check of each variant. All curves must share one setting
-    (teacher, steps, batch, sequence length, learning rate, precision, convolution).
+    ``first_step`` probe in float32 the rounding check of each variant. Eager curves from weights perturbed at
+    bf16's rounding (:data:`BF16_ROUNDING`, one ``perturb_seed`` each) form a second null: the fast run against
+    eager runs that differ from eager by a rounding-level change, as its own rounding differs
+    (``curves_vs_rounding``). All curves must share one setting (teacher, steps, batch, sequence length, learning
+    rate, precision, convolution).
 
-    Returns ``curves`` (:func:`~hybridlib.train.equivalence.judge_curves`, or None without curves), ``losses``
-    (per seed the ``fast`` curve and the ``eager`` repeats it was judged on), ``first_step``
+    Returns ``curves`` (:func:`~hybridlib.train.equivalence.judge_curves` against eager's repeats, or None without
+    curves), ``curves_vs_rounding`` (against the perturbed runs, or None without >= 2 at every fast seed),
+    ``losses`` (per seed the ``fast`` curve, the ``eager`` repeats and the ``perturbed`` runs), ``first_step``
     per precision (``own``, ``common``, ``agreement``, ``update``; in float32 also ``rounding`` per variant) and
     ``files`` (each file's name, commit, device and date)."""
     fast: dict[int, list[float]] = {}
     eager: dict[int, list[list[float]]] = {}
+    perturbed: dict[int, list[list[float]]] = {}
     setting: dict[str, Any] | None = None
     first: dict[str, dict[str, Any]] = {}
     names = []
@@ -624,9 +634,15 @@ def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
         if setting is not None and this != setting:
             raise ValueError(f"{path.name}: curves of another setting {this} than the first file's {setting}")
         setting = this
-        if curves.get("perturb"):
-            raise ValueError(f"{path.name}: perturbed curves are no repeat of eager")
         seed = curves["seed"]
+        if curves.get("perturb"):
+            if curves["perturb"] != BF16_ROUNDING or set(curves["losses"]) != {"eager"}:
+                raise ValueError(
+                    f"{path.name}: a perturbed run must be eager alone from weights perturbed at BF16_ROUNDING"
+                    f" = {BF16_ROUNDING}, got {sorted(curves['losses'])} at {curves['perturb']}"
+                )
+            perturbed.setdefault(seed, []).append(curves["losses"]["eager"])
+            continue
         if "fast" in curves["losses"]:
             if seed in fast:
                 raise ValueError(f"{path.name}: a second fast curve for seed {seed}")
@@ -634,8 +650,20 @@ def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
         if "eager" in curves["losses"]:
             eager.setdefault(seed, []).append(curves["losses"]["eager"])
     judged = judge_curves(fast, eager) if fast else None
-    losses = {s: {"fast": fast[s], "eager": eager.get(s, [])} for s in sorted(fast)}
-    return {"curves": judged, "setting": setting, "losses": losses, "first_step": first, "files": names}
+    covered = fast and all(len(perturbed.get(s, [])) >= 2 for s in fast)
+    vs_rounding = judge_curves(fast, {s: perturbed[s] for s in fast}) if covered else None
+    losses = {
+        s: {"fast": fast[s], "eager": eager.get(s, []), "perturbed": perturbed.get(s, [])}
+        for s in sorted(fast)
+    }
+    return {
+        "curves": judged,
+        "curves_vs_rounding": vs_rounding,
+        "setting": setting,
+        "losses": losses,
+        "first_step": first,
+        "files": names,
+    }
 
 
 #: the variants :func:`gradient_probe` can compare (one backward each, so no CUDA graphs)
@@ -971,6 +999,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="instead: judge the fast path's equivalence (judge_fast_path) from these bench JSONs into "
         "step_profile_<device>_<tag>.json",
     )
+    parser.add_argument(
+        "--perturb-seed",
+        type=int,
+        help="the perturbation's random seed (default: --seed + 1); several at one --seed: the rounding null",
+    )
     parser.add_argument("--out-dir", help="train_speed's checkpoint folder")
     parser.add_argument("--stop-at", type=int, help="train_speed ends after this step")
     args = parser.parse_args(argv)
@@ -1077,6 +1110,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             list(dict.fromkeys(["eager", *ran])),
             steps=args.curve_steps,
             perturb=args.perturb_weights,
+            perturb_seed=args.perturb_seed,
             **common,
             **precise,
         )
