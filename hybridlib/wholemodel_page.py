@@ -181,6 +181,8 @@ def render(
     command = wholemodel.run_command(str(prov.get("preset")))
     if params.get("models"):
         command += " --models " + ",".join(params["models"])
+        if set(data["models"]) - set(params["models"]):  # models kept from earlier runs
+            command += " --merge"
     versions = prov.get("versions") or {}
     verdicts = pd.DataFrame(
         [{k: r[k] for k in ("metric", "paper", "book", "verdict")} for rs in decided.values() for r in rs]
@@ -369,6 +371,29 @@ def render_decoding(
     return "\n".join(lines)
 
 
+JUDGED = {"efficiency": ("gdn", True), "lolcats": ("window-linear", False)}
+"""Per chapter, the student kind its rows read against its teacher and whether that teacher must attend fully
+(:func:`~hybridlib.findings.efficiency.wholemodel.paired_name`)."""
+
+
+def rows_provenance(chapter: str, data: Mapping[str, object]) -> dict[str, object]:
+    """The provenance of ``chapter``'s rows: the result's, with ``params.models`` the teacher and student the rows
+    read (:data:`JUDGED`) and, where one earlier run measured both (``--merge`` kept them), that run's commit, date
+    and device instead of the last run's (whose wall time is then dropped: the earlier run's is not recorded)."""
+    prov = dict(data.get("provenance") or {})
+    kind, full = JUDGED[chapter]
+    name = wholemodel.paired_name(data, kind, full_attention=full)
+    if name is None:
+        return prov
+    labels = [f"{name}:teacher", f"{name}:{kind}"]
+    last = wholemodel.run_of(prov)
+    runs = [data["models"][label].get("run") or last for label in labels]
+    if runs[0] == runs[1] != last:
+        prov.update(runs[0])
+        prov.pop("wall_time_s", None)
+    return {**prov, "params": {**(prov.get("params") or {}), "models": labels}}
+
+
 def _linked_page(chapter: str, data: Mapping[str, object]) -> dict[str, str]:
     """The page the scoreboard links for ``chapter``'s row: LoLCATs' decoding section, else the whole page."""
     if chapter == "lolcats" and wholemodel.paired_name(data, "window-linear"):
@@ -403,7 +428,7 @@ def write(preset: str = "gpu", root: Path = REPO_ROOT) -> list[Path]:
                 "status": None,
                 "rows": chapter_rows,
                 "page": _linked_page(chapter, data),
-                "provenance": data.get("provenance"),
+                "provenance": rows_provenance(chapter, data),
                 "source": source,
             },
         )

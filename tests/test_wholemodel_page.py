@@ -109,7 +109,14 @@ def test_page_figures_and_rows_are_written(tmp_path):
         and "gemma3" not in decoding.split("Run:")[0]
     )
     assert "book/gpu/whole_models_decoding" in (REPO_ROOT / "_toc.yml").read_text()
-    assert stored["efficiency"]["provenance"]["git_commit"] == DATA["provenance"]["git_commit"]
+    # the rows are the SmolLM2 pair's, which a --merge kept from an earlier run than the file's last (Gemma 3):
+    # their provenance names those models and that run (issue 47: it named the Gemma models and the last run)
+    for chapter, student in (("efficiency", "gdn"), ("lolcats", "window-linear")):
+        prov, pair = stored[chapter]["provenance"], ["smollm2-135m:teacher", f"smollm2-135m:{student}"]
+        assert prov["params"]["models"] == pair
+        assert {k: prov[k] for k in wholemodel.RUN_KEYS} == DATA["models"][pair[1]]["run"]
+        assert prov["git_commit"] != DATA["provenance"]["git_commit"] and "wall_time_s" not in prov
+    assert "--merge" in page.split("| command |")[1].split("\n")[0]
 
 
 def test_cli_rejects_an_unknown_preset(capsys):

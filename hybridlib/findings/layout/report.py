@@ -276,18 +276,32 @@ def replicate_table(
     return pd.DataFrame(rows).set_index(["arm", "replicate"])
 
 
-def replicate_spread(table: pd.DataFrame, best: str, baseline: str = BASELINE) -> pd.DataFrame:
+PAPER_ARM = "reverse_periodic"  # the arm the paper sets against the baseline (delta, languages, reseeding)
+
+
+def replicate_spread(table: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """Per arm of a :func:`replicate_table`: mean and standard deviation over replicates (ddof 1) of final CE,
     R, delta and delta vs base; ``share_of_gap`` on the baseline's row: its delta's standard deviation over
-    |mean delta gap| to ``best`` (the paper: reseeding moves ~1/10 of the gap)."""
+    |mean delta gap| to :data:`PAPER_ARM`, the paper's comparison (reseeding moves ~1/10 of that gap); NaN
+    without that arm."""
     grouped = table.groupby(level="arm", sort=False)[["final_ce", "R", "delta", "delta_vs_base"]]
     spread = grouped.mean().add_suffix(" mean").join(grouped.std(ddof=1).add_suffix(" sd"))
     spread["replicates"] = table.groupby(level="arm", sort=False).size()
-    best_label = next(label for label in spread.index if best in label.split(" = "))
-    gap = abs(spread.loc[best_label, "delta_vs_base mean"])
+    compared = [label for label in spread.index if PAPER_ARM in label.split(" = ")]
+    gap = abs(spread.loc[compared[0], "delta_vs_base mean"]) if compared else 0.0
     spread["share_of_gap"] = np.nan
     spread.loc[baseline, "share_of_gap"] = spread.loc[baseline, "delta sd"] / gap if gap > 0 else np.nan
     return spread
+
+
+def spread_note(spread: pd.DataFrame, replicates: int, baseline: str = BASELINE) -> str:
+    """The verdict's sentence on run-to-run noise: the baseline's ``share_of_gap`` (:func:`replicate_spread`)."""
+    if replicates < 2:
+        return "One replicate per arm: the run-to-run spread is unknown."
+    return (
+        f"Run-to-run: the baseline's test delta varies by {spread.loc[baseline, 'share_of_gap']:.2f} of the "
+        f"{PAPER_ARM.replace('_', ' ')} gap across {replicates} replicates (the paper: ~1/10 of that gap)."
+    )
 
 
 # --- the rules -------------------------------------------------------------------------------------------------
@@ -445,8 +459,8 @@ def judge(
             f"<= {R_RANGE[1]} (all 23-34% lower)",
             EVERY_RULE.decide(iv, [distinct("four distinct FA-first students", four, 4)]),
         )
-    if "reverse_periodic" in runs:
-        a = firsts.index(next(names[0] for names in groups.values() if "reverse_periodic" in names))
+    if PAPER_ARM in runs:
+        a = firsts.index(next(names[0] for names in groups.values() if PAPER_ARM in names))
         verdict = DELTA_RULE.judge_paired(
             [rep.ce[a + 1] for rep in reps],
             [rep.ce[0] for rep in reps],
@@ -471,7 +485,7 @@ def judge(
             )
             slower = any(v < 1 for v in finite)  # say which replicates were measured the other way round
             add(f"speed-up, {' = '.join(names)}", paper, verdict, measured.why if slower else "")
-    if "reverse_periodic" in runs:
+    if PAPER_ARM in runs:
         changes = [rep.ppl_change()[a] for rep in reps]
         latin = np.array([LANGUAGES[lang].script == "Latn" for lang in dict.fromkeys(reps[0].langs)])
         add(
