@@ -39,6 +39,11 @@ same documents: seeds are resampled, then documents jointly for both arms, which
 bootstrap of the per-document differences (weights shared by both arms). :func:`repeat_bootstrap` is the
 one-level form for a measurement without documents (a benchmark ratio per repeat; the repeat is the unit).
 :func:`statistic_bootstrap` is the two-level form for a per-run statistic that is not a mean of documents.
+
+**Paired outcomes with ties** (:class:`SignTestRule`). Where each replicate is a pair whose difference is often
+exactly 0 (two binary outcomes that agree), "every replicate on the paper's side" can never hold; the exact sign
+test (McNemar's on binary pairs) drops the ties and judges the share of discordant pairs, with the same outcomes.
+:func:`established` makes a contrast ("B lacks what A has") *not tested* unless A's side is established.
 """
 
 from __future__ import annotations
@@ -615,3 +620,172 @@ class Rule:
     ) -> Verdict:
         """Verdict on one number per repeat of an untrained measurement (:func:`repeat_bootstrap`)."""
         return self.decide(repeat_bootstrap(values, n_boot=n_boot, level=level, seed=seed), preconditions)
+
+
+def established(name: str, verdicts: Mapping[str, Verdict]) -> Precondition:
+    """That the other side of a contrast is established: every one of ``verdicts`` (label -> verdict, at least one)
+    *reproduced* or *direction only*. A claim "B lacks what A has" tests nothing while A's effect is not shown."""
+    shown = (Outcome.REPRODUCED, Outcome.DIRECTION_ONLY)
+    why = (
+        "; ".join(f"{label}: {v.outcome.value}" for label, v in verdicts.items())
+        or "nothing to contrast with"
+    )
+    return Precondition(name, bool(verdicts) and all(v.outcome in shown for v in verdicts.values()), why)
+
+
+def sign_test_p(k: int, n: int) -> float:
+    """Two-sided exact sign-test p-value of ``k`` of ``n`` discordant pairs on one side (each side 1/2 under the
+    null): ``2 * P(X <= min(k, n - k))``, ``X ~ Binomial(n, 1/2)``, capped at 1; 1 when ``n = 0``."""
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k!r}, n={n!r}")
+    tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def min_discordant(level: float = 0.95) -> int:
+    """The fewest discordant pairs with which the exact sign test can reach ``p < 1 - level`` (all on one side):
+    6 at 95% (``2 / 2^6 = 0.031``; 5 give ``0.0625``)."""
+    _check_level(level)
+    n = 1
+    while 2 * 0.5**n >= 1 - level:
+        n += 1
+    return n
+
+
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    """``P(X <= k)``, ``X ~ Binomial(n, p)``."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval of a binomial share from ``k`` successes in ``n >= 1`` trials, by bisection:
+    ``low`` solves ``P(X >= k | low) = (1 - level) / 2`` (0 when ``k = 0``), ``high`` ``P(X <= k | high)`` likewise."""
+    _check_level(level)
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k!r}, n={n!r}")
+    alpha = (1 - level) / 2
+
+    def solve(f: Callable[[float], float]) -> float:  # f increasing in p, root in [0, 1]
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+        return (lo + hi) / 2
+
+    low = 0.0 if k == 0 else solve(lambda p: 1 - _binom_cdf(k - 1, n, p) - alpha)
+    high = 1.0 if k == n else solve(lambda p: alpha - _binom_cdf(k, n, p))
+    return low, high
+
+
+@dataclass(frozen=True)
+class SignTestRule:
+    """A claim about paired outcomes (A against B on the same replicate) judged by the exact sign test; on paired
+    binary outcomes (1/0 each side) it is the exact McNemar test.
+
+    Input: one difference ``A - B`` per replicate (a pair, e.g. a needle cell). ``> 0``: A wins, ``< 0``: B wins,
+    ``0``: a tie (a concordant pair), which carries no evidence on the direction and is dropped. The metric is the
+    share of the ``n_d`` discordant pairs in which A wins; ``null`` 1/2. Interval: Clopper-Pearson at ``level``;
+    it excludes 1/2 exactly when the two-sided exact p-value (:func:`sign_test_p`) is below ``1 - level``.
+
+    ``direction``: +1 if the paper says A wins, -1 if B wins; ``tolerance``: on the share (any magnitude when only
+    the direction carries over); ``min_replicates``: pairs, ties included. Outcomes: *not tested* when a
+    precondition fails (or fewer pairs than ``min_replicates``); *reproduced* / *direction only* when ``p < 1 -
+    level`` and most discordant pairs go the paper's way (estimate within / outside the tolerance); *contradicted*
+    when ``p < 1 - level`` the other way; *inconclusive* otherwise, saying how many discordant pairs the test
+    needs (:func:`min_discordant`) when fewer were seen.
+    """
+
+    claim: str
+    metric: str
+    unit: str
+    direction: int
+    tolerance: Tolerance
+    min_replicates: int = 3
+    paper_value: float | None = None
+    level: float = 0.95
+
+    def __post_init__(self) -> None:  # the Rule checks, on the share's scale (null 1/2, bounds (0, 1))
+        Rule(
+            self.claim,
+            self.metric,
+            self.unit,
+            self.direction,
+            self.tolerance,
+            self.min_replicates,
+            self.paper_value,
+            null=0.5,
+            bounds=(0.0, 1.0),
+        )
+        _check_level(self.level)
+
+    def judge(self, differences: Sequence[float], preconditions: Iterable[Precondition] = ()) -> Verdict:
+        """The verdict on ``differences [n_pairs]`` (A - B per pair, ties included)."""
+        d = np.asarray(differences, dtype=np.float64)
+        if d.ndim != 1 or not np.isfinite(d).all():
+            raise ValueError(f"differences must be a 1-D array of finite numbers, got shape {d.shape}")
+        n, wins, losses = d.size, int((d > 0).sum()), int((d < 0).sum())
+        n_d = wins + losses
+        checks = [
+            *preconditions,
+            Precondition(
+                "replicates",
+                n >= self.min_replicates,
+                f"{n} pairs ({self.unit}), the rule needs >= {self.min_replicates}",
+            ),
+        ]
+        share = wins / n_d if n_d else None
+        low, high = clopper_pearson(wins, n_d, self.level) if n_d else (None, None)
+        failed = [p for p in checks if not p.holds]
+        if failed:
+            outcome, reason = Outcome.NOT_TESTED, "; ".join(f"{p.name} failed: {p.why}" for p in failed)
+        else:
+            outcome, reason = self._outcome(n, wins, losses, share)
+        return Verdict(
+            self.claim,
+            self.metric,
+            self.unit,
+            outcome,
+            reason,
+            share,
+            low,
+            high,
+            self.level,
+            n,
+            0,
+            tuple(float(x) for x in d),
+            self.paper_value,
+            0.5,
+            self.tolerance,
+            tuple(checks),
+        )
+
+    def _outcome(self, n: int, wins: int, losses: int, share: float | None) -> tuple[Outcome, str]:
+        n_d, alpha = wins + losses, 1 - self.level
+        k_with = wins if self.direction > 0 else losses
+        p = sign_test_p(wins, n_d)
+        seen = (
+            f"{k_with} of {n_d} discordant pairs go the paper's way ({n - n_d} of {n} pairs tied, dropped); "
+            f"exact sign test p = {p:.3g}"
+        )
+        if p < alpha and 2 * k_with > n_d:
+            if self.tolerance.contains(share):
+                return (
+                    Outcome.REPRODUCED,
+                    f"{seen} < {alpha:g}, share {share:.3g} within {self.tolerance.describe()}",
+                )
+            return Outcome.DIRECTION_ONLY, (
+                f"{seen} < {alpha:g}, but share {share:.3g} outside {self.tolerance.describe()}"
+            )
+        if p < alpha:
+            return Outcome.CONTRADICTED, f"{seen} < {alpha:g}, most discordant pairs the other way"
+        need = min_discordant(self.level)
+        if n_d >= need:
+            return Outcome.INCONCLUSIVE, f"{seen} >= {alpha:g}"
+        rate = (
+            f"; at this share of discordant pairs ({n_d}/{n}) that takes >= {math.ceil(need * n / n_d)} pairs"
+            if n_d
+            else "; no pair is discordant"
+        )
+        return Outcome.INCONCLUSIVE, (
+            f"{seen} >= {alpha:g}: with fewer than {need} discordant pairs no split reaches p < {alpha:g}{rate}"
+        )

@@ -162,3 +162,36 @@ def test_locality_and_detokenisation_rules():
     assert detok["verdict"].outcome == Outcome.REPRODUCED and not detok["paper_claim"]
     none = report.judge_detokenisation(None, "no GDN-at-0 student")
     assert none["verdict"].outcome == Outcome.NOT_TESTED and none["verdict"].estimate is None
+
+
+def test_swa_no_event_is_a_contrast_with_the_gdn_event():
+    """Fails before issue 47: the H200 pattern (the GDN student's largest event lies elsewhere, the SWA student
+    has none at its first FA layer either) read as the SWA claim reproduced."""
+    swa = [
+        alignment(spike(1, 0.3), [3, 5], label="standard_periodic+swa", kind="hybrid SWA", seed=i)
+        for i in range(3)
+    ]
+    no_event = [
+        alignment(spike(3, 0.1, spike(0, 0.5)), [3, 5], seed=i) for i in range(3)
+    ]  # layer 0 dominates
+    verdict = _rows(no_event, swa)[SWA_EVENT]
+    assert _rows(no_event, swa)[EVENT].outcome == Outcome.CONTRADICTED
+    assert verdict.outcome == Outcome.NOT_TESTED
+    assert verdict.reason == "GDN event at layer 3 established failed: standard_periodic: contradicted"
+    assert verdict.estimate == pytest.approx(-0.3)  # still measured: |0| at layer 3 vs layer 1's |0.3|
+    event = [alignment(spike(3, s), [3, 5], noise=0.002, seed=i) for i, s in enumerate((0.2, 0.22, 0.24))]
+    assert _rows(event, swa)[SWA_EVENT].outcome == Outcome.REPRODUCED  # both sides shown
+    swa_event = [
+        alignment(spike(3, 0.2), [3, 5], label="standard_periodic+swa", kind="hybrid SWA", seed=i)
+        for i in range(3)
+    ]
+    assert _rows(event, swa_event)[SWA_EVENT].outcome == Outcome.CONTRADICTED
+    mixed = [swa[0], swa_event[1], swa[2]]
+    assert _rows(event, mixed)[SWA_EVENT].outcome == Outcome.INCONCLUSIVE
+    one = [alignment(spike(3, 0.2), [3, 5])]  # the GDN event itself not tested (one replicate)
+    assert _rows(one, swa)[SWA_EVENT].outcome == Outcome.NOT_TESTED
+    elsewhere = [
+        alignment(spike(2, 0.2), [2, 5], seed=i) for i in range(3)
+    ]  # no GDN student with FA first at 3
+    reason = _rows(elsewhere, swa)[SWA_EVENT].reason
+    assert "GDN event at layer 3 established failed: nothing to contrast with" in reason

@@ -19,7 +19,10 @@ Rules (the paper gives no sizes comparable across models, so every tolerance is 
   ``|jump_GDN(f)| - |jump_SWA(f)|`` above 0. Not tested unless the window cuts the context of at least half of the
   compared states (:func:`beyond_window`; a state within the first ``window`` tokens sees its whole context, so
   short probes make the "sliding-window" student a full-attention one).
-- **no event in the SWA student**: its ``|jump(f)| - max_{l != f} |jump(l)|`` below 0 (same precondition).
+- **no event in the SWA student where the GDN student has one**: the SWA student's ``|jump(f)| - max_{l != f}
+  |jump(l)|`` below 0 (same precondition). The paper's claim is a contrast, so it is not tested unless the event
+  rule is *reproduced* or *direction only* for every GDN student with the same first FA layer (at least one). This
+  precondition was added after the H200 run of 2026-11-30, which it also judges (issue 47).
 - **FA layers attend more locally** (Finding 6): mean attention distance of a GDN student's FA layers minus the
   teacher's at the same layers (tokens), averaged over the FA layers, below 0; one value per replicate.
 - **detokenisation** (the paper's untested hypothesis; not in the chapter verdict): at layer 0, the probe's
@@ -35,7 +38,15 @@ import numpy as np
 
 from hybridlib.findings.softcka.alignment import REFERENCE, Alignment, pair_lengths
 from hybridlib.models import ModelCard, encode
-from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, binds, statistic_bootstrap
+from hybridlib.verdicts import (
+    Precondition,
+    Rule,
+    Tolerance,
+    Verdict,
+    binds,
+    established,
+    statistic_bootstrap,
+)
 
 SIGNAL = "attn_delta"
 UNIT = "distilled student (data-order and model-init seed)"
@@ -58,7 +69,7 @@ SWA_RULE = Rule(
     Tolerance.any_magnitude(_NO_SIZE),
 )
 SWA_NONE_RULE = Rule(
-    "a sliding-window hybrid has no largest event at its first full-attention layer",
+    "a sliding-window hybrid has no largest event at its first full-attention layer, where a GDN hybrid has one",
     "SWA student: |jump| at the first FA layer minus the largest |jump| elsewhere (SoftCKA)",
     UNIT,
     -1,
@@ -179,6 +190,7 @@ def judge_events(
     GDN student (``students`` minus ``swa``), its comparison with the SWA student ``swa`` when their first FA
     layers match, and the SWA student's own event. ``swa_share``: :func:`beyond_window` of the probes."""
     rows: list[dict[str, Any]] = []
+    events: dict[int, dict[str, Verdict]] = {}  # first FA layer -> GDN student -> its event verdict
     control = swa_binds(swa_window, swa_share)
     for label, reps in students.items():
         if label == swa:
@@ -198,6 +210,7 @@ def judge_events(
             n_boot,
             seed,
         )
+        events.setdefault(first, {})[label] = verdict
         rows.append(
             {
                 "metric": f"largest attn_delta event at the first FA layer, {label}",
@@ -240,7 +253,7 @@ def judge_events(
             SWA_NONE_RULE,
             [[al] for al in students[swa]],
             lambda p: event_margin(p[..., 0, :], first),
-            [control, follows],
+            [control, follows, gdn_event(events.get(first, {}), first)],
             n_boot,
             seed,
         )
@@ -254,6 +267,12 @@ def judge_events(
             }
         )
     return rows
+
+
+def gdn_event(verdicts: Mapping[str, Verdict], layer: int) -> Precondition:
+    """The contrast's other side: the event rule's ``verdicts`` (GDN student -> verdict) of the GDN students whose
+    first FA layer is ``layer`` show the event (:func:`~hybridlib.verdicts.established`)."""
+    return established(f"GDN event at layer {layer} established", verdicts)
 
 
 def _decide(
