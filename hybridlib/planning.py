@@ -32,7 +32,7 @@ import numpy as np
 from hybridlib.atomic import write_json
 from hybridlib.paths import REPO_ROOT
 from hybridlib.provenance import collect
-from hybridlib.verdicts import t_quantile
+from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, t_quantile
 
 CAP = 10  #: most runs a plan asks for per rule (issue 47: "capped, e.g. 10 runs")
 POWER = 0.8
@@ -40,6 +40,9 @@ LEVEL = 0.95
 MAX_SEARCH = 1000  #: runs beyond which the needed count is reported as unknown (None)
 PRESET = "gpu"
 _MIN_REPLICATES = re.compile(r"the rule needs >= (\d+)")
+_WITH = re.compile(
+    r"(?:paper's direction in|only) (\d+)/\d+ replicates|\((\d+)/\d+ replicates in the paper's"
+)
 _OPEN = ("inconclusive", "not tested")  # outcomes more runs may change
 _LOWER_BOUND = " (a lower bound: resampling within runs widens the interval)"
 _GRID = 8001  # points of the chi-distribution quadrature in :func:`t_power`
@@ -151,6 +154,79 @@ def planned_runs(
     if capped:
         why += f": {needed or f'more than {MAX_SEARCH}'} runs needed, capped at {cap}"
     return RunPlan(k, effect, sd, needed, planned, capped, t_power(d, planned, level), why)
+
+
+@dataclass(frozen=True)
+class SplitHalf:
+    """The verdicts of one rule on the first ``runs[0]`` and the last ``runs[1]`` of a row's runs."""
+
+    first: Verdict
+    second: Verdict
+    runs: tuple[int, int]
+
+    @property
+    def agree(self) -> bool:
+        return self.first.outcome == self.second.outcome
+
+    def describe(self) -> str:
+        """E.g. ``"split halves (runs 1-3 / 4-6): reproduced / inconclusive, the verdict flips"``."""
+        a, b = self.runs
+        halves = f"split halves (runs 1-{a} / {a + 1}-{a + b}): {self.first.outcome} / {self.second.outcome}"
+        return halves + (", agree" if self.agree else ", the verdict flips")
+
+
+def split_half(
+    rule: Rule, values: Sequence[float], preconditions: Sequence[Precondition] = (), *, level: float = LEVEL
+) -> SplitHalf:
+    """``rule`` on the first half of the per-run ``values`` (in run order; the smaller half when odd) and on the
+    second, each judged alone on its run values (:meth:`~hybridlib.verdicts.Rule.judge_repeats`: the t interval
+    over its runs, documents not resampled again) with the same ``preconditions``."""
+    if len(values) < 2:
+        raise ValueError(f"split halves need at least 2 runs, got {len(values)}")
+    h = len(values) // 2
+    first, second = (
+        rule.judge_repeats(list(part), preconditions=list(preconditions), level=level)
+        for part in (values[:h], values[h:])
+    )
+    return SplitHalf(first, second, (h, len(values) - h))
+
+
+def stored_rule(verdict: Mapping[str, Any]) -> Rule | None:
+    """The rule behind a stored verdict (:meth:`~hybridlib.verdicts.Verdict.to_dict`), rebuilt to judge its runs
+    again; None where its direction cannot be read. The direction comes from the paper's value, else the side of
+    ``null`` its tolerance lies on, else the reason's count of runs in the paper's direction set against the run
+    values; the minimum from its ``replicates`` precondition; bounds are not stored (they clip intervals only)."""
+    null = verdict["null"]
+    tol = verdict["tolerance"]
+    low = -math.inf if tol["low"] is None else tol["low"]
+    high = math.inf if tol["high"] is None else tol["high"]
+    paper = verdict.get("paper_value")
+    direction = None
+    if paper is not None and paper != null:
+        direction = 1 if paper > null else -1
+    elif low > null or high < null:
+        direction = 1 if low > null else -1
+    else:
+        found = _WITH.search(verdict.get("reason", ""))
+        values = verdict.get("replicate_values") or ()
+        above, below = sum(v > null for v in values), sum(v < null for v in values)
+        if found and above != below:
+            k = int(found.group(1) or found.group(2))
+            direction = 1 if k == above else -1 if k == below else None
+        elif verdict["outcome"] == "contradicted" and above != below:
+            direction = -1 if above > below else 1
+    if direction is None:
+        return None
+    return Rule(
+        verdict["claim"],
+        verdict["metric"],
+        verdict["unit"],
+        direction,
+        Tolerance(low, high, tol["reason"]),
+        _minimum(verdict),
+        paper,
+        null,
+    )
 
 
 def _minimum(rule: Mapping[str, Any]) -> int:

@@ -21,13 +21,14 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
-from hybridlib import speed_page
+from hybridlib import rule_history, speed_page
 from hybridlib.atomic import write_text
 from hybridlib.findings import CHAPTERS, RULE_CHANGES
 from hybridlib.notebook import interval_text, table_cell
 from hybridlib.params import ChapterSpec
 from hybridlib.paths import REPO_ROOT
-from hybridlib.verdicts import RuleChange, Verdict, rule_change
+from hybridlib.planning import split_half, stored_rule
+from hybridlib.verdicts import Precondition, RuleChange, Verdict, rule_change
 
 #: (preset, how the page names it), in column order: the headline run first.
 PRESETS: tuple[tuple[str, str], ...] = (("gpu", "on one H200"), ("seminar", "seminar preset on a CPU"))
@@ -194,14 +195,31 @@ def load_plan(results: Path) -> dict[tuple[str, str], Mapping[str, Any]]:
     return {(r["chapter"], r["row"]): r for r in json.loads(path.read_text())["rules"]}
 
 
-def _planned(entry: Mapping[str, Any] | None) -> str:
-    """``" Runs: 3 of 5 planned."``: a plan entry's run count against its planned count (with the cap's word)."""
+def _planned(entry: Mapping[str, Any] | None, row: Mapping[str, Any]) -> str:
+    """``" Runs: 3 of 5 planned."``: the row's run count against its planned count (with the cap's word); a rule
+    still inconclusive at its planned count says so (``" Inconclusive at 8 of 8 planned runs."``)."""
     if entry is None:
         return ""
+    runs = row["rule"]["n_replicates"]
     if entry["planned"] is None:
-        return f" Runs: {entry['runs']}; {table_cell(entry['reason'])}."
+        return f" Runs: {runs}; {table_cell(entry['reason'])}."
     capped = f", capped ({entry['needed']} needed)" if entry["capped"] else ""
-    return f" Runs: {entry['runs']} of {entry['planned']} planned{capped}."
+    if row["rule"]["outcome"] == "inconclusive" and runs >= entry["planned"]:
+        return f" Inconclusive at {runs} of {entry['planned']} planned runs{capped}."
+    return f" Runs: {runs} of {entry['planned']} planned{capped}."
+
+
+def _halves(row: Mapping[str, Any]) -> str:
+    """``" Split halves (...): a / b, the verdict flips."``: the row's rule on the first and the second half of its
+    runs (:func:`hybridlib.planning.split_half`), where each half has the rule's minimum of runs; else nothing."""
+    verdict = row["rule"]
+    rule = stored_rule(verdict)
+    values = verdict["replicate_values"]
+    if rule is None or len(values) // 2 < rule.min_replicates:
+        return ""
+    kept = [Precondition(**p) for p in verdict["preconditions"] if p["name"] != "replicates"]
+    text = split_half(rule, values, kept).describe()
+    return f" {text[0].upper()}{text[1:]}."
 
 
 def _result_cell(
@@ -210,28 +228,38 @@ def _result_cell(
     row: Mapping[str, Any],
     changes: Sequence[RuleChange],
     plan: Mapping[str, Any] | None = None,
+    history: Mapping[str, Any] | None = None,
 ) -> str:
-    """:func:`_result` with the row's entry of the replicate plan (:func:`_planned`), and for a row judged by a
-    rule changed since its run, what that rule did."""
+    """:func:`_result` with the row's entry of the replicate plan (:func:`_planned`), its split halves
+    (:func:`_halves`), when its rule was written (:func:`hybridlib.rule_history.describe`), and for a row judged by
+    a rule changed since its run, what that rule did."""
     change = _earlier(changes, records[preset], row)
-    text = _result(row) + ("." + _planned(plan) if plan else "")
+    text = _result(row)
+    if plan or history:
+        run_utc = (records[preset].get("provenance") or {}).get("date_utc")
+        text += "." + _planned(plan, row) + (_halves(row) if row.get("rule") else "")
+        text += f" {rule_history.describe(history, run_utc)}" if history else ""
     if change is None:
         return text
     since, before = change.since_utc[:10], table_cell(change.before)
-    return f"{text}{'' if plan else '.'} Judged by the rule before its change of {since}: {before}."
+    return (
+        f"{text}{'' if plan or history else '.'} Judged by the rule before its change of {since}: {before}."
+    )
 
 
 def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> str:
     """The scoreboard's markdown for ``chapters`` (reading order), page links relative to ``book/``."""
     board = {c.name: _collect(c, results, gpu_pages) for c in chapters}
     plan = load_plan(results)
+    history = rule_history.load(results)
     lines = [
         f"% {GENERATED}",
         "",
         "# Scoreboard: what reproduces",
         "",
-        "Every claim this book tests, with the paper's number, ours and the verdict of a rule written before the "
-        "run: *reproduced* (every run on the paper's side and the interval excludes no effect, the size within "
+        "Every claim this book tests, with the paper's number, ours and the verdict of its rule (each H200 row "
+        "says when the rule was written, from git: before the runs it judges, or changed after one): "
+        "*reproduced* (every run on the paper's side and the interval excludes no effect, the size within "
         "the rule's tolerance), *direction only* (the same, the size outside it), *inconclusive*, *contradicted* "
         "(as much evidence the other way) or *not tested* (a control that cannot bind, too few runs). "
         "**On one H200** is the `gpu` preset, the headline run; **seminar preset on a CPU** is the run a teacher "
@@ -281,7 +309,12 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
                 cells += [
                     _verdict(records, p, row, changes),
                     _result_cell(
-                        records, p, row, changes, plan.get((c.name, row["metric"])) if p == "gpu" else None
+                        records,
+                        p,
+                        row,
+                        changes,
+                        plan.get((c.name, row["metric"])) if p == "gpu" else None,
+                        history.get((c.name, row["metric"])) if p == "gpu" else None,
                     )
                     if row
                     else "",

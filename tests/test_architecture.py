@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "hybridlib.metrics",
             "hybridlib.verdicts",
             "hybridlib.planning",
+            "hybridlib.rule_history",
             "hybridlib.plots",
             "hybridlib.style",
         ),

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hybridlib import planning
 from hybridlib.paths import REPO_ROOT
 from hybridlib.planning import CAP, RunPlan, main, plan, planned_runs, t_power
-from hybridlib.verdicts import t_quantile
+from hybridlib.verdicts import Precondition, Rule, Tolerance, t_quantile
 
 LAYOUT_GPU = REPO_ROOT / "data" / "results" / "layout_distillation" / "gpu.json"
 
@@ -175,3 +176,66 @@ def test_plan_file(tmp_path: Path) -> None:
     assert record["cap"] == CAP and record["summary"] == "3 rules: 2 planned (0 capped at 10), 1 unplannable"
     assert {"git_commit", "date_utc"} <= set(record["provenance"])
     assert not list(tmp_path.glob(".replicate_plan.*"))  # no temporary file left behind
+
+
+def _rule(direction: int = 1, minimum: int = 3) -> Rule:
+    return Rule(
+        "c",
+        "m",
+        "seed",
+        direction,
+        Tolerance(0.5, 2.0, "within 2x of the paper's 1.0"),
+        minimum,
+        1.0 * direction,
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "first", "second", "agree"),
+    [
+        ([1.0, 1.1, 0.9, 1.05, 0.95, 1.0], "reproduced", "reproduced", True),
+        ([1.0, 1.1, 0.9, 3.0, 3.1, 2.9], "reproduced", "direction only", False),  # size outside the tolerance
+        ([1.0, 1.1, 0.9, -0.5, 0.4, 0.1], "reproduced", "inconclusive", False),
+        ([-1.0, -1.1, -0.9, 1.0, 1.1, 0.9], "contradicted", "reproduced", False),
+        ([0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "inconclusive", "inconclusive", True),  # ties at null decide nothing
+        (
+            [1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0],
+            "reproduced",
+            "inconclusive",
+            False,
+        ),  # odd: 3 / 4, a tie in half 2
+    ],
+)
+def test_split_half_judges_each_half_with_the_same_rule(values, first, second, agree):
+    got = planning.split_half(_rule(), values)
+    assert (got.first.outcome, got.second.outcome, got.agree) == (first, second, agree)
+    h = len(values) // 2
+    assert got.runs == (h, len(values) - h) and got.first.replicate_values == tuple(values[:h])
+    assert got.describe().endswith(", agree" if agree else ", the verdict flips")
+
+
+def test_split_half_with_too_few_runs_a_half_is_not_tested():
+    got = planning.split_half(_rule(), [1.0, 1.1, 0.9, 1.0])  # 2 / 2 runs, the rule needs 3
+    assert got.first.outcome == got.second.outcome == "not tested" and got.agree
+    failed = Precondition("control binds", False, "window 4096 >= probe 512")
+    assert planning.split_half(_rule(minimum=2), [1.0, 1.1, 0.9, 1.0], [failed]).first.outcome == "not tested"
+    with pytest.raises(ValueError):
+        planning.split_half(_rule(), [1.0])
+
+
+@pytest.mark.parametrize("direction", [1, -1])
+def test_stored_rule_reads_the_direction_back(direction):
+    """From the paper's value, the tolerance's side, or the reason's count; None when nothing tells."""
+    values = [direction * v for v in (1.0, 1.2, 0.8)]
+    stored = _rule(direction).judge_repeats(values).to_dict()
+    assert planning.stored_rule(stored) == _rule(direction)
+    free = Rule("c", "m", "seed", direction, Tolerance.any_magnitude("direction"), 3)
+    for vals in (
+        values,
+        [direction * v for v in (1.0, -0.2, 0.5)],
+        [-direction * v for v in (1.0, 1.2, 0.8)],
+    ):
+        back = planning.stored_rule(free.judge_repeats(vals).to_dict())
+        assert back.direction == direction and back.min_replicates == 3
+    tie = free.judge_repeats([1.0, -1.0, 0.0]).to_dict()  # one run each side: the count cannot tell
+    assert planning.stored_rule(tie) is None

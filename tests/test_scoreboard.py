@@ -2,11 +2,11 @@
 
 import json
 
-from hybridlib import scoreboard
+from hybridlib import rule_history, scoreboard
 from hybridlib.findings import CHAPTERS
 from hybridlib.params import ChapterSpec
 from hybridlib.paths import REPO_ROOT
-from hybridlib.verdicts import Outcome, Precondition, RuleChange, Tolerance, Verdict
+from hybridlib.verdicts import Outcome, Precondition, Rule, RuleChange, Tolerance, Verdict
 
 ALPHA = ChapterSpec("alpha", "Alpha: a claim", "01_alpha.ipynb", "claim", ())
 BETA = ChapterSpec("beta", "Beta", "02_beta.ipynb", "claim", ())
@@ -397,13 +397,75 @@ def test_h200_results_carry_their_runs_against_the_committed_replicate_plan(tmp_
     }
     (tmp_path / scoreboard.PLAN_FILE).write_text(json.dumps(plan))
     loaded = scoreboard.load_plan(tmp_path)
-    assert scoreboard._planned(loaded["alpha", "R, reverse"]) == " Runs: 3 of 5 planned."
-    assert scoreboard._planned(loaded["alpha", "R, spread"]) == " Runs: 3 of 10 planned, capped (16 needed)."
+
+    def row(outcome: str, runs: int) -> dict:
+        return {"rule": {"outcome": outcome, "n_replicates": runs}}
+
     assert (
-        scoreboard._planned(loaded["alpha", "one"]) == " Runs: 1; unplannable: 1 run, run-to-run SD unknown."
+        scoreboard._planned(loaded["alpha", "R, reverse"], row("inconclusive", 3)) == " Runs: 3 of 5 planned."
     )
-    assert scoreboard._planned(None) == "" and scoreboard.load_plan(tmp_path / "none") == {}
+    assert (
+        scoreboard._planned(loaded["alpha", "R, spread"], row("reproduced", 3))
+        == " Runs: 3 of 10 planned, capped (16 needed)."
+    )
+    assert (
+        scoreboard._planned(loaded["alpha", "one"], row("reproduced", 1))
+        == " Runs: 1; unplannable: 1 run, run-to-run SD unknown."
+    )
+    # the row's own run count, not the plan's; inconclusive at the planned count says so, decided does not
+    assert (
+        scoreboard._planned(loaded["alpha", "R, reverse"], row("inconclusive", 5))
+        == " Inconclusive at 5 of 5 planned runs."
+    )
+    assert (
+        scoreboard._planned(loaded["alpha", "R, spread"], row("inconclusive", 10))
+        == " Inconclusive at 10 of 10 planned runs, capped (16 needed)."
+    )
+    assert (
+        scoreboard._planned(loaded["alpha", "R, reverse"], row("reproduced", 5)) == " Runs: 5 of 5 planned."
+    )
+    assert (
+        scoreboard._planned(None, row("reproduced", 3)) == ""
+        and scoreboard.load_plan(tmp_path / "none") == {}
+    )
     committed = scoreboard.load_plan(REPO_ROOT / "data" / "results")
     page = (REPO_ROOT / "book" / "scoreboard.md").read_text()
     entry = committed["layout_distillation", "R, reverse_periodic"]
     assert f"Runs: {entry['runs']} of {entry['planned']} planned." in page
+
+
+def _stored(values: list[float], outcome: str = "inconclusive", reason: str = "") -> dict:
+    """A stored direction-only rule (null 0, paper's side above) with its runs, as a results file holds it."""
+    rule = Rule("c", "m", "seed", +1, Tolerance.any_magnitude("direction"), 3)
+    return {**rule.judge_repeats(values).to_dict(), "outcome": outcome} | (
+        {"reason": reason} if reason else {}
+    )
+
+
+def test_h200_rows_show_split_halves_and_when_their_rule_was_written():
+    """Six runs split 3 / 3: halves that disagree say the verdict flips, halves that agree say so; fewer runs than
+    the rule's minimum a half show nothing. The history sentence is the committed file's, for its own run only."""
+    flips = _stored(
+        [1.0, 1.1, 0.9, -0.5, 0.4, 0.1]
+    )  # first half: 3/3 above, t interval above 0; second mixed
+    assert scoreboard._halves({"rule": flips}) == (
+        " Split halves (runs 1-3 / 4-6): reproduced / inconclusive, the verdict flips."
+    )
+    agree = _stored([1.0, 1.1, 0.9, 1.05, 0.95, 1.0], "reproduced")
+    assert (
+        scoreboard._halves({"rule": agree})
+        == " Split halves (runs 1-3 / 4-6): reproduced / reproduced, agree."
+    )
+    assert scoreboard._halves({"rule": _stored([1.0, 1.1, 0.9, 1.0, 1.2])}) == ""  # 2 / 3 runs: below 3
+    entry = {
+        "judged_run": {"date_utc": "2026-11-30T14:55:10+00:00", "commit": "c7e7858e53d6"},
+        "written": {"commit": "c799565abc", "date_utc": "2026-11-30T16:09:54+00:00"},
+        "status": "changed after the run it judges",
+        "runs_before": [],
+    }
+    assert rule_history.describe(entry, "2026-11-30T14:55:10+00:00") == (
+        "Rule changed 2026-11-30 (c799565), after run c7e7858 (2026-11-30), which it also judges."
+    )
+    assert rule_history.describe(entry, "2026-12-02T00:00:00+00:00") == (
+        "Rule history not yet generated for this run."
+    )

@@ -1,5 +1,6 @@
 """The LoLCATs chapter's paper numbers (Zhang et al., ICLR 2025; Llama 3 8B base in bf16 unless stated) and
-its pre-registered verdict rules (:mod:`hybridlib.verdicts`), one per claim, written before any run.
+its verdict rules (:mod:`hybridlib.verdicts`), one per claim, written on 2026-11-30 after two H200 runs of the
+chapter and before the runs they judge (:mod:`hybridlib.rule_history`).
 
 **Inputs.** *Rows*, one per (model, LoRA lr, feature map, window, terraced, stage, seed), as
 :func:`hybridlib.findings.lolcats.ablation.ablation` returns them plus ``model``, ``lora_lr`` and ``seed``:
@@ -20,7 +21,7 @@ of 471 is ``ln(472/471) = 0.002``: unless the seeds agree on it that tightly, th
 **Tolerances.** Table 2 is the only table whose metric is the paper's (perplexity, though on other text): an
 effect within a factor of 3 of the paper's log-ratio counts as its magnitude, because the model (135M-270M
 vs 8B), data (Bible vs Alpaca) and budget (~1M vs 40M tokens) all differ and a factor of 3 is the widest band
-that still separates "an effect of the paper's size" from "a trace of it"; fixed before any run. The other
+that still separates "an effect of the paper's size" from "a trace of it". The other
 tables report task accuracy (MMLU, a 5/6-task average) that has no conversion to perplexity or verse cloze,
 so those rules claim the direction only; Table 21's passkey gap is on the paper's own scale.
 """
