@@ -10,7 +10,10 @@ commit under different CPU settings; a fresh run passes when every compared numb
 Compared: numbers (float, and int fields that moved in the measurement) with the field's tolerance, other
 ints, strings and ``None`` exactly, the set of paths exactly. Not compared: provenance, timings, verdict
 words, booleans and text fields that moved in the measurement (decisions drawn from the numbers: a flip of
-a near-tie is expected noise, not a regression).
+a near-tie is expected noise, not a regression), and a trained number whose tolerance is at least its own size
+(:func:`held`: such a check could not even catch a flipped sign or a zero). :func:`violations` holds what holds on
+any CPU instead: ranges the method fixes (:func:`bound`: a cross-entropy or a KL is not negative, a SoftCKA or an
+accuracy lies in [0, 1], ...) and identities between a result's own fields (:data:`IDENTITIES`).
 
 ``python tests/results_spread.py DIR_A DIR_B ... --label A --label B ...`` derives the spread file from
 chapter result folders (each laid out like ``data/results``) and writes it with its method and inputs;
@@ -109,6 +112,120 @@ def tolerance(chapter_spread: Mapping[str, float], name: str) -> float:
     return FACTOR * measured + FLOOR
 
 
+def held(chapter_spread: Mapping[str, float], name: str, committed: float) -> bool:
+    """Whether the spread check holds a number of field ``name``: always for an unmeasured or exact field, and for
+    a trained one (measured spread > 0) only while its tolerance is smaller than the committed value's size."""
+    return chapter_spread.get(name, 0) == 0 or tolerance(chapter_spread, name) < abs(committed)
+
+
+def unheld(reference: Mapping[str, Any], chapter_spread: Mapping[str, float]) -> list[str]:
+    """The compared number fields of ``reference`` in which the spread check holds no finite number
+    (:func:`held`; NaN and infinity are held exactly)."""
+    numbers: dict[str, list[float]] = {}
+    for path, value in leaves(reference):
+        if compared(path, value) and _number(value) and math.isfinite(value):
+            numbers.setdefault(field(path), []).append(value)
+    return sorted(
+        name for name, values in numbers.items() if not any(held(chapter_spread, name, v) for v in values)
+    )
+
+
+NON_NEGATIVE = {
+    "ce",
+    "ce_teacher",
+    "kl",
+    "final_ce",
+    "final_kl",
+    "grad_norm_max",
+    "jaggedness",
+    "distance",
+    "teacher distance",
+    "mse_swap",
+    "mse_transfer",
+    "transfer_loss",
+    "lora_loss",
+    "lora_only_loss",
+}
+UNIT_INTERVAL = {
+    "softcka",
+    "parallel",
+    "shuffled",
+    "acc_in",
+    "acc_mid",
+    "acc_out",
+    "local share",
+    "teacher local share",
+    "window_share_swap",
+    "window_share_transfer",
+    "cloze",
+}
+
+
+def bound(path: Path_) -> tuple[float, float] | None:
+    """The range the method fixes for a leaf (by its key; a ``*_by_lang`` entry by its table), or None:
+    cross-entropies, KLs, losses, MSEs, norms, distances and standard deviations are not negative; SoftCKA (its
+    kernel matrix is positive semi-definite, so the cross term is at most the normaliser), accuracies and shares
+    lie in [0, 1]; a perplexity is at least 1 and a perplexity change at least -100%; R, a ratio of KLs, is
+    positive."""
+    keys = [p for p in path if isinstance(p, str)]
+    key = keys[-2] if len(keys) > 1 and keys[-2].endswith("_by_lang") else keys[-1]
+    if key.endswith("_by_lang") or key in NON_NEGATIVE or key.endswith(" sd"):
+        return (0.0, math.inf)
+    if key in UNIT_INTERVAL:
+        return (0.0, 1.0)
+    if key == "ppl":
+        return (1.0, math.inf)
+    if keys[0] == "perplexity":
+        return (-100.0, math.inf)
+    if key in ("R", "R mean"):
+        return (math.ulp(0.0), math.inf)
+    return None
+
+
+IDENTITIES = {  # chapter -> (table, field, minuend, subtrahend): field = minuend - subtrahend in every row
+    "softcka": [
+        ("summary", "gap", "parallel", "shuffled"),
+        ("gaps", "gap_difference", "hybrid_gap", "teacher_gap"),
+    ],
+    "first_fa": [
+        ("detokenisation", "layer_gain", "acc_out", "acc_in"),
+        ("detokenisation", "mixer_gain", "acc_mid", "acc_in"),
+    ],
+}
+
+
+def violations(chapter: str, result: Mapping[str, Any]) -> list[str]:
+    """What in ``result`` breaks a range of :func:`bound`, an identity of :data:`IDENTITIES`, or an ordering the
+    method fixes: an interval's low end at most its high end (first FA), a cloze score the share of its hits and
+    the baseline's R 1 with a zero delta to itself (layout); empty when all hold. None of it depends on the CPU."""
+    problems = []
+    for path, value in leaves(result):
+        limits = bound(path) if compared(path, value) and _number(value) else None
+        if limits and not math.isnan(value) and not limits[0] <= value <= limits[1]:  # NaN: not measured
+            problems.append(f"{'/'.join(map(str, path))}: {value!r} outside {list(limits)}")
+    for table, name, a, b in IDENTITIES.get(chapter, []):
+        for i, row in enumerate(result[table]):
+            if not abs(row[name] - (row[a] - row[b])) <= FLOOR:  # three numbers rounded to 6 decimals
+                problems.append(f"{table}/{i}/{name}: {row[name]!r} is not {a} - {b} = {row[a] - row[b]!r}")
+    if chapter == "first_fa":
+        problems += [
+            f"jumps/{i}: low {r['low']!r} > high {r['high']!r}"
+            for i, r in enumerate(result["jumps"])
+            if r["low"] > r["high"]
+        ]
+    if chapter == "lolcats":
+        problems += [
+            f"rows/{i}/cloze: {r['cloze']!r} is not the share of its hits"
+            for i, r in enumerate(result["rows"])
+            if r.get("hits") and r["cloze"] != sum(r["hits"]) / len(r["hits"])
+        ]
+    if chapter == "layout_distillation":
+        base = result["test"].get("standard_periodic", {})
+        if base and (base["R"] != 1.0 or base["delta_vs_base"] != 0.0):
+            problems.append(f"test/standard_periodic: the baseline against itself gives {base}")
+    return problems
+
+
 def differences(
     reference: Mapping[str, Any],
     fresh: Mapping[str, Any],
@@ -131,6 +248,8 @@ def differences(
     for path in sorted(ref.keys() & new.keys(), key=str):
         x, y = ref[path], new[path]
         if not compared(path, x) or field(path) in unstable:
+            continue
+        if _number(x) and _number(y) and math.isfinite(x) and not held(chapter_spread, field(path), x):
             continue
         label = "/".join(map(str, path))
         if (
