@@ -22,10 +22,12 @@ def _ratios(yor: float, worst: float = 12.0) -> pd.DataFrame:
 
 
 def test_paper_numbers_are_the_papers():
-    assert report.PAPER.time_ratio_64k == pytest.approx(61.5 / 13.5) == pytest.approx(4.5556, abs=1e-4)
-    assert (
-        report.MEMORY_128K.paper_value == 1.0
-    )  # 24 of 40 evaluations only the hybrid completes, none the other way
+    # the typed paper numbers are not re-typed here (such a check cannot fail); what is derived from them is:
+    # full attention is the slower (hours / hours), and the hybrid completes more 128K evaluations, so every
+    # discordant point goes its way (+1)
+    assert report.TIME_64K.paper_value == report.PAPER.time_ratio_64k > 1
+    (_, hybrid_done, n), (_, full_done, _) = report.PAPER.completed_128k
+    assert report.MEMORY_128K.paper_value == 1.0 and 0 <= full_done < hybrid_done <= n
     assert report.NEEDLE_LANGUAGE.paper_value is None  # the paper gives a gap in %, not a share of cells
     assert report.PAPER.needle_text() == (  # the Qwen pair is non-English (it was once labelled English 64K)
         "English 64K: Granite-4.0-H-Micro 61.6% vs Granite-4.0-Micro 47.2%; non-English 64K: Granite-4.0-H-Micro 34.9% "
@@ -34,15 +36,18 @@ def test_paper_numbers_are_the_papers():
 
 
 def test_inflation_rules():
-    # Yoruba: tolerance 1 + 1.6 * [1/1.3, 1.3] = [2.2308, 3.08]
-    assert report.INFLATION_YORUBA.tolerance.low == pytest.approx(1 + 1.6 / 1.3)
-    assert report.INFLATION_YORUBA.tolerance.high == pytest.approx(3.08)
+    # Yoruba: tolerance 1 + 1.6 * [1/1.3, 1.3] = [2.2308, 3.08]; the rule's outcome changes at its edges
+    yoruba = report.INFLATION_YORUBA.tolerance
+    edges = (yoruba.low - 0.01, yoruba.low + 0.01, yoruba.high - 0.01, yoruba.high + 0.01)
+    assert [report.inflation_verdicts(_ratios(yor))[0].outcome for yor in edges] == [D, R, R, D]
     outcomes = {yor: report.inflation_verdicts(_ratios(yor))[0].outcome for yor in (2.6, 3.99, 1.0, 0.8)}
     assert outcomes == {2.6: R, 3.99: D, 1.0: I, 0.8: C}  # one count: its interval is the point itself
     missing = report.inflation_verdicts(_ratios(2.6).drop(index="yor"))[0]
     assert missing.outcome == N and "Yoruba and Qwen measured failed" in missing.reason
     # largest: tolerance 1 + 9 * [1/2, 2] = [5.5, 19]; the maximum is over non-English cells only
-    assert report.INFLATION_MAX.tolerance.low == 5.5 and report.INFLATION_MAX.tolerance.high == 19.0
+    largest_tol = report.INFLATION_MAX.tolerance
+    edges = (largest_tol.low - 0.01, largest_tol.low + 0.01, largest_tol.high - 0.01, largest_tol.high + 0.01)
+    assert [report.inflation_verdicts(_ratios(2.6, worst=w))[1].outcome for w in edges] == [D, R, R, D]
     _, largest, where = report.inflation_verdicts(_ratios(2.6, worst=12.0))
     assert (largest.outcome, largest.estimate, where) == (R, 12.0, ("mya", "gpt2"))
     assert report.inflation_verdicts(_ratios(2.6, worst=22.2))[1].outcome == D
@@ -66,7 +71,8 @@ def test_time_rule_on_benchmark_repeats():
     # tolerance 4.5556 * [1/1.5, 1.5] = [3.037, 6.833]; three repeats, sd 0.1: t interval 4.6 +- 4.303 * 0.1 / sqrt 3
     v = report.time_verdict([4.5, 4.6, 4.7])
     assert v.outcome == R and v.low == pytest.approx(4.6 - 4.3027 * 0.1 / math.sqrt(3), abs=1e-3)
-    assert report.TIME_64K.tolerance.low == pytest.approx(61.5 / 13.5 / 1.5)
+    low = report.TIME_64K.tolerance.low  # 4.5556 / 1.5: the outcome changes there
+    assert [report.time_verdict([low * f] * 3).outcome for f in (0.99, 1.01)] == [D, R]
     assert report.time_verdict([1.5, 1.6, 1.7]).outcome == D  # faster, but far from 4.6x
     assert report.time_verdict([0.5, 0.6, 0.7]).outcome == C
     assert report.time_verdict([0.5, 1.5, 2.5]).outcome == I  # 1.5 +- 4.303 / sqrt 3 = [-0.98, 3.98] holds 1
