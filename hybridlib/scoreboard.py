@@ -368,10 +368,16 @@ def _fast_path_note(chapter: ChapterSpec, judged: Mapping[str, Any] | None) -> l
     figures = speed_page.equivalence_summary(judged)
     return [
         "",
-        "The H200 students are distilled on the fast path (compiled, CUDA graphs, fused KL), the same for every "
-        "arm. Does it train the same model as eager? Its equivalence test, written before its runs: "
+        "The committed H200 students were distilled on the fast path (compiled, CUDA graphs, fused KL), the same "
+        "for every arm. Does it train the same model as eager? Its equivalence test, written before its runs: "
         f"**{speed_page.equivalence_status(judged)}**."
         + (f" {figures[0].upper()}{figures[1:]}." if figures else "")
+        + (
+            " The chapters' next H200 runs train on eager backbones (the recipes' `compiled`), the path the test's"
+            " reference takes."
+            if speed_page.equivalence_status(judged) == "not met"
+            else ""
+        )
         + " See {doc}`distillation speed </book/gpu/distill_speed>`.",
     ]
 

@@ -684,6 +684,12 @@ def _design(judged: Mapping[str, Any]) -> str:
     return f"{len(seeds)} seeds x {span} eager repeats{steps}{precision}"
 
 
+def _runs_per_seed(curves: Mapping[str, Any]) -> str:
+    """``"3 runs"``: the repeats per seed of a curve test (a range when they differ)."""
+    counts = sorted({row["runs"] - 1 for row in curves["seeds"].values()})
+    return f"{'-'.join(map(str, (counts[0], counts[-1]) if len(counts) > 1 else counts))} runs"
+
+
 def _rounding_figures(judged: Mapping[str, Any] | None) -> str:
     """``"float32 first update (tolerance 1e-4): fast failed (loss 1.4e-3 nats, median parameter 2.4e-4), ..."``;
     '' without the probe."""
@@ -727,6 +733,12 @@ def equivalence_check(judged: Mapping[str, Any] | None) -> dict[str, str]:
             figures.append(f"{name} p = {curves['p'][metric]:.4f} (fast vs eager: {per_seed})")
     elif judged is not None:
         figures.append("no loss curves judged")
+    if null := (judged or {}).get("curves_vs_rounding"):
+        figures.append(
+            f"rounding null (eager from weights perturbed at bf16's rounding, {_runs_per_seed(null)} a seed; "
+            f"a diagnostic beside the target's test): {null['outcome']}, largest gap p = {null['p']['max_gap']:.4f}, "
+            f"tail offset p = {null['p']['tail_offset']:.4f}"
+        )
     if rounding := _rounding_figures(judged):
         figures.append(rounding)
     return {"target": EQUIVALENCE_TARGET, "status": equivalence_status(judged), "figures": "; ".join(figures)}
@@ -746,6 +758,11 @@ def equivalence_summary(judged: Mapping[str, Any] | None) -> str:
             f"loss curves, {_design(judged)}: {curves['outcome']}, the fast run the most distant of its seed's runs "
             f"by the largest gap at {far} of {len(seeds)} seeds (p = {curves['p']['max_gap']:.3f}), over the last "
             f"{curves['tail']} steps p = {curves['p']['tail_offset']:.2f}"
+        )
+    if null := judged.get("curves_vs_rounding"):
+        parts.append(
+            f"against eager runs from weights perturbed at bf16's rounding ({_runs_per_seed(null)} a seed): "
+            f"{null['outcome']} (largest gap p = {null['p']['max_gap']:.2f}, tail p = {null['p']['tail_offset']:.2f})"
         )
     if FAST in (rounding := _rounding(judged)):
         r = rounding[FAST]

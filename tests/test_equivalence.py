@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from hybridlib.train.equivalence import (
     ALPHA,
@@ -159,3 +160,72 @@ def test_judge_fast_path_pairs_the_bench_files_by_seed(tmp_path):
     _bench_json(tmp_path / "eager_s0_r3.json", 0, {"eager": eager[0][0]}, lr=1e-3)
     with pytest.raises(ValueError, match="eager_s0_r3.json: curves of another setting"):
         judge_fast_path(list(tmp_path.glob("*.json")))
+
+
+def test_an_earlier_judgement_rejudges_with_new_runs(tmp_path):
+    """A judged file's runs count again beside new bench files: the same p-values as from the bench files."""
+    from hybridlib.findings.layout.bench import BF16_ROUNDING, judge_fast_path
+
+    fast, eager = _runs(seeds=3, repeats=3, fast_noise=0.02)
+    for s in range(3):
+        _bench_json(tmp_path / f"curve_s{s}.json", s, {"eager": eager[s][0], "fast": fast[s]})
+        for r in (1, 2):
+            _bench_json(tmp_path / f"eager_s{s}_r{r}.json", s, {"eager": eager[s][r]})
+    (tmp_path / "judged.json").write_text(json.dumps(judge_fast_path(list(tmp_path.glob("*_s*.json")))))
+    rng = np.random.default_rng(3)
+    perturbed = {s: [_curve(rng, 0.05) for _ in range(3)] for s in range(3)}
+    new = tmp_path / "new"
+    new.mkdir()
+    for s in range(3):
+        for r in range(3):
+            losses = {"eager": perturbed[s][r]}
+            _bench_json(new / f"perturbed_s{s}_r{r}.json", s, losses, perturb=BF16_ROUNDING, perturb_seed=r)
+    out = judge_fast_path([tmp_path / "judged.json", *new.glob("*.json")])
+    assert out["curves"]["p"] == judge_curves(fast, eager)["p"]
+    assert out["curves_vs_rounding"]["p"] == judge_curves(fast, perturbed)["p"]
+    assert len(out["files"]) == 9 + 9
+    with pytest.raises(ValueError, match="judged.json: a second fast curve for seed 0"):
+        judge_fast_path([tmp_path / "judged.json", tmp_path / "curve_s0.json"])
+
+
+def test_adamw_first_update_turns_gradient_rounding_into_full_size_changes():
+    """Why the paths' first updates differ though their gradients agree to rounding: AdamW's first step moves each
+    weight by ``lr * g / (|g| + eps)`` (bias-corrected moments ``g`` and ``g**2``), i.e. ``lr * sign(g)``: a
+    rounding-level change of a small gradient component that flips its sign changes the update by ``2 lr``. The
+    update's relative difference is then ``2 sqrt(share of flipped signs)``, far beyond the gradient's own (SGD
+    would pass the gradient's difference on unchanged)."""
+    from tests.tiny_models import tiny_causal_lm
+
+    model = tiny_causal_lm(
+        "llama",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=256,
+    )
+    ids = torch.randint(0, 256, (4, 64), generator=torch.Generator().manual_seed(0))
+
+    def flat_grad(bf16: bool) -> torch.Tensor:
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            model(input_ids=ids, labels=ids).loss.backward()
+        return torch.cat([p.grad.detach().flatten().clone() for p in model.parameters()])
+
+    def first_update(g: torch.Tensor, lr: float = 2e-4, eps: float = 1e-8) -> torch.Tensor:
+        w = torch.nn.Parameter(torch.zeros_like(g))
+        w.grad = g.clone()
+        torch.optim.AdamW([w], lr=lr, eps=eps, weight_decay=0.0).step()
+        return w.detach()
+
+    g32, g16 = flat_grad(False), flat_grad(True)
+    u32, u16 = first_update(g32), first_update(g16)
+    torch.testing.assert_close(u32, -2e-4 * g32 / (g32.abs() + 1e-8), rtol=1e-5, atol=1e-12)
+    grad_rel = float((g16 - g32).norm() / g32.norm())
+    adam_rel = float((u16 - u32).norm() / u32.norm())
+    live = g32.abs() > 1e-6  # |g| >> eps: the update is lr * sign(g)
+    flips = float((g16.sign() != g32.sign())[live].double().mean())
+    assert 1e-4 < grad_rel < 0.1 and flips > 0
+    assert adam_rel > 5 * grad_rel
+    assert adam_rel == pytest.approx(2 * flips**0.5, rel=0.25)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from hybridlib.losses import linear_forward_kl, next_token_ce, shift_labels
+from hybridlib.train import compile_cache
 from hybridlib.train.batches import Batch
 
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
@@ -86,7 +87,9 @@ class DistillationModel(nn.Module):
 
 
 def _compiled(backbone: nn.Module, mode: str | None, regional: bool) -> nn.Module:
-    """``backbone`` through ``torch.compile``, whole or (``regional``) layer by layer in place."""
+    """``backbone`` through ``torch.compile``, whole or (``regional``) layer by layer in place; the process's
+    compile artefacts are kept across processes (:func:`hybridlib.train.compile_cache.activate`)."""
+    compile_cache.activate()
     if not regional:
         return torch.compile(backbone, mode=mode)
     for layer in backbone.layers:

@@ -69,7 +69,7 @@ from hybridlib.models import load
 from hybridlib.models.attention import use_sdpa_layout
 from hybridlib.paths import results_dir
 from hybridlib.provenance import collect
-from hybridlib.train import PackedBatches, TrainConfig, train
+from hybridlib.train import PackedBatches, TrainConfig, compile_cache, train
 from hybridlib.train.equivalence import judge_curves, rounding_check
 from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers import GatedDeltaNet
@@ -332,6 +332,7 @@ def profile_step(
         "phase_ms": {k: round(v, 3) for k, v in ms.items()},
         "step_ms": round(step_ms, 3),
         "warmup_s": round(warmup_s, 1),
+        "compile_cache": compile_cache.status(),  # whether this process began from saved compile artefacts
         "tokens_per_s": round(tokens_per_s, 1),
         "flops_per_token": float(flops),
         "mfu": tokens_per_s * flops / distill.PEAK_BF16_FLOPS if cuda else None,
@@ -609,7 +610,8 @@ def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
     curves), ``curves_vs_rounding`` (against the perturbed runs, or None without >= 2 at every fast seed),
     ``losses`` (per seed the ``fast`` curve, the ``eager`` repeats and the ``perturbed`` runs), ``first_step``
     per precision (``own``, ``common``, ``agreement``, ``update``; in float32 also ``rounding`` per variant) and
-    ``files`` (each file's name, commit, device and date)."""
+    ``files`` (each file's name, commit, device and date). A file holding an earlier result of this function
+    contributes its runs (``losses``, ``first_step``, ``files``) as if its bench JSONs were given again."""
     fast: dict[int, list[float]] = {}
     eager: dict[int, list[list[float]]] = {}
     perturbed: dict[int, list[list[float]]] = {}
@@ -618,6 +620,20 @@ def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
     names = []
     for path in sorted(Path(f) for f in files):
         data = json.loads(path.read_text())
+        if "losses" in data:  # an earlier judgement: its runs' curves, first-step probes and files again
+            if setting is not None and data["setting"] != setting:
+                raise ValueError(f"{path.name}: curves of another setting {data['setting']} than {setting}")
+            setting = data["setting"]
+            for key, runs in data["losses"].items():
+                seed = int(key)
+                if seed in fast:
+                    raise ValueError(f"{path.name}: a second fast curve for seed {seed}")
+                fast[seed] = runs["fast"]
+                eager.setdefault(seed, []).extend(runs["eager"])
+                perturbed.setdefault(seed, []).extend(runs.get("perturbed", []))
+            first |= data["first_step"]
+            names.extend(data["files"])
+            continue
         prov = data.get("provenance") or {}
         names.append({"file": path.name} | {k: prov.get(k) for k in ("git_commit", "device", "date_utc")})
         if (probe := data.get("first_step")) is not None:

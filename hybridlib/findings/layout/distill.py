@@ -57,7 +57,7 @@ from hybridlib.layouts import LAYOUT_NAMES, Layout
 from hybridlib.models import describe, encode, load, load_tokenizer
 from hybridlib.paths import cache_dir
 from hybridlib.provenance import source_digest
-from hybridlib.train import PackedBatches, TrainConfig, objectives, optim, train
+from hybridlib.train import PackedBatches, TrainConfig, compile_cache, objectives, optim, train
 from hybridlib.train import trainer as _trainer
 from hybridlib.train.distributed import barrier, init_world, rank_device
 from hybridlib.train.objectives import DistillationModel, model_loss
@@ -105,6 +105,7 @@ class DistillSettings:
     languages: tuple[str, ...] | None
     precision: str
     init_seed: int = MODEL_SEED
+    compiled: bool = False
 
     def key(self) -> str:
         payload = json.dumps([_VERSION, _code_version(), asdict(self)], sort_keys=True)
@@ -296,6 +297,7 @@ def _compiled_teacher(
     """``torch.compile(teacher)`` on CUDA if one forward on ``example`` works, else the eager teacher."""
     if device.type != "cuda":
         return teacher, False
+    compile_cache.activate()
     compiled = torch.compile(teacher)
     try:
         with torch.no_grad(), _autocast(device, precision):
@@ -327,6 +329,8 @@ def _check_args(mixer: str, seeds: dict[str, int], values: dict[str, Any]) -> No
     for name in ("lr_recurrent", "lr_rest", "tau"):
         if not values[name] > 0:
             raise ValueError(f"{name} must be > 0, got {values[name]!r}")
+    if not isinstance(values["compiled"], bool):
+        raise ValueError(f"compiled must be True or False, got {values['compiled']!r}")
 
 
 def distill_layout(
@@ -350,6 +354,7 @@ def distill_layout(
     precision: str | None = None,
     teacher_path: str | Path | None = None,
     swa_window: int | None = None,
+    compiled: bool | None = None,
     progress: bool = True,
 ) -> DistillRun:
     """Distil ``teacher_name`` (registry name; ``teacher_path`` = a local folder instead) into the hybrid
@@ -357,7 +362,8 @@ def distill_layout(
 
     ``None`` arguments take :data:`RECIPES` values; ``languages`` (Bible codes) default to all 22;
     ``device`` defaults to CUDA when visible; ``precision`` "bf16" (CUDA default: autocast, teacher in bf16)
-    or "fp32". ``device``, ``teacher_path`` and ``progress`` do not enter the cache key.
+    or "fp32"; ``compiled``: on CUDA, the fast path (compiled backbones, CUDA graphs) instead of eager backbones.
+    ``device``, ``teacher_path`` and ``progress`` do not enter the cache key.
     """
     r = recipe(teacher_name)
     values = {
@@ -373,6 +379,7 @@ def distill_layout(
             "eval_every_tokens": eval_every_tokens,
             "val_docs_per_language": val_docs_per_language,
             "swa_window": swa_window,
+            "compiled": compiled,
         }.items()
     }
     _check_args(mixer, {"data_seed": data_seed, "init_seed": init_seed}, values)
@@ -534,8 +541,8 @@ def _distill(
     evaluate = _Validator(teacher, val_docs, device, s.precision)
     initial = _initial_eval(folder / "train" / "initial.json", student, evaluate)
     compiled = (
-        device.type == "cuda"
-    )  # the fast path: fused linear-KL, compiled backbones, CUDA graphs on one GPU
+        device.type == "cuda" and s.compiled
+    )  # the fast path: + compiled backbones, CUDA graphs on one GPU
     one_process = int(os.environ.get("WORLD_SIZE", "1")) == 1
     model = DistillationModel(student, teacher, s.tau, compile=compiled, cuda_graphs=compiled and one_process)
     steps_here: list[int] = []  # steps trained by this process (a resumed run did the others before)
