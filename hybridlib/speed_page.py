@@ -942,6 +942,25 @@ def _equivalence_section(
         _equivalence_reading(judged, runs),
         "",
     ]
+    if null := judged.get("curves_vs_rounding"):
+        update = (((judged.get("first_step") or {}).get("fp32") or {}).get("update") or {}).get(FAST) or {}
+        flips = [k["sign_flips"] for k in update.values()]
+        lines += [
+            f"Against a rounding-level change (fixed before its runs, beside the target's test): eager runs from "
+            f"weights perturbed at bf16's rounding, {_runs_per_seed(null)} a seed, as the repeats: "
+            f"**{null['outcome']}** (largest gap p = {null['p']['max_gap']:.2f}, tail offset p = "
+            f"{null['p']['tail_offset']:.2f}). Why rounding reaches so far: AdamW's first update is "
+            "lr g / (|g| + eps), i.e. lr sign(g), so rounding that flips a small gradient component's sign changes "
+            "its update by 2 lr, and the update's relative difference is about 2 sqrt(share of flipped signs), "
+            "far above the gradient's own (`tests/test_equivalence.py` pins it)"
+            + (
+                f"; in float32 the fast path's first update flips {_pct(flips)} of the signs by kind of parameter"
+                if flips
+                else ""
+            )
+            + ". The target's test is not changed by this: the chapters' next runs train on eager backbones.",
+            "",
+        ]
     seeds = equivalence_seed_frame(judged)
     if not seeds.empty:
         lines += [

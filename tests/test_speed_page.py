@@ -650,3 +650,28 @@ def test_equivalence_summary_is_one_line():
         "one float32 update of the fast path: passed, loss 1.0e-5 nats and median parameter 1.0e-5 "
         "from eager's, against 1e-4"
     )
+
+
+def test_the_rounding_null_is_reported_beside_the_target_without_changing_it():
+    """The fast run against eager runs perturbed at rounding: its outcome and p-values reach the summary, the check's
+    figures and the page's section, while the target's status stays the curve test's."""
+    base = judged(0.3)
+    perturbed = {s: [[x * (1 + d) for x in BASE] for d in (-0.4, 0.0, 0.4)] for s in (0, 1, 2)}
+    fast = {s: base["losses"][s]["fast"] for s in (0, 1, 2)}
+    null = equivalence.judge_curves(fast, perturbed)
+    assert null["outcome"] == "passed" and base["curves"]["outcome"] == "failed"
+    with_null = base | {"curves_vs_rounding": null}
+    line = speed_page.equivalence_summary(with_null)
+    expected = (
+        f"against eager runs from weights perturbed at bf16's rounding (3 runs a seed): passed (largest gap p = "
+        f"{null['p']['max_gap']:.2f}, tail p = {null['p']['tail_offset']:.2f})"
+    )
+    assert expected in line and expected not in speed_page.equivalence_summary(base)
+    check = speed_page.equivalence_check(with_null)
+    assert check["status"] == "not met" == speed_page.equivalence_check(base)["status"]
+    assert (
+        "rounding null (eager from weights perturbed at bf16's rounding, 3 runs a seed; " in check["figures"]
+    )
+    section = "\n".join(speed_page._equivalence_section(with_null, {}))
+    assert "**passed**" in section and "flips 0.20-1.00% of the signs" in section
+    assert "Against a rounding-level change" not in "\n".join(speed_page._equivalence_section(base, {}))
