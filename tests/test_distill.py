@@ -353,3 +353,13 @@ def test_distillation_on_two_processes_trains_the_one_process_student(teacher_di
         gap = (two["state"][name] - value).abs()
         assert (gap > 1e-4).float().mean() <= 1e-3 and gap.max() <= 1e-3, (name, float(gap.max()))
     assert not (tmp_path / "two" / "students" / one.key / "train").exists()  # checkpoint removed once
+
+
+def test_log_spaced_validations_and_the_corpus_use(teacher_dir, cache):
+    """12 steps of 128 tokens, 4 points: steps 12^(i/3) = 1, 2.3, 5.2, 12 -> validations after steps 1, 2, 5, 12
+    (the last by the trainer), beside the untrained student's at 0."""
+    r = run(teacher_dir, eval_points=4)
+    assert [e["tokens"] for e in r.evals] == [0, 128, 256, 640, 1536]
+    assert r.settings["eval_points"] == 4 and r.key != run(teacher_dir).key
+    assert set(r.corpus) == set(LANGS) and all(u["passes"] > 0 for u in r.corpus.values())
+    assert sum(u["tokens"] for u in r.corpus.values()) == 12 * 4 * 31  # 31 text tokens a row (BOS excluded)

@@ -109,7 +109,7 @@ def test_a_step_larger_than_the_memory_is_refused_with_the_range(no_work, cpu_on
     per_sequence = (8 * 128 * 4 + 2 * 8192 * 4) * 128
     high = 23 * GIB // per_sequence
     assert high == 2770  # 23 GiB / 8.5 MiB = 2770.8
-    big = {"train_tokens": 10**12, "batch_size": high + 1}
+    big = {"train_tokens": 10**12, "budgets": [10**12], "batch_size": high + 1}  # budgets: each >= one step
     message = refusal(lambda: LAYOUT.resolve("seminar", big))
     assert message.startswith(f"parameter 'batch_size' must be in [1, {high}] (a step holds at least 8.5 MiB")
     assert "23.0 GiB" in message

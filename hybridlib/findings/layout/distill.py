@@ -8,9 +8,11 @@ result (teacher identity = its weight files, the FA layer set, the recipe, the d
 SoftCKA chapters get the same students with :func:`load_student`, and layouts that coincide on a shallow
 teacher (e.g. sandwich = endpoint spread on 6 layers) share one student. A killed run resumes from its
 trainer checkpoint. Schedule: linear warm-up over 3% of the steps, cosine to ``MIN_LR_RATIO * lr_rest``
-(the paper: 1e-5 = lr_rest / 2). ``init_seed`` seeds the conversion (new GDN parameters) and the trainer,
-``data_seed`` orders the data (a replicate changes both, ``spec.replicate_seeds``); validation / test documents
-are the corpus' fixed held-out chapters (independent of the seeds).
+(the paper: 1e-5 = lr_rest / 2), so a larger ``train_tokens`` stretches the same schedule over more steps at
+the same peaks (the budget curve). Validations every ``eval_every_tokens``, or with ``eval_points`` > 0 at that
+many log-spaced token counts (:func:`eval_schedule`). ``init_seed`` seeds the conversion (new GDN parameters) and
+the trainer, ``data_seed`` orders the data (a replicate changes both, ``spec.replicate_seeds``); validation / test
+documents are the corpus' fixed held-out chapters (independent of the seeds).
 
 Learning rates per teacher (:data:`RECIPES`) keep the paper's recurrent : rest ratio 7e-5 : 2e-5 (3.5 : 1)
 and scale the peak up for small models and short runs; a GDN rate of 1e-3 diverged on
@@ -41,7 +43,7 @@ from transformers import PreTrainedModel
 from hybridlib import convert, losses, metrics
 from hybridlib.atomic import file_lock, write_json
 from hybridlib.convert import MIXERS, RECURRENT_PATTERN, convert_to_hybrid, load_hybrid
-from hybridlib.data.corpus import heldout_documents, training_corpus
+from hybridlib.data.corpus import heldout_documents, repetition, text_tokens, training_corpus
 from hybridlib.data.tokenizers import tokenizer_fingerprint
 from hybridlib.findings.layout.spec import RECIPES, Recipe, fa_count
 from hybridlib.integrity import (
@@ -106,6 +108,7 @@ class DistillSettings:
     precision: str
     init_seed: int = MODEL_SEED
     compiled: bool = False
+    eval_points: int = 0
 
     def key(self) -> str:
         payload = json.dumps([_VERSION, _code_version(), asdict(self)], sort_keys=True)
@@ -117,7 +120,9 @@ class DistillRun:
     """A finished distillation. ``evals``: one record per validation (tokens, ce, kl, ce_teacher, delta,
     ``ce_by_lang``, ``kl_by_lang``; nats/token), the first at 0 tokens (the converted, untrained student).
     ``tokens_per_s``: median over steps; ``mfu``: model FLOPs utilisation vs :data:`PEAK_BF16_FLOPS` (CUDA only),
-    counting ``6 N_student + 2 N_teacher`` FLOPs a token (N = non-embedding parameters + LM head)."""
+    counting ``6 N_student + 2 N_teacher`` FLOPs a token (N = non-embedding parameters + LM head).
+    ``corpus``: per language, the training text used (``hybridlib.data.corpus.repetition``: tokens, unique tokens,
+    passes)."""
 
     key: str
     path: str
@@ -136,6 +141,7 @@ class DistillRun:
     device: str
     teacher_compiled: bool
     n_params: dict[str, int] = field(default_factory=dict)
+    corpus: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -317,12 +323,28 @@ def _layout(teacher: PreTrainedModel, layout_name: str, fa_fraction: float) -> L
     return Layout.from_name(layout_name, n_layers, fa_count(n_layers, fa_fraction))
 
 
+def eval_schedule(total_tokens: int, tokens_per_step: int, points: int) -> list[int]:
+    """Token counts of ``points`` validations log-spaced from the first step to the last step that covers
+    ``total_tokens`` (both included), each rounded to a whole step; duplicates after rounding are merged, so a run
+    of fewer steps than ``points`` validates at every step."""
+    if points < 2:
+        raise ValueError(f"points must be >= 2 (the first and the last step), got {points!r}")
+    steps = math.ceil(total_tokens / tokens_per_step)
+    spaced = [round(steps ** (i / (points - 1))) for i in range(points)]
+    return [s * tokens_per_step for s in sorted(set(spaced))]
+
+
 def _check_args(mixer: str, seeds: dict[str, int], values: dict[str, Any]) -> None:
     if mixer not in MIXERS:
         raise ValueError(f"mixer={mixer!r} is not allowed; choose one of {MIXERS}")
     for name, seed in seeds.items():
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"{name} must be an integer >= 0, got {seed!r}")
+    points = values["eval_points"]
+    if isinstance(points, bool) or not isinstance(points, int) or not (points == 0 or points >= 2):
+        raise ValueError(
+            f"eval_points must be 0 (every eval_every_tokens) or >= 2, got {values['eval_points']!r}"
+        )
     for name in ("train_tokens", "seq_len", "batch_size", "eval_every_tokens", "val_docs_per_language"):
         if not isinstance(values[name], int) or values[name] < 1:
             raise ValueError(f"{name} must be a positive integer, got {values[name]!r}")
@@ -355,6 +377,7 @@ def distill_layout(
     teacher_path: str | Path | None = None,
     swa_window: int | None = None,
     compiled: bool | None = None,
+    eval_points: int = 0,
     progress: bool = True,
 ) -> DistillRun:
     """Distil ``teacher_name`` (registry name; ``teacher_path`` = a local folder instead) into the hybrid
@@ -362,7 +385,8 @@ def distill_layout(
 
     ``None`` arguments take :data:`RECIPES` values; ``languages`` (Bible codes) default to all 22;
     ``device`` defaults to CUDA when visible; ``precision`` "bf16" (CUDA default: autocast, teacher in bf16)
-    or "fp32"; ``compiled``: on CUDA, the fast path (compiled backbones, CUDA graphs) instead of eager backbones.
+    or "fp32"; ``compiled``: on CUDA, the fast path (compiled backbones, CUDA graphs) instead of eager backbones;
+    ``eval_points``: 0 validates every ``eval_every_tokens``, n >= 2 at n log-spaced token counts instead.
     ``device``, ``teacher_path`` and ``progress`` do not enter the cache key.
     """
     r = recipe(teacher_name)
@@ -381,7 +405,7 @@ def distill_layout(
             "swa_window": swa_window,
             "compiled": compiled,
         }.items()
-    }
+    } | {"eval_points": eval_points}
     _check_args(mixer, {"data_seed": data_seed, "init_seed": init_seed}, values)
     if mixer != "swa":
         values["swa_window"] = 0
@@ -471,30 +495,34 @@ def prepare_data(
     *,
     data_seeds: Sequence[int] = (0,),
     test_docs_per_language: int,
+    budgets: Sequence[int] = (),
     languages: Sequence[str] | None = None,
     teacher_path: str | Path | None = None,
     **overrides: Any,
 ) -> None:
     """Build and cache the training corpora (one per data seed) and the validation / test token ids that
     ``distill_layout`` and :func:`heldout_scores` will read, so a machine without the Bible database (the
-    GPU machine) can run from a copied ``$HYBRIDLIB_CACHE``. ``overrides``: recipe fields (train_tokens, ...).
+    GPU machine) can run from a copied ``$HYBRIDLIB_CACHE``, and each language's training-text length
+    (``corpus.text_tokens``, for the runs' repetition counts). ``budgets``: corpora for these ``train_tokens`` too
+    (the budget curve's). ``overrides``: recipe fields (train_tokens, ...).
     The caches are keyed by the tokenizer's path too: prepare under the same ``$HYBRIDLIB_CACHE`` path."""
     r = replace(recipe(teacher_name), **overrides)
     tokenizer, card = (
         load_tokenizer(teacher_name, path=teacher_path),
         describe(teacher_name, path=teacher_path),
     )
-    steps = math.ceil(r.train_tokens / (r.batch_size * r.seq_len))
-    for seed in data_seeds:
-        _corpus_batches(
-            tokenizer,
-            card,
-            steps=steps,
-            batch_size=r.batch_size,
-            seq_len=r.seq_len,
-            languages=languages,
-            data_seed=seed,
-        )
+    for tokens in dict.fromkeys([r.train_tokens, *budgets]):
+        for seed in data_seeds:
+            _corpus_batches(
+                tokenizer,
+                card,
+                steps=math.ceil(tokens / (r.batch_size * r.seq_len)),
+                batch_size=r.batch_size,
+                seq_len=r.seq_len,
+                languages=languages,
+                data_seed=seed,
+            )
+    text_tokens(tokenizer, languages)
     heldout_ids(tokenizer, card, "validation", languages, r.val_docs_per_language, r.seq_len)
     heldout_ids(tokenizer, card, "test", languages, test_docs_per_language, r.seq_len)
 
@@ -522,7 +550,7 @@ def _distill(
         warmup_frac=WARMUP_FRAC,
         min_lr=MIN_LR_RATIO * min(s.lr_rest, s.lr_recurrent),
         precision=s.precision,
-        eval_every_tokens=s.eval_every_tokens,
+        eval_every_tokens=None if s.eval_points else s.eval_every_tokens,  # the trainer validates at the end
         seed=s.init_seed,
         out_dir=str(folder / "train"),
         checkpoint_every_s=CHECKPOINT_EVERY_S,
@@ -545,6 +573,11 @@ def _distill(
     )  # the fast path: + compiled backbones, CUDA graphs on one GPU
     one_process = int(os.environ.get("WORLD_SIZE", "1")) == 1
     model = DistillationModel(student, teacher, s.tau, compile=compiled, cuda_graphs=compiled and one_process)
+    scheduled = (
+        [_validate_at(eval_schedule(s.train_tokens, config.tokens_per_step, s.eval_points), model, evaluate)]
+        if s.eval_points
+        else []
+    )
     steps_here: list[int] = []  # steps trained by this process (a resumed run did the others before)
     cpu0, wall0, eval_cpu0 = time.process_time(), time.perf_counter(), evaluate.cpu_s
     history = train(
@@ -553,7 +586,7 @@ def _distill(
         model_loss,
         config,
         evaluate=lambda m: evaluate(m.student),
-        callbacks=[_stop_if_diverged, lambda step, _: steps_here.append(step)],
+        callbacks=[_stop_if_diverged, lambda step, _: steps_here.append(step), *scheduled],
     )
     cpu = time.process_time() - cpu0 - (evaluate.cpu_s - eval_cpu0)
     wall = time.perf_counter() - wall0
@@ -583,6 +616,13 @@ def _distill(
             "student_matmul": matmul_params(student),
             "teacher_matmul": matmul_params(teacher),
         },
+        corpus=repetition(
+            tokenizer,
+            tokens=config.total_steps * config.tokens_per_step,
+            seq_len=s.seq_len,
+            languages=s.languages,
+            bos_token_id=start_token(tokenizer, card),
+        ),
     )
 
 
@@ -600,6 +640,25 @@ class _Validator:
             frame = metrics.evaluate_pair(student, self.teacher, self.docs, batch_size=8, device=self.device)
         self.cpu_s += time.process_time() - start
         return scores_summary(frame)
+
+
+def _validate_at(
+    tokens: Sequence[int], model: DistillationModel, evaluate: Callable
+) -> Callable[[int, _trainer.History], None]:
+    """A trainer callback validating ``model.student`` after each step that ends at one of ``tokens`` but the last
+    (the trainer validates at the end), appending the record to the history (checkpointed with it)."""
+    due = set(tokens) - {max(tokens)}
+
+    def callback(step: int, history: _trainer.History) -> None:
+        done = history.train[-1]["tokens"]  # after this step
+        if done in due:
+            model.student.eval()
+            with torch.no_grad():
+                scores = evaluate(model.student)
+            model.student.train()
+            history.evals.append({"step": step, "tokens": done, **scores})
+
+    return callback
 
 
 def _initial_eval(path: Path, student: nn.Module, evaluate: Callable) -> dict[str, Any]:
@@ -662,12 +721,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data-seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--train-tokens", type=int)
     parser.add_argument("--test-docs-per-language", type=int, default=16)
+    parser.add_argument("--budgets", type=int, nargs="+", default=[], help="also these train_tokens' corpora")
     args = parser.parse_args(argv)
     overrides = {"train_tokens": args.train_tokens} if args.train_tokens else {}
     prepare_data(
         args.teacher,
         data_seeds=args.data_seeds,
         test_docs_per_language=args.test_docs_per_language,
+        budgets=args.budgets,
         **overrides,
     )
 

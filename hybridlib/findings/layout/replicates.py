@@ -8,6 +8,9 @@ trains only some arms (two GPUs split the arms, so each compiles only its own la
 each run on the test documents (cached beside it). ``--lr-check`` trains the learning-rate check's arms of those
 replicates and ``--other-teachers`` the other teachers' two students; both choose the best FA-first layout on
 mean validation CE, so they train every replicate of the FA-first layouts first if it is not cached.
+``--budgets N ...`` trains the budget curve's arms (``spec.BUDGET_ARMS``, the SWA control at the largest budget)
+at those of the preset's ``budgets``, ``budget_seeds`` replicates each (``--replicates`` picks some), smallest
+budget first.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 from hybridlib.findings import chapter
 from hybridlib.findings.layout.distill import DistillRun, distill_layout, heldout_scores
 from hybridlib.findings.layout.report import FA_FIRST
-from hybridlib.findings.layout.spec import replicate_seeds
+from hybridlib.findings.layout.spec import BUDGET_ARMS, BUDGET_EVALS, replicate_seeds
 from hybridlib.layouts import BASELINE
 
 RECIPE_ARGS = (
@@ -42,6 +45,51 @@ def recipe(params: Mapping[str, Any], lr_factor: float = 1.0) -> dict[str, Any]:
     """``distill_layout`` recipe arguments of the chapter's resolved ``params``, both peak learning rates
     scaled by ``lr_factor``."""
     return {k: params[k] * lr_factor if k in LR_ARGS else params[k] for k in RECIPE_ARGS}
+
+
+def budget_recipe(params: Mapping[str, Any], budget: int) -> dict[str, Any]:
+    """``distill_layout`` recipe arguments of a budget run: the chapter's recipe for ``budget`` tokens with
+    :data:`~hybridlib.findings.layout.spec.BUDGET_EVALS` log-spaced validations. The schedule scales with the
+    budget: warm-up over the same 3% of the steps, cosine over the rest, the recipe's peak learning rates."""
+    return recipe(params) | {"train_tokens": budget, "eval_points": BUDGET_EVALS}
+
+
+def budget_plans(params: Mapping[str, Any], budget: int) -> dict[str, tuple[str, str]]:
+    """Arm label -> (layout, mixer) of the budget curve at ``budget``: the chapter's layouts among
+    :data:`~hybridlib.findings.layout.spec.BUDGET_ARMS`, and the SWA control (when on) at the largest budget."""
+    out = {name: (name, "gdn") for name in BUDGET_ARMS if name in params["layouts"]}
+    swa = params["swa_control"] and budget == max(params["budgets"])
+    return out | ({f"{BASELINE}+swa": (BASELINE, "swa")} if swa else {})
+
+
+def train_budgets(
+    params: Mapping[str, Any],
+    budgets: Sequence[int] | None = None,
+    replicates: Sequence[int] | None = None,
+    *,
+    progress: bool = True,
+) -> dict[int, dict[str, list[DistillRun]]]:
+    """Budget -> arm label -> runs of ``replicates`` (default: all ``budget_seeds``; replicate ``r`` has the same
+    seeds at every budget, so the curves pair) at ``budgets`` (default: all the chapter's), trained or loaded."""
+    seeds = replicate_seeds(params["data_seed"], params["budget_seeds"])
+    chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
+    return {
+        budget: {
+            label: [
+                distill_layout(
+                    params["teacher"],
+                    name,
+                    mixer=mixer,
+                    progress=progress,
+                    **s,
+                    **budget_recipe(params, budget),
+                )
+                for s in chosen
+            ]
+            for label, (name, mixer) in budget_plans(params, budget).items()
+        }
+        for budget in sorted(budgets or params["budgets"])
+    }
 
 
 def plans(params: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
@@ -116,6 +164,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--replicates", type=int, nargs="+", help="replicate indices (default: all)")
     parser.add_argument("--arms", nargs="+", metavar="ARM", help="arm labels to train (default: all)")
     group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--budgets",
+        type=int,
+        nargs="+",
+        metavar="TOKENS",
+        help="train the budget curve's arms at these budgets",
+    )
     group.add_argument("--lr-check", action="store_true", help="train the learning-rate check's arms instead")
     group.add_argument(
         "--other-teachers", action="store_true", help="train the other teachers' two students instead"
@@ -123,12 +178,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--score", action="store_true", help="also score every run on the test documents")
     args = parser.parse_args(argv)
     params = chapter("layout_distillation").resolve(args.preset)
-    n_seeds, arms = params["seeds"], list(plans(params))
+    n_seeds, arms = params["budget_seeds" if args.budgets else "seeds"], list(plans(params))
+    if bad := sorted(set(args.budgets or ()) - set(params["budgets"])):
+        parser.error(f"--budgets: {bad} not among the preset's budgets {params['budgets']}")
+    if args.budgets and args.arms:
+        parser.error("--arms: not with --budgets (a budget trains every arm of its curve)")
     if bad := [r for r in args.replicates or () if not 0 <= r < n_seeds]:
-        parser.error(f"--replicates: {bad} outside 0..{n_seeds - 1} (the preset's seeds = {n_seeds})")
+        name = "budget_seeds" if args.budgets else "seeds"
+        parser.error(f"--replicates: {bad} outside 0..{n_seeds - 1} (the preset's {name} = {n_seeds})")
     if bad := sorted(set(args.arms or ()) - set(arms)):
         parser.error(f"--arms: {bad} not among the preset's arms {arms}")
-    if args.lr_check or args.other_teachers:
+    if args.budgets:
+        runs = {
+            f"{label}@{budget}": reps
+            for budget, arms_at in train_budgets(params, args.budgets, args.replicates).items()
+            for label, reps in arms_at.items()
+        }
+    elif args.lr_check or args.other_teachers:
         best = best_fa_first(train(params, labels=FA_FIRST))
         if args.lr_check:
             runs = train_lr_check(params, best, args.replicates)

@@ -40,18 +40,23 @@ and model-init seed); intervals resample replicates, then test documents within 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from hybridlib import metrics
 from hybridlib.data.languages import LANGUAGES
 from hybridlib.findings.layout.distill import DistillRun
 from hybridlib.findings.layout.spec import FA_FIRST
 from hybridlib.layouts import BASELINE, Layout
+from hybridlib.style import figsize
 from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, binds, distinct, statistic_bootstrap
 
 ABLATION = "periodic_first_at_0"
@@ -640,3 +645,183 @@ def curves_by_run(history: Sequence[tuple[str, Mapping]]) -> pd.DataFrame:
         if point["tokens"] > 0
     ]
     return pd.DataFrame(rows)
+
+
+# --- the budget curve (issue 49) -------------------------------------------------------------------------------
+
+PAPER_TOKENS = 1_000_000_000  # the paper's distillation budget per student
+TREND_MARGIN = 0.02  # a shrink of 1 - R per doubling of the budget that counts (the rule's null is -this)
+TREND_HIGH = 0.04
+TREND_REASON = (
+    "1 - R shrinking by more than 0.02 a doubling would take a 1M-token reduction of ~0.2 to 0 over the 10 "
+    "doublings to the paper's 1B tokens; growing by more than 0.04 a doubling would take it past 0.6, twice the "
+    "paper's 0.303 (the R rule's factor-2 band)"
+)
+TREND_RULE = Rule(
+    "the reverse-periodic KL reduction 1 - R does not shrink with budget",
+    "slope of 1 - R against log2 training tokens (per doubling)",
+    UNIT + ", paired across budgets",
+    1,
+    Tolerance(-TREND_MARGIN, TREND_HIGH, TREND_REASON),
+    null=-TREND_MARGIN,
+)
+#: Per-budget rows of :func:`judge` kept on the budget curve (metric prefixes) and the paper's value at 1B tokens.
+BUDGET_METRICS = {
+    f"R, {PAPER_ARM}": R_PAPER[PAPER_ARM],
+    "test delta, reverse periodic minus standard periodic": DELTA_PAPER,
+    f"speed-up, {PAPER_ARM}": SPEEDUP_PAPER[PAPER_ARM],
+    "languages whose perplexity improves, reverse periodic": IMPROVED_PAPER,
+}
+
+
+def slopes(log2_tokens: np.ndarray, reduction: np.ndarray) -> np.ndarray:
+    """Least-squares slope of ``reduction [..., n_budgets]`` (1 - R) against ``log2_tokens [n_budgets]``: ``[...]``."""
+    dx = log2_tokens - log2_tokens.mean()
+    return ((reduction - reduction.mean(-1, keepdims=True)) * dx).sum(-1) / (dx**2).sum()
+
+
+def _seeds(run: DistillRun) -> tuple[int, int]:
+    return run.settings["data_seed"], run.settings.get("init_seed", 0)
+
+
+def trend_verdict(
+    runs: Mapping[int, Mapping[str, Sequence[DistillRun]]],
+    scores: Mapping[int, Mapping[str, Sequence[pd.DataFrame]]],
+    *,
+    baseline: str = BASELINE,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Verdict:
+    """:data:`TREND_RULE` on budget -> arm -> replicates (runs and test frames, as :func:`judge` takes them):
+    per replicate the slope of reverse periodic's 1 - R over the budgets; interval over replicates, then test
+    documents within each budget's language (:func:`~hybridlib.verdicts.statistic_bootstrap`). Replicate ``r``
+    must hold the same seeds at every budget. Not tested with fewer than two budgets."""
+    budgets = sorted(runs)
+    if len(budgets) < 2:
+        why = f"budgets {budgets}: a trend needs >= 2"
+        return TREND_RULE.decide(None, [Precondition("two budgets or more", False, why)])
+    pairs = [[_seeds(r) for r in runs[b][PAPER_ARM]] for b in budgets]
+    if any(p != pairs[0] for p in pairs):
+        raise ValueError(
+            f"replicates must hold the same seeds at every budget (paired), got {dict(zip(budgets, pairs))}"
+        )
+    x = np.log2(np.asarray(budgets, dtype=np.float64))
+    reps = [_replicates(scores[b], [PAPER_ARM], baseline) for b in budgets]  # [budget][replicate]
+    values = [
+        float(slopes(x, np.array([1 - np.exp(rb[r].log_r()[0]) for rb in reps])))
+        for r in range(len(pairs[0]))
+    ]
+
+    def resample(r: int, m: int, rng: np.random.Generator) -> np.ndarray:
+        reduction = np.stack(
+            [1 - np.exp(rb[r].resample_log_r(m, rng)[:, 0]) for rb in reps], -1
+        )  # [m, n_budgets]
+        return slopes(x, reduction)
+
+    iv = statistic_bootstrap(
+        values,
+        resample,
+        n_documents=sum(rep.tokens.size for rb in reps for rep in rb),
+        n_boot=n_boot,
+        seed=seed,
+    )
+    why = f"{len(budgets)} budgets: {', '.join(f'{b:,}' for b in budgets)} tokens"
+    return TREND_RULE.decide(iv, [Precondition("two budgets or more", True, why)])
+
+
+def judge_budgets(
+    runs: Mapping[int, Mapping[str, Sequence[DistillRun]]],
+    scores: Mapping[int, Mapping[str, Sequence[pd.DataFrame]]],
+    *,
+    baseline: str = BASELINE,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Rows of the budget curve: per budget (key ``tokens``) the :func:`judge` rows of :data:`BUDGET_METRICS`,
+    judged by the chapter's rules on that budget's runs; then the trend row (``tokens`` None)."""
+    rows = []
+    for budget in sorted(runs):
+        for row in judge(runs[budget], scores[budget], baseline=baseline, n_boot=n_boot, seed=seed):
+            if row["metric"] in BUDGET_METRICS:
+                rows.append({**row, "tokens": budget})
+    trend = trend_verdict(runs, scores, baseline=baseline, n_boot=n_boot, seed=seed)
+    rows.append(
+        {
+            "metric": "trend of 1 - R, reverse periodic",
+            "paper": "not measured in the paper",
+            "verdict": trend,
+            "note": "",
+            "paper_claim": False,
+            "tokens": None,
+        }
+    )
+    return rows
+
+
+def budget_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The per-budget rows of :func:`judge_budgets` as columns metric, tokens, estimate, low, high, outcome,
+    paper (the paper's value at :data:`PAPER_TOKENS`)."""
+    return pd.DataFrame(
+        [
+            {
+                "metric": row["metric"],
+                "tokens": row["tokens"],
+                "estimate": row["verdict"].estimate,
+                "low": row["verdict"].low,
+                "high": row["verdict"].high,
+                "outcome": row["verdict"].outcome.value,
+                "paper": BUDGET_METRICS[row["metric"]],
+            }
+            for row in rows
+            if row["tokens"] is not None
+        ]
+    ).astype({"estimate": float, "low": float, "high": float})
+
+
+def repetition_table(
+    runs: Mapping[int, Mapping[str, Sequence[DistillRun]]], baseline: str = BASELINE
+) -> pd.DataFrame:
+    """Per budget and language (index): tokens trained, unique tokens, training-text tokens and passes over the
+    text (``DistillRun.corpus`` of the baseline's first replicate; every arm and replicate has the same counts),
+    and per budget an ``all`` row (sums; passes = tokens / text tokens)."""
+    frames = {}
+    for budget in sorted(runs):
+        frame = pd.DataFrame.from_dict(runs[budget][baseline][0].corpus, orient="index")
+        total = frame[["tokens", "unique_tokens", "text_tokens"]].sum()
+        frame.loc["all"] = {**total, "passes": total["tokens"] / total["text_tokens"]}
+        frames[budget] = frame
+    return pd.concat(frames, names=["budget", "lang"])
+
+
+def _tokens_label(tokens: float, _pos: object = None) -> str:
+    """``1M``, ``64M``, ``1B``: a power-of-two or power-of-ten token count as a tick label."""
+    for size, unit in ((1e9, "B"), (2**20, "M"), (2**10, "K")):
+        if tokens >= size:
+            return f"{tokens / size:g}{unit}"
+    return f"{tokens:g}"
+
+
+def budget_figure(table: pd.DataFrame) -> Figure:
+    """One panel per metric of a :func:`budget_table`: the estimate against training tokens (log axis) with its
+    run-level interval as error bars, and the paper's value at :data:`PAPER_TOKENS` as a star; sized for the
+    book's text column (two panels a row)."""
+    metrics_ = list(dict.fromkeys(table["metric"]))
+    nrows = math.ceil(len(metrics_) / 2)
+    fig, axes = plt.subplots(nrows, 2, figsize=figsize(nrows, panel_height=2.6), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics_):
+        rows = table[table["metric"] == metric].sort_values("tokens")
+        y = rows["estimate"].to_numpy()
+        err = np.stack([y - rows["low"].to_numpy(), rows["high"].to_numpy() - y])
+        ax.errorbar(rows["tokens"], y, yerr=err, marker="o", capsize=3, label="this book (runs)")
+        ax.plot(
+            [PAPER_TOKENS], [rows["paper"].iloc[0]], marker="*", markersize=10, ls="", c="k", label="paper"
+        )
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(_tokens_label))
+        ax.set_title(metric.replace(", reverse periodic", "").replace(" minus standard periodic", ""))
+        ax.set_xlabel("training tokens per student")
+    for ax in axes.flat[len(metrics_) :]:
+        ax.axis("off")
+    axes.flat[0].legend(loc="best")
+    fig.tight_layout()
+    return fig

@@ -131,6 +131,11 @@ LAYOUTS = (
 )
 #: The paper's four layouts whose first layer is full attention (``periodic_first_at_0`` is this book's ablation).
 FA_FIRST = ("reverse_periodic", "sandwich", "interleaved_sandwich", "endpoint_spread")
+#: The layouts of the budget curve (among the chapter's ``layouts``); the SWA control joins at the largest budget.
+BUDGET_ARMS = ("standard_periodic", "reverse_periodic", "sandwich")
+#: Validations of a budget run after training began, log-spaced from the first step to the budget
+#: (``distill.eval_schedule``): the same number at every budget.
+BUDGET_EVALS = 20
 _ALL = ("seminar", "gpu", "paper")
 _GIB = 2**30
 
@@ -197,6 +202,12 @@ def check(values: Mapping[str, Any]) -> list[str]:
     if not 1 <= values["batch_size"] <= high:
         raise ParameterError(
             f"parameter 'batch_size' must be in [1, {high}] ({why}), got {values['batch_size']}"
+        )
+    budgets, step = values["budgets"], values["batch_size"] * seq_len
+    if not budgets or budgets != sorted(budgets) or budgets[0] < step:
+        raise ParameterError(
+            f"parameter 'budgets' must be non-empty and increasing, each >= batch_size x seq_len = {step} tokens "
+            f"(one step), got {budgets!r}"
         )
     n_full = fa_count(shape.n_layers, values["fa_fraction"])
     exact = values["fa_fraction"] * shape.n_layers
@@ -335,6 +346,29 @@ SPEC = ChapterSpec(
             choices=("tiny-teacher", "smollm2-135m", "gemma3-270m", "qwen3-4b-base", "granite-4.1-3b-base"),
             unique=True,
             defaults={"seminar": [], "gpu": ["gemma3-270m"], "paper": ["granite-4.1-3b-base"]},
+        ),
+        Param(
+            "budgets",
+            list,
+            "distillation tokens per student of the budget curve (increasing; each run's warm-up is 3% of its "
+            "steps, cosine to the end, peak learning rates as above)",
+            item=int,
+            minimum=1,
+            unique=True,
+            unit="tokens",
+            defaults={
+                "seminar": [RECIPES["tiny-teacher"].train_tokens],
+                "gpu": [2**20, 2**22, 2**24, 2**26],
+                "paper": [RECIPES["qwen3-4b-base"].train_tokens],
+            },
+        ),
+        Param(
+            "budget_seeds",
+            int,
+            "replicates per arm and budget of the budget curve: the first of the replicate seeds, the same at every "
+            "budget",
+            minimum=1,
+            defaults={"seminar": 1, "gpu": 4, "paper": 4},
         ),
         Param(
             "test_docs_per_language",

@@ -1,0 +1,234 @@
+"""The layout chapter's budget curve (issue 49): the ``budgets`` parameter, the schedule of a budget run, the
+trend rule driven into every outcome with replicates whose slopes are known in closed form, the per-budget rows,
+the figure and the repetition counts."""
+
+import numpy as np
+import pytest
+from test_layout_rules import arms, run
+
+from hybridlib.data.corpus import repetition, split_documents, text_tokens
+from hybridlib.findings import chapter
+from hybridlib.findings.layout import replicates, report
+from hybridlib.findings.layout.distill import eval_schedule
+from hybridlib.params import ParameterError
+from hybridlib.train import TrainConfig
+from hybridlib.train.optim import lr_at
+from hybridlib.verdicts import Outcome, t_quantile
+
+LAYOUT = chapter("layout_distillation")
+BUDGETS = [2**20, 2**22, 2**24, 2**26]  # log2: 20, 22, 24, 26
+LEVELS = [0.95, 0.80, 0.65, 0.85]  # R at 1M per replicate: mean 0.81, SD 0.13 (the run-to-run spread)
+
+
+def test_budgets_default_and_refusals():
+    assert LAYOUT.resolve("gpu")["budgets"] == BUDGETS and LAYOUT.resolve("gpu")["budget_seeds"] == 4
+    seminar = LAYOUT.resolve("seminar")
+    assert seminar["budgets"] == [seminar["train_tokens"]]  # one budget: the seminar's runs stay as they are
+    for bad in ([2**22, 2**20], [256], []):
+        with pytest.raises(
+            ParameterError, match=r"^parameter 'budgets' must be non-empty and increasing, each >= "
+        ):
+            LAYOUT.resolve("seminar", {"budgets": bad})
+    with pytest.raises(ParameterError, match="parameter 'budgets' names 16384 twice"):
+        LAYOUT.resolve("seminar", {"budgets": [16384, 16384]})
+
+
+def test_eval_schedule_is_log_spaced_whole_steps():
+    tps = 32 * 512
+    assert eval_schedule(2**26, tps, 20) == [
+        tps * s for s in sorted({round(4096 ** (i / 19)) for i in range(20)})
+    ]
+    points = eval_schedule(2**26, tps, 20)
+    assert len(points) == 19 and points[0] == tps and points[-1] == 2**26  # 1.55 and 2.4 steps: both 2
+    ratios = np.diff(np.log2(points[8:]))
+    assert ratios == pytest.approx(
+        12 / 19, abs=0.02
+    )  # 2^(12/19) apart, away from the rounding at small steps
+    assert eval_schedule(4 * tps, tps, 20) == [tps, 2 * tps, 3 * tps, 4 * tps]  # fewer steps than points
+    with pytest.raises(ValueError, match="points must be >= 2"):
+        eval_schedule(2**20, tps, 1)
+
+
+def test_budget_runs_stretch_the_schedule_at_the_recipes_peaks():
+    params = LAYOUT.resolve("gpu")
+    small, large = (replicates.budget_recipe(params, b) for b in (BUDGETS[0], BUDGETS[-1]))
+    assert (
+        (large["lr_recurrent"], large["lr_rest"]) == (7e-4, 2e-4) == (small["lr_recurrent"], small["lr_rest"])
+    )
+    assert (large["train_tokens"], large["eval_points"]) == (2**26, 20)
+    configs = [
+        TrainConfig(batch_size=32, seq_len=512, total_tokens=r["train_tokens"], lrs={"rest": 1.0})
+        for r in (small, large)
+    ]
+    assert [c.total_steps for c in configs] == [64, 4096]
+    assert [c.warmup_steps for c in configs] == [round(0.03 * 64), round(0.03 * 4096)] == [2, 123]
+    for c in configs:  # peak at the end of warm-up, the floor at the last step, whatever the budget
+        kw = {"peak": 7e-4, "total_steps": c.total_steps, "warmup_steps": c.warmup_steps, "min_lr": 1e-4}
+        assert lr_at(c.warmup_steps - 1, **kw) == pytest.approx(7e-4)
+        assert lr_at(c.total_steps - 1, **kw) == pytest.approx(1e-4)
+        half = lr_at(c.warmup_steps + (c.total_steps - 1 - c.warmup_steps) // 2, **kw)
+        assert half == pytest.approx(4e-4, rel=0.02)  # the cosine's midpoint: (peak + floor) / 2
+
+
+def test_budget_arms_seeds_pair_and_swa_at_the_largest(monkeypatch):
+    calls = []
+    monkeypatch.setattr(replicates, "distill_layout", lambda t, n, **k: calls.append((n, k)) or n)
+    params = LAYOUT.resolve("gpu")
+    out = replicates.train_budgets(params, [BUDGETS[-1], BUDGETS[0]], [0, 3], progress=False)
+    assert list(out) == [BUDGETS[0], BUDGETS[-1]]
+    assert list(out[BUDGETS[0]]) == ["standard_periodic", "reverse_periodic", "sandwich"]
+    assert list(out[BUDGETS[-1]]) == [
+        "standard_periodic",
+        "reverse_periodic",
+        "sandwich",
+        "standard_periodic+swa",
+    ]
+    seeds = {(k["train_tokens"], n, k["mixer"]): [] for n, k in calls}
+    for n, k in calls:
+        seeds[(k["train_tokens"], n, k["mixer"])].append((k["data_seed"], k["init_seed"]))
+    assert set(map(tuple, seeds.values())) == {((0, 0), (3, 3))}  # the same seeds at every budget and arm
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--budgets", "1000"], "--budgets: [1000] not among the preset's budgets"),
+        (
+            ["--budgets", str(2**20), "--replicates", "4"],
+            "--replicates: [4] outside 0..3 (the preset's budget_seeds",
+        ),
+        (["--budgets", str(2**20), "--arms", "sandwich"], "--arms: not with --budgets"),
+        (["--budgets", str(2**20), "--lr-check"], "not allowed with argument"),
+    ],
+)
+def test_budget_cli_refuses_bad_input_before_any_work(argv, named, capsys, monkeypatch):
+    monkeypatch.setattr(replicates, "distill_layout", lambda *a, **k: pytest.fail("trained before checking"))
+    with pytest.raises(SystemExit):
+        replicates.main(["--preset", "gpu", *argv])
+    assert named in capsys.readouterr().err
+
+
+# --- the trend rule ---------------------------------------------------------------------------------------------
+
+
+def budget_arms(r_by_replicate: list[list[float]], budgets=BUDGETS):
+    """Budget -> (runs, scores) with reverse periodic's R = ``r_by_replicate[r][b]`` (KL constant within a frame,
+    so R is exact under any document resample and the slope's interval is the run-level one)."""
+    runs, scores = {}, {}
+    for b, budget in enumerate(budgets):
+        runs[budget], scores[budget] = arms({"reverse_periodic": [rep[b] for rep in r_by_replicate]})
+    return runs, scores
+
+
+def r_values(slopes: list[float]) -> list[list[float]]:
+    """R per replicate and budget: 1 - R = (1 - level) + slope * (log2 tokens - 20)."""
+    return [[level - s * (x - 20) for x in (20, 22, 24, 26)] for level, s in zip(LEVELS, slopes)]
+
+
+@pytest.mark.parametrize(
+    ("slopes", "outcome"),
+    [
+        ([0.010, 0.015, 0.008, 0.012], Outcome.REPRODUCED),  # grows a little: 1 - R up ~0.07 by 64M
+        (
+            [0.0, 0.0, 0.0, 0.0],
+            Outcome.REPRODUCED,
+        ),  # flat: every slope exactly 0, on the rule's side of -0.02
+        ([0.060, 0.055, 0.065, 0.058], Outcome.DIRECTION_ONLY),  # grows faster than the paper's 1B allows
+        ([-0.050, 0.030, -0.010, 0.020], Outcome.INCONCLUSIVE),  # replicates disagree
+        (
+            [0.010, 0.012, -0.020, 0.011],
+            Outcome.INCONCLUSIVE,
+        ),  # a tie at the margin: not every replicate with
+        ([-0.040, -0.050, -0.035, -0.045], Outcome.CONTRADICTED),  # the reduction vanishes by 64M
+    ],
+)
+def test_trend_rule_outcomes(slopes, outcome):
+    runs, scores = budget_arms(r_values(slopes))
+    verdict = report.trend_verdict(runs, scores, n_boot=300)
+    x = np.array([20.0, 22, 24, 26])
+    expected = [np.polyfit(x, 1 - np.array(rep), 1)[0] for rep in r_values(slopes)]  # numpy's own fit
+    assert verdict.replicate_values == pytest.approx(expected, abs=1e-12)
+    assert verdict.replicate_values == pytest.approx(slopes, abs=1e-12)
+    assert verdict.estimate == pytest.approx(np.mean(slopes), abs=1e-12)
+    half = t_quantile(0.95, 3) * np.std(slopes, ddof=1) / 2
+    assert verdict.low <= np.mean(slopes) - half + 1e-12 and verdict.high >= np.mean(slopes) + half - 1e-12
+    assert verdict.null == -report.TREND_MARGIN and verdict.outcome == outcome, verdict.reason
+
+
+def test_pairing_removes_the_run_to_run_level():
+    """The replicates' levels differ by SD 0.13 in R, their slopes by 0.003: paired by seed, the interval is
+    the slopes' (narrow), not the levels'."""
+    runs, scores = budget_arms(r_values([0.010, 0.015, 0.008, 0.012]))
+    verdict = report.trend_verdict(runs, scores, n_boot=300)
+    assert np.std(LEVELS, ddof=1) > 0.1 and verdict.high - verdict.low < 0.02
+
+
+def test_trend_is_not_tested_with_one_budget_and_refuses_unpaired_seeds():
+    runs, scores = budget_arms([[0.8], [0.7], [0.9]], budgets=[2**20])
+    verdict = report.trend_verdict(runs, scores, n_boot=50)
+    assert verdict.outcome == Outcome.NOT_TESTED and "a trend needs >= 2" in verdict.reason
+    runs, scores = budget_arms(r_values([0.01] * 4))
+    runs[BUDGETS[1]]["reverse_periodic"][0] = run(
+        "reverse_periodic", "reverse_periodic", [9, 3, 2, 1.8, 1.6], 7
+    )
+    with pytest.raises(ValueError, match="same seeds at every budget"):
+        report.trend_verdict(runs, scores, n_boot=50)
+
+
+def test_per_budget_rows_are_the_chapters_rules_on_each_budget():
+    rs = r_values([0.010, 0.015, 0.008, 0.012])
+    runs, scores = budget_arms(rs)
+    rows = report.judge_budgets(runs, scores, n_boot=200)
+    assert [r["tokens"] for r in rows] == [b for b in BUDGETS for _ in range(4)] + [None]
+    for b, budget in enumerate(BUDGETS):
+        alone = {r["metric"]: r["verdict"] for r in report.judge(runs[budget], scores[budget], n_boot=200)}
+        mine = {r["metric"]: r["verdict"] for r in rows if r["tokens"] == budget}
+        assert set(mine) == set(report.BUDGET_METRICS) and all(mine[m] == alone[m] for m in mine)
+        assert mine["R, reverse_periodic"].replicate_values == pytest.approx([rep[b] for rep in rs])
+    assert rows[-1]["verdict"] == report.trend_verdict(runs, scores, n_boot=200)
+    table = report.budget_table(rows)
+    r_rows = table[table["metric"] == "R, reverse_periodic"]
+    assert r_rows["estimate"].tolist() == pytest.approx(np.mean(rs, axis=0))
+    assert (r_rows["paper"] == 0.697).all() and list(r_rows["tokens"]) == BUDGETS
+
+
+def test_budget_figure_draws_the_given_points():
+    runs, scores = budget_arms(r_values([0.010, 0.015, 0.008, 0.012]))
+    table = report.budget_table(report.judge_budgets(runs, scores, n_boot=100))
+    fig = report.budget_figure(table)
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.lines]
+    assert len(axes) == 4 and fig.get_size_inches()[0] == pytest.approx(7.84)
+    for ax, (metric, rows) in zip(axes, table.groupby("metric", sort=False)):
+        line, star = ax.lines[0], ax.lines[-1]
+        assert list(line.get_xdata()) == list(rows["tokens"]) and ax.get_xscale() == "log"
+        assert np.allclose(line.get_ydata(), rows["estimate"])
+        assert list(star.get_xdata()) == [1e9] and list(star.get_ydata()) == [rows["paper"].iloc[0]]
+        bars = ax.collections[0].get_segments()  # one vertical segment per budget: low to high
+        assert np.allclose([s[:, 1].min() for s in bars], rows["low"], equal_nan=True)
+        assert np.allclose([s[:, 1].max() for s in bars], rows["high"], equal_nan=True)
+        assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()][:1] != [""]
+
+
+# --- repetition ------------------------------------------------------------------------------------------------
+
+
+class DocumentTokenizer:
+    """Three ids per document: one pass over a language is 4 tokens a training chapter (with EOS)."""
+
+    eos_token_id = 0
+
+    def encode(self, text: str) -> list[int]:
+        return [1, 2, 3]
+
+
+def test_repetition_counts_unique_tokens_and_passes(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
+    tok = DocumentTokenizer()
+    one_pass = {lang: 4 * len(split_documents(lang)["train"]) for lang in ("eng", "swh")}
+    assert text_tokens(tok, ["eng", "swh"]) == one_pass
+    use = repetition(tok, tokens=10 * 6000, seq_len=10, languages=["eng", "swh"], bos_token_id=5)
+    sequences = {"eng": 1800, "swh": 4200}  # 30% English of 6000 sequences
+    for lang, n in sequences.items():
+        assert use[lang]["tokens"] == 9 * n  # BOS excluded
+        assert use[lang]["passes"] == pytest.approx(9 * n / one_pass[lang])
+        assert use[lang]["unique_tokens"] == min(9 * n, one_pass[lang])
