@@ -1,8 +1,9 @@
 """The library's layering, checked on the source (an import-linter-style contract without the dependency).
 
 Layers, lowest first: ``kernels`` -> base utilities -> ``hybridlib.data`` -> ``hybridlib.models`` -> the shared
-core (``train``, ``convert``, ``layouts``, ``softcka``, ...) -> ``hybridlib.findings`` -> the book runner. A module
-may import its own layer or lower ones, never a higher one, and first-party imports sit at module level (an
+core (``train``, ``convert``, ``layouts``, ``softcka``, ...) -> ``hybridlib.findings`` -> the book runner ->
+``benchmarks`` (outside the package: it may import anything, and ``hybridlib`` and ``kernels`` never import it).
+A module may import its own layer or lower ones, never a higher one, and first-party imports sit at module level (an
 import inside a function hides a dependency) unless listed in :data:`DEFERRED` with its reason.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIRST_PARTY = ("hybridlib", "kernels")
+FIRST_PARTY = ("hybridlib", "kernels", "benchmarks")
 
 #: (rank, module prefixes). Longest prefix wins, so ``hybridlib.findings.x`` is ranked by ``hybridlib.findings``.
 LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
@@ -63,6 +64,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "hybridlib.wholemodel_page",
         ),
     ),
+    (7, ("benchmarks",)),
 )
 
 #: First-party imports allowed inside a function: ``(importing module, imported module)`` -> reason.
@@ -156,8 +158,19 @@ def test_first_party_imports_are_at_module_level():
     assert not bad, "\n".join(bad)
 
 
+def test_the_library_never_imports_the_benchmarks():
+    """``benchmarks/`` sits outside the package: neither ``hybridlib`` nor ``kernels`` imports it, even deferred."""
+    bad = [
+        f"{name}:{line} imports {target}"
+        for name, target, line, _ in EDGES
+        if target.split(".")[0] == "benchmarks" and name.split(".")[0] != "benchmarks"
+    ]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize(
-    "name", ["kernels.ops", "hybridlib.data.corpus", "hybridlib.findings.layout.distill"]
+    "name",
+    ["kernels.ops", "hybridlib.data.corpus", "hybridlib.findings.layout.distill", "benchmarks.distill_step"],
 )
 def test_the_checker_sees_imports(name):
     """An independent check that the parser finds imports at all (a contract over no edges passes vacuously)."""

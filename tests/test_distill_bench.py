@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from benchmarks.distill_setup import PHASES
+from benchmarks.distill_step import kernel_family, profile_step
 from hybridlib.findings.layout import distill
-from hybridlib.findings.layout.bench import PHASES, kernel_family, profile_step
 from hybridlib.models import load
+from kernels.layers import GatedDeltaNet
 
 
 @pytest.mark.slow
@@ -84,21 +86,21 @@ def test_kernel_families_of_names_seen_on_the_h200(name, family):
 
 
 def test_bench_refuses_an_unknown_layout_before_any_work(capsys):
-    from hybridlib.findings.layout import bench
+    from benchmarks import distill_step
 
     with pytest.raises(SystemExit):
-        bench.main(["--teacher", "tiny-teacher", "--layouts", "standard_periodic", "nope"])
+        distill_step.main(["--teacher", "tiny-teacher", "--layouts", "standard_periodic", "nope"])
     assert "--layouts: invalid choice: 'nope'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_profile_times_the_student_of_the_requested_layout(monkeypatch):
-    from hybridlib.findings.layout import bench
+    from benchmarks import distill_setup
 
     built = []
-    real = bench.convert_to_hybrid
+    real = distill_setup.convert_to_hybrid
     monkeypatch.setattr(
-        bench,
+        distill_setup,
         "convert_to_hybrid",
         lambda t, layout, *a, **k: built.append(layout) or real(t, layout, *a, **k),
     )
@@ -111,14 +113,14 @@ def test_profile_times_the_student_of_the_requested_layout(monkeypatch):
 
 
 def test_both_models_take_the_requested_attention_layout_and_keep_their_outputs():
-    from hybridlib.findings.layout.bench import _models
+    from benchmarks.distill_setup import build_models
 
     ids = torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(0))
     setup = ("tiny-teacher", torch.device("cpu"), "fp32", False, None, 0)
-    student, teacher = _models(*setup)
+    student, teacher = build_models(*setup)
     with torch.no_grad():
         reference = [m(input_ids=ids, use_cache=False).logits for m in (student, teacher)]
-    student, teacher = _models(*setup, sdpa_layout="repeated_kv")
+    student, teacher = build_models(*setup, sdpa_layout="repeated_kv")
     assert {student.config._attn_implementation, teacher.config._attn_implementation} == {"sdpa_repeated_kv"}
     with torch.no_grad():
         for model, ref in zip((student, teacher), reference, strict=True):
@@ -134,7 +136,7 @@ def test_loss_curves_of_the_fused_step_follow_the_eager_one():
     """Three AdamW steps of the same student on the same batches: the fused KL from hidden states and the chunked
     KL of full logits are the same function in float32 on the CPU, so the curves agree to rounding (observed
     1.1e-7; a wrong scale or a skipped update moves the second step's loss by far more than 1e-3)."""
-    from hybridlib.findings.layout.bench import loss_curves
+    from benchmarks.distill_probes import loss_curves
 
     out = loss_curves("tiny-teacher", ["eager", "fused"], steps=3, batch_size=2, seq_len=32, device="cpu")
     eager, fused = out["losses"]["eager"], out["losses"]["fused"]
@@ -147,7 +149,8 @@ def test_loss_curves_of_the_fused_step_follow_the_eager_one():
 def test_loss_curves_from_perturbed_weights_start_within_the_perturbation():
     """A perturbation at bf16 rounding moves the first loss, before any update, by about as much and no more
     (a loss computed from the same weights would not move; one from other weights would move by far more)."""
-    from hybridlib.findings.layout.bench import BF16_ROUNDING, loss_curves
+    from benchmarks.distill_probes import loss_curves
+    from hybridlib.train.equivalence import BF16_ROUNDING
 
     setup = dict(steps=2, batch_size=2, seq_len=32, device="cpu")
     plain = loss_curves("tiny-teacher", ["eager"], **setup)["losses"]["eager"]
@@ -167,20 +170,20 @@ def test_loss_curves_from_perturbed_weights_start_within_the_perturbation():
 def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeypatch, capsys):
     import json
 
-    from hybridlib.findings.layout import bench
+    from benchmarks import distill_step
 
     with pytest.raises(SystemExit):  # nothing to do
-        bench.main(["--teacher", "tiny-teacher", "--steps", "0"])
+        distill_step.main(["--teacher", "tiny-teacher", "--steps", "0"])
     assert (
         "--steps must be >= 1, or 0 with --curve-steps >= 1, --first-step or --grad-probe; got 0"
         in capsys.readouterr().err
     )
     with pytest.raises(SystemExit):  # a precision the step does not have, refused before any work
-        bench.main(["--teacher", "tiny-teacher", "--precision", "fp16"])
+        distill_step.main(["--teacher", "tiny-teacher", "--precision", "fp16"])
     assert "--precision: invalid choice: 'fp16'" in capsys.readouterr().err
-    monkeypatch.setattr(bench, "results_dir", lambda chapter: tmp_path)
+    monkeypatch.setattr(distill_step, "OUT_DIR", tmp_path)
     timed = []
-    monkeypatch.setattr(bench, "profile_step", lambda *a, **k: timed.append(k))
+    monkeypatch.setattr(distill_step, "profile_step", lambda *a, **k: timed.append(k))
     args = [
         "--teacher",
         "tiny-teacher",
@@ -192,14 +195,16 @@ def test_bench_with_no_timed_steps_writes_only_the_loss_curves(tmp_path, monkeyp
         "fused",
         "--first-step",
     ]
-    bench.main([*args, "--batch-size", "2", "--seq-len", "32", "--tag", "curves", "--precision", "fp32"])
+    distill_step.main(
+        [*args, "--batch-size", "2", "--seq-len", "32", "--tag", "curves", "--precision", "fp32"]
+    )
     out = json.loads((tmp_path / "step_profile_cpu_curves.json").read_text())
     assert timed == [] and out["rows"] == [] and out["loss_curves"]["precision"] == "fp32"
     assert sorted(out["loss_curves"]["losses"]) == ["eager", "fused"]
     assert all(len(v) == 2 for v in out["loss_curves"]["losses"].values())
     assert sorted(out["first_step"]["common"]) == ["eager", "fused"]  # the probe's scores, beside the curves
     probe = ["--grad-probe", "fused", "--seed", "1", "--batch-size", "2", "--seq-len", "32", "--tag", "grads"]
-    bench.main(
+    distill_step.main(
         [*args[:4], *probe, "--results-dir", str(tmp_path / "elsewhere")]
     )  # a folder outside the results
     grads = json.loads((tmp_path / "elsewhere" / "step_profile_cpu_grads.json").read_text())
@@ -212,8 +217,8 @@ def test_every_student_parameter_has_one_kind():
     attention's; an unknown name is refused with the kinds listed."""
     from tiny_models import tiny_causal_lm
 
+    from benchmarks.distill_probes import param_kind
     from hybridlib.convert import convert_to_hybrid
-    from hybridlib.findings.layout.bench import param_kind
 
     small = {"vocab_size": 97, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4}
     small |= {"num_key_value_heads": 2, "head_dim": 8}
@@ -242,7 +247,7 @@ def test_first_step_probe_scores_every_variant_with_eager_s_evaluator():
     """On the CPU in float32 the fused step computes eager's function: against the independent reference, the
     second loss of eager's own loss curve (same seeds), eager's own and common scores agree exactly, fused's to
     rounding; its update matches eager's and no swapped kind moves the score beyond rounding."""
-    from hybridlib.findings.layout.bench import PARAM_KINDS, first_step_probe, loss_curves
+    from benchmarks.distill_probes import PARAM_KINDS, first_step_probe, loss_curves
     from hybridlib.train.equivalence import rounding_check
 
     kw = {"batch_size": 2, "seq_len": 32, "device": "cpu"}
@@ -268,7 +273,7 @@ def test_gradient_probe_measures_each_variant_against_the_float32_reference(indu
     has exactly its gradient, eager's chunked KL of full logits and the compiled backbones theirs to float32
     rounding, and bf16 autocast a gradient off by bf16 rounding (more than 1e-3, less than 10%). The reference loss
     is the first loss of the fused step's own loss curve (same seeds: an independent check of the set-up)."""
-    from hybridlib.findings.layout.bench import gradient_probe, loss_curves
+    from benchmarks.distill_probes import gradient_probe, loss_curves
 
     kw = {"batch_size": 2, "seq_len": 32, "device": "cpu"}
     with pytest.raises(
@@ -296,7 +301,7 @@ def test_gradient_probe_measures_each_variant_against_the_float32_reference(indu
 
 
 def test_gradient_distance_by_hand():
-    from hybridlib.findings.layout.bench import gradient_distance
+    from benchmarks.distill_probes import gradient_distance
 
     ref = torch.tensor([3.0, -4.0, 0.0, 1.0])
     g = torch.tensor([3.0, 4.0, 5.0, -1.0])
@@ -311,17 +316,17 @@ def test_gradient_distance_by_hand():
 
 def test_separate_gdn_projections_reach_every_gdn_layer_of_the_timed_student(monkeypatch):
     """``gdn_projections`` is set on the student's GDN layers (not eager's, the reference) and recorded."""
-    from hybridlib.findings.layout import bench
+    from benchmarks import distill_step
 
     seen = []
-    models = bench._models
+    models = distill_step.build_models
 
     def spy(*args, **kwargs):
         student, teacher = models(*args, **kwargs)
-        seen.append({m.projections for m in student.modules() if isinstance(m, bench.GatedDeltaNet)})
+        seen.append({m.projections for m in student.modules() if isinstance(m, GatedDeltaNet)})
         return student, teacher
 
-    monkeypatch.setattr(bench, "_models", spy)
+    monkeypatch.setattr(distill_step, "build_models", spy)
     args = {"batch_size": 1, "seq_len": 16, "steps": 1, "warmup": 0, "device": "cpu", "profile_steps": 0}
     rows = [
         profile_step("tiny-teacher", variant=v, gdn_projections="separate", **args)
@@ -333,17 +338,17 @@ def test_separate_gdn_projections_reach_every_gdn_layer_of_the_timed_student(mon
 def test_sdpa_backend_reaches_both_models_of_the_timed_step(monkeypatch):
     """``sdpa_backend`` routes the student's and the teacher's attention through SDPA on that backend (not eager's,
     the reference) and is recorded."""
-    from hybridlib.findings.layout import bench
+    from benchmarks import distill_step
 
     seen = []
-    models = bench._models
+    models = distill_step.build_models
 
     def spy(*args, **kwargs):
         student, teacher = models(*args, **kwargs)
         seen.append((student.config._attn_implementation, teacher.config._attn_implementation))
         return student, teacher
 
-    monkeypatch.setattr(bench, "_models", spy)
+    monkeypatch.setattr(distill_step, "build_models", spy)
     args = {"batch_size": 1, "seq_len": 16, "steps": 1, "warmup": 0, "device": "cpu", "profile_steps": 0}
     rows = [profile_step("tiny-teacher", variant=v, sdpa_backend="math", **args) for v in ("fused", "eager")]
     assert [r["sdpa_backend"] for r in rows] == ["math", "auto"]

@@ -124,7 +124,7 @@ def test_judge_fast_path_pairs_the_bench_files_by_seed(tmp_path):
     """Each curve file of the fast variant carries eager's curve of its own process: one repeat; eager-only files
     add the others; eager runs from perturbed weights form the rounding null. The float32 first-step probe is
     judged by the rounding check."""
-    from hybridlib.findings.layout.bench import BF16_ROUNDING, judge_fast_path
+    from hybridlib.train.equivalence import BF16_ROUNDING, judge_fast_path
 
     fast, eager = _runs(seeds=3, repeats=3, fast_noise=0.02)
     for s in range(3):
@@ -164,7 +164,7 @@ def test_judge_fast_path_pairs_the_bench_files_by_seed(tmp_path):
 
 def test_an_earlier_judgement_rejudges_with_new_runs(tmp_path):
     """A judged file's runs count again beside new bench files: the same p-values as from the bench files."""
-    from hybridlib.findings.layout.bench import BF16_ROUNDING, judge_fast_path
+    from hybridlib.train.equivalence import BF16_ROUNDING, judge_fast_path
 
     fast, eager = _runs(seeds=3, repeats=3, fast_noise=0.02)
     for s in range(3):

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import torch
 
-from kernels.bench import SDPA_LAYOUTS, main, sdpa_inputs, sdpa_layouts
+from benchmarks.ops import SDPA_LAYOUTS, main, sdpa_inputs, sdpa_layouts
 from kernels.shapes import ModelShape
 
 SHAPE = ModelShape("tiny", 2, 24, 6, 2, 4, 1e3)
@@ -60,7 +60,7 @@ def test_timings_cover_every_backend_layout_and_mode():
 
 
 def test_provenance_names_the_commit_the_caller_sent(monkeypatch):
-    from kernels.bench import provenance
+    from benchmarks.ops import provenance
 
     monkeypatch.setenv("HYBRIDLIB_GIT_COMMIT", "0123abcd" * 5)
     assert provenance("cpu")["git_commit"] == "0123abcd" * 5

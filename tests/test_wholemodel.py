@@ -11,10 +11,11 @@ import pytest
 import torch
 from tiny_models import tiny_causal_lm
 
+from benchmarks import whole_model
+from benchmarks.whole_model import build
 from hybridlib.findings.efficiency import cost, wholemodel
 from hybridlib.findings.efficiency.decoding import StaticDecoder
 from hybridlib.findings.efficiency.wholemodel import (
-    build,
     completion_grid,
     decode_ratios,
     decode_sweep,
@@ -180,14 +181,14 @@ def test_prediction_error_and_decode_ratios(teacher):
     ],
 )
 def test_cli_validates_before_any_work(args, message, tmp_path, monkeypatch):
-    monkeypatch.setattr(wholemodel, "load_teacher", lambda name: pytest.fail("loaded a model"))
+    monkeypatch.setattr(whole_model, "load_teacher", lambda name: pytest.fail("loaded a model"))
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-        wholemodel.main(["--preset", "seminar", "--out", str(tmp_path / "x.json"), *args])
+        whole_model.main(["--preset", "seminar", "--out", str(tmp_path / "x.json"), *args])
 
 
 def test_cli_writes_json_with_provenance(tmp_path):
     out = tmp_path / "wholemodel_cpu.json"
-    wholemodel.main(
+    whole_model.main(
         [
             "--preset",
             "seminar",
@@ -297,15 +298,15 @@ def test_rule_inputs_from_the_json():
 def test_decode_path_names_the_kernels(monkeypatch):
     """CUDA with fla and Triton: fla's fused recurrent for GDN, the Triton ring kernel; without them (or on CPU)
     the PyTorch paths."""
-    assert wholemodel.decode_path("gdn", "cpu").startswith("PyTorch")
-    assert wholemodel.decode_path("window-linear", "cpu") == "PyTorch ring-buffer step"
-    monkeypatch.setattr(wholemodel, "fla_available", lambda: True)
-    monkeypatch.setattr(wholemodel, "triton_available", lambda: True)
-    assert wholemodel.decode_path("gdn", "cuda") == "fla fused_recurrent (GDN layers)"
-    assert wholemodel.decode_path("window-linear", "cuda") == "triton kernel on a ring buffer"
-    assert wholemodel.decode_path("teacher", "cuda").startswith("static KV cache")
-    monkeypatch.setattr(wholemodel, "fla_available", lambda: False)
-    assert wholemodel.decode_path("gdn", "cuda").startswith("PyTorch")
+    assert whole_model.decode_path("gdn", "cpu").startswith("PyTorch")
+    assert whole_model.decode_path("window-linear", "cpu") == "PyTorch ring-buffer step"
+    monkeypatch.setattr(whole_model, "fla_available", lambda: True)
+    monkeypatch.setattr(whole_model, "triton_available", lambda: True)
+    assert whole_model.decode_path("gdn", "cuda") == "fla fused_recurrent (GDN layers)"
+    assert whole_model.decode_path("window-linear", "cuda") == "triton kernel on a ring buffer"
+    assert whole_model.decode_path("teacher", "cuda").startswith("static KV cache")
+    monkeypatch.setattr(whole_model, "fla_available", lambda: False)
+    assert whole_model.decode_path("gdn", "cuda").startswith("PyTorch")
 
 
 def _with_provenance(
@@ -471,9 +472,9 @@ def test_merge_keeps_the_models_another_run_measured(tmp_path, monkeypatch):
     tiny += ["--probe-last", "16", "--chunk", "16", "--decode-contexts", "16", "--decode-batches", "1"]
     tiny += ["--grid-contexts", "16", "--grid-batches", "1", "--new-tokens", "1", "--repeats", "1"]
     monkeypatch.setenv("HYBRIDLIB_GIT_COMMIT", "a" * 40)
-    wholemodel.main([*tiny, "--models", "tiny-random:teacher,tiny-random:gdn"])
+    whole_model.main([*tiny, "--models", "tiny-random:teacher,tiny-random:gdn"])
     monkeypatch.setenv("HYBRIDLIB_GIT_COMMIT", "b" * 40)
-    wholemodel.main([*tiny, "--models", "tiny-random:gdn,tiny-random:window-linear", "--merge"])
+    whole_model.main([*tiny, "--models", "tiny-random:gdn,tiny-random:window-linear", "--merge"])
     data = json.loads(out.read_text())
     assert wholemodel.labels(data) == ["tiny-random:teacher", "tiny-random:gdn", "tiny-random:window-linear"]
     runs = {label: e["run"]["git_commit"][0] for label, e in data["models"].items()}
@@ -485,5 +486,5 @@ def test_merge_keeps_the_models_another_run_measured(tmp_path, monkeypatch):
     assert "kept from earlier runs: tiny-random:teacher at commit aaaaaaaaaaaa" in wholemodel.describe_run(
         data
     )
-    wholemodel.main([*tiny, "--models", "tiny-random:teacher"])  # without --merge: this run's models only
+    whole_model.main([*tiny, "--models", "tiny-random:teacher"])  # without --merge: this run's models only
     assert list(json.loads(out.read_text())["models"]) == ["tiny-random:teacher"]

@@ -12,13 +12,15 @@
 
 Eager's repeats share every rounding of eager's but the order of a few atomic sums, so they may understate how far
 an equally valid computation lands; the same test with eager runs from weights perturbed at bf16's rounding as the
-repeats (the rounding null, :func:`hybridlib.findings.layout.bench.judge_fast_path`) asks whether the fast run
+repeats (the rounding null, :func:`judge_fast_path`) asks whether the fast run
 departs from eager by more than a rounding-level change does. Both nulls are fixed here before their runs.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -112,3 +114,92 @@ def judge_curves(
     else:
         outcome = "passed"
     return {"outcome": outcome, "p": p, "min_p": min_p, "alpha": alpha, "tail": tail, "seeds": per_seed}
+
+
+#: the relative rounding error of bf16 (8 significant bits): the perturbation of the rounding null's eager runs
+BF16_ROUNDING = 2.0**-9
+
+
+def judge_fast_path(files: Sequence[str | Path]) -> dict[str, Any]:
+    """The fast path's equivalence checks (:mod:`hybridlib.train.equivalence`) over bench JSONs: every file's
+    ``loss_curves`` give each batch seed's ``fast`` curve and its ``eager`` repeats (one per file holding one), a
+    ``first_step`` probe in float32 the rounding check of each variant. Eager curves from weights perturbed at
+    bf16's rounding (:data:`BF16_ROUNDING`, one ``perturb_seed`` each) form a second null: the fast run against
+    eager runs that differ from eager by a rounding-level change, as its own rounding differs
+    (``curves_vs_rounding``). All curves must share one setting (teacher, steps, batch, sequence length, learning
+    rate, precision, convolution).
+
+    Returns ``curves`` (:func:`~hybridlib.train.equivalence.judge_curves` against eager's repeats, or None without
+    curves), ``curves_vs_rounding`` (against the perturbed runs, or None without >= 2 at every fast seed),
+    ``losses`` (per seed the ``fast`` curve, the ``eager`` repeats and the ``perturbed`` runs), ``first_step``
+    per precision (``own``, ``common``, ``agreement``, ``update``; in float32 also ``rounding`` per variant) and
+    ``files`` (each file's name, commit, device and date). A file holding an earlier result of this function
+    contributes its runs (``losses``, ``first_step``, ``files``) as if its bench JSONs were given again."""
+    fast: dict[int, list[float]] = {}
+    eager: dict[int, list[list[float]]] = {}
+    perturbed: dict[int, list[list[float]]] = {}
+    setting: dict[str, Any] | None = None
+    first: dict[str, dict[str, Any]] = {}
+    names = []
+    for path in sorted(Path(f) for f in files):
+        data = json.loads(path.read_text())
+        if "losses" in data:  # an earlier judgement: its runs' curves, first-step probes and files again
+            if setting is not None and data["setting"] != setting:
+                raise ValueError(f"{path.name}: curves of another setting {data['setting']} than {setting}")
+            setting = data["setting"]
+            for key, runs in data["losses"].items():
+                seed = int(key)
+                if seed in fast:
+                    raise ValueError(f"{path.name}: a second fast curve for seed {seed}")
+                fast[seed] = runs["fast"]
+                eager.setdefault(seed, []).extend(runs["eager"])
+                perturbed.setdefault(seed, []).extend(runs.get("perturbed", []))
+            first |= data["first_step"]
+            names.extend(data["files"])
+            continue
+        prov = data.get("provenance") or {}
+        names.append({"file": path.name} | {k: prov.get(k) for k in ("git_commit", "device", "date_utc")})
+        if (probe := data.get("first_step")) is not None:
+            entry = {k: probe[k] for k in ("own", "common", "agreement", "update")}
+            if probe["precision"] == "fp32":
+                entry["rounding"] = {v: rounding_check(**a) for v, a in probe["agreement"].items()}
+            first[probe["precision"]] = entry
+        if (curves := data.get("loss_curves")) is None:
+            continue
+        this = {
+            k: curves[k]
+            for k in ("teacher", "steps", "batch_size", "seq_len", "lr", "precision", "conv_impl")
+        }
+        if setting is not None and this != setting:
+            raise ValueError(f"{path.name}: curves of another setting {this} than the first file's {setting}")
+        setting = this
+        seed = curves["seed"]
+        if curves.get("perturb"):
+            if curves["perturb"] != BF16_ROUNDING or set(curves["losses"]) != {"eager"}:
+                raise ValueError(
+                    f"{path.name}: a perturbed run must be eager alone from weights perturbed at BF16_ROUNDING"
+                    f" = {BF16_ROUNDING}, got {sorted(curves['losses'])} at {curves['perturb']}"
+                )
+            perturbed.setdefault(seed, []).append(curves["losses"]["eager"])
+            continue
+        if "fast" in curves["losses"]:
+            if seed in fast:
+                raise ValueError(f"{path.name}: a second fast curve for seed {seed}")
+            fast[seed] = curves["losses"]["fast"]
+        if "eager" in curves["losses"]:
+            eager.setdefault(seed, []).append(curves["losses"]["eager"])
+    judged = judge_curves(fast, eager) if fast else None
+    covered = fast and all(len(perturbed.get(s, [])) >= 2 for s in fast)
+    vs_rounding = judge_curves(fast, {s: perturbed[s] for s in fast}) if covered else None
+    losses = {
+        s: {"fast": fast[s], "eager": eager.get(s, []), "perturbed": perturbed.get(s, [])}
+        for s in sorted(fast)
+    }
+    return {
+        "curves": judged,
+        "curves_vs_rounding": vs_rounding,
+        "setting": setting,
+        "losses": losses,
+        "first_step": first,
+        "files": names,
+    }

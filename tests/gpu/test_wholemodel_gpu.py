@@ -10,8 +10,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
+from benchmarks.whole_model import build
 from hybridlib.findings.efficiency.decoding import DecodeLoop, StaticDecoder
-from hybridlib.findings.efficiency.wholemodel import build, decode_sweep, prefill_sweep, weights_nbytes
+from hybridlib.findings.efficiency.wholemodel import decode_sweep, prefill_sweep, weights_nbytes
 from kernels import WindowLinearRing, window_linear_attention, window_linear_decode_step
 
 pytestmark = [

@@ -11,9 +11,9 @@ set -uo pipefail
 : "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first}"
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 log="$OUT/convbench-log.txt"
-step=(-m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast)  # timed and profiled
+step=(-m benchmarks.distill_step --teacher smollm2-135m --variants fast)  # timed and profiled
 bench=("${step[@]}" --curve-steps 200)  # and its loss curve against eager
-keep() { cp -f data/results/layout_distillation/step_profile_cuda_conv_*.json "$OUT"/ 2>/dev/null; }
+keep() { cp -f _build/bench/step_profile_cuda_conv_*.json "$OUT"/ 2>/dev/null; }
 run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; local rc=$?; echo "$(date +%T) rc $rc" | tee -a "$log"; keep; }
 run python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fast_distill_gpu.py
 run python3 "${bench[@]}" --conv-impl torch --tag conv_torch

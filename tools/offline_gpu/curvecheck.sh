@@ -25,7 +25,7 @@ one() {
   local tag="${kind}_s$seed${rep:+_r$rep}"
   [ "$kind" = firststep ] && { tag="first_step_$seed"; seed=0; }
   echo "$(date +%T) start $tag" >> "$CURVE_OUT/curvecheck-log.txt"
-  python3 -m hybridlib.findings.layout.bench --teacher smollm2-135m --steps 0 "${steps[@]}" --seed "$seed" \
+  python3 -m benchmarks.distill_step --teacher smollm2-135m --steps 0 "${steps[@]}" --seed "$seed" \
     --tag "$tag" --results-dir "$CURVE_OUT" "${args[@]}" > "$CURVE_OUT/$tag.log" 2>&1
   local rc=$?  # before $(date), which would set $? to its own status
   echo "$(date +%T) rc $rc $tag" >> "$CURVE_OUT/curvecheck-log.txt"

@@ -20,7 +20,7 @@ run() { echo "$(date +%T) $*" | tee -a "$log"; "$@" >> "$log" 2>&1; local rc=$?;
 tuning=()
 [ "${SPEEDRUN_TUNED:-0}" = 1 ] && tuning=(TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1)
 [ "${SPEEDRUN_GEMMS:-0}" = 1 ] && tuning+=(TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1)
-bench=(-m hybridlib.findings.layout.bench --conv-impl fla_onepass --variants fast --results-dir "$out" "$@")
+bench=(-m benchmarks.distill_step --conv-impl fla_onepass --variants fast --results-dir "$out" "$@")
 for teacher in ${SPEEDRUN_TEACHERS:-smollm2-135m gemma3-270m}; do
   tag=$([ "$teacher" = smollm2-135m ] || echo "${teacher%%-*}_")"${prefix}fla_alone"
   run env "${tuning[@]}" python3 "${bench[@]}" --teacher "$teacher" --tag "$tag"

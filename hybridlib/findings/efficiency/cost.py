@@ -21,11 +21,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from hybridlib.layouts import BASELINE, make_layout
 from hybridlib.progress import progress_bar
-from kernels import bench
-from kernels.shapes import ModelShape, shape
+from kernels import workloads
+from kernels.shapes import SHAPES, ModelShape, shape
 
 GIB = 1024**3
 CARDS_GIB: Mapping[str, float] = {
@@ -250,7 +251,7 @@ def crossover(attention: LatencyFit, recurrent: LatencyFit, lo: int = 16, hi: in
     return int(grid[np.argmax(faster)]) if faster.any() else None
 
 
-# --- measurements (kernels.bench) ---------------------------------------------------------------------------
+# --- measurements (kernels.workloads) ---------------------------------------------------------------------------
 
 FAMILY: Mapping[str, str] = {"sdpa": "attention", "gdn": "recurrent"}
 """Benchmark mixers this chapter compares and their latency-fit family."""
@@ -267,14 +268,14 @@ def measure_mixers(
     progress: bool = True,
 ) -> pd.DataFrame:
     """One layer of SDPA and of GDN (fla on CUDA when importable, else the chunked PyTorch form) per shape, mode
-    and context, timed in-process with ``kernels.bench``; rows as :func:`read_benchmark` returns them."""
+    and context, timed in-process with :mod:`kernels.workloads`; rows as :func:`read_benchmark` returns them."""
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device={device!r}; allowed: cpu, cuda")
-    bad = [m for m in modes if m not in bench.MODES]
+    bad = [m for m in modes if m not in workloads.MODES]
     if bad:
-        raise ValueError(f"modes {bad} not allowed; allowed: {', '.join(bench.MODES)}")
-    dtype = bench.torch.bfloat16 if device == "cuda" else bench.torch.float32
-    gdn = next(i for i in bench.gdn_impls(device) if i not in _SKIP_IMPLS)
+        raise ValueError(f"modes {bad} not allowed; allowed: {', '.join(workloads.MODES)}")
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    gdn = next(i for i in workloads.gdn_impls(device) if i not in _SKIP_IMPLS)
     points = [
         (s, m, t, mixer, impl)
         for s in shapes
@@ -286,10 +287,10 @@ def measure_mixers(
     for s, mode, t, mixer, impl in progress_bar(points, desc="mixer benchmark", disable=not progress):
         state = None
         if mode == "decode":
-            fn, state = bench.decode_workload(mixer, impl, bench.SHAPES[s], t, device, dtype)
+            fn, state = workloads.decode_workload(mixer, impl, SHAPES[s], t, device, dtype)
         else:
-            fn = bench.sequence_workload(mixer, impl, bench.SHAPES[s], t, mode, device, dtype)
-        r = bench.measure(fn, device, repeats, point_budget_s)
+            fn = workloads.sequence_workload(mixer, impl, SHAPES[s], t, mode, device, dtype)
+        r = workloads.measure(fn, device, repeats, point_budget_s)
         rows.append(
             {
                 "shape": s,
@@ -313,7 +314,7 @@ def mixer_benchmark(
     modes: Sequence[str] = ("fwd", "decode"),
 ) -> tuple[pd.DataFrame, str]:
     """Per-layer timings of :data:`FAMILY` for ``shapes``: taken from the ``committed`` kernels benchmark (a
-    ``python -m kernels.bench --out`` file) for each shape it timed with both mixers in every mode, measured
+    ``python -m benchmarks.ops --out`` file) for each shape it timed with both mixers in every mode, measured
     here (:func:`measure_mixers`) for the others. Returns the rows and a sentence saying which came from where."""
     parts, sources, covered = [], [], []
     if committed is not None and Path(committed).is_file():
@@ -339,7 +340,7 @@ def mixer_benchmark(
 
 
 def read_benchmark(path: str) -> pd.DataFrame:
-    """Rows of a ``python -m kernels.bench --out`` JSON file (``latency_ms`` NaN where the point was "oom" or
+    """Rows of a ``python -m benchmarks.ops --out`` JSON file (``latency_ms`` NaN where the point was "oom" or
     not run; ``status`` says which)."""
     import json
 
