@@ -789,3 +789,62 @@ class SignTestRule:
         return Outcome.INCONCLUSIVE, (
             f"{seen} >= {alpha:g}: with fewer than {need} discordant pairs no split reaches p < {alpha:g}{rate}"
         )
+
+
+def t_test_p(values: Sequence[float], null: float = 0.0) -> float:
+    """Two-sided p-value of the one-sample t test of ``values [k]`` (replicate values, metric scale) against
+    ``null``: the t floor of the run-level interval as a test. 1 with fewer than 2 values or a mean at ``null``;
+    0 when the values agree exactly (sd 0) on one side of ``null``. ``P(|T| >= t)`` by bisection on
+    :func:`t_quantile`."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or not np.isfinite(v).all():
+        raise ValueError(f"values must be a 1-D array of finite numbers, got shape {v.shape}")
+    if v.size < 2 or v.mean() == null:
+        return 1.0
+    if np.ptp(v) == 0:
+        return 0.0
+    sd = float(np.std(v, ddof=1))
+    t, df = abs(float(v.mean()) - null) / (sd / math.sqrt(v.size)), v.size - 1
+    lo, hi = 0.0, 1.0  # levels: t_quantile(lo) <= t < t_quantile(hi)
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 0 < mid < 1 and t_quantile(mid, df) <= t else (lo, mid)
+    return 1 - (lo + hi) / 2
+
+
+def holm(p_values: Mapping[str, float], alpha: float = 0.05) -> dict[str, bool]:
+    """Holm's step-down test of a family (label -> p): sorted by p (ties in the mapping's order), the ``j``-th
+    (from 0) of ``m`` is rejected while ``p <= alpha / (m - j)``; the first that is not ends the rejections."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    order = sorted(p_values, key=lambda label: p_values[label])
+    out, going = {}, True
+    for j, label in enumerate(order):
+        going = going and p_values[label] <= alpha / (len(order) - j)
+        out[label] = going
+    return out
+
+
+def holm_family(verdicts: Mapping[str, Verdict], alpha: float = 0.05) -> dict[str, Verdict]:
+    """Secondary rules (label -> verdict) controlled together by Holm at ``alpha`` (family-wise error): each tested
+    verdict's p is :func:`t_test_p` of its replicate values against its ``null`` (a *not tested* verdict tests
+    nothing and stays out of the family); a verdict that decided (*reproduced*, *direction only*, *contradicted*)
+    but that Holm does not reject becomes *inconclusive*. Every tested verdict's reason gains its p and Holm's
+    threshold; Holm never upgrades a verdict (its own interval must still exclude ``null``)."""
+    family = {k: v for k, v in verdicts.items() if v.outcome != Outcome.NOT_TESTED}
+    p = {k: t_test_p(v.replicate_values, v.null) for k, v in family.items()}
+    rejected = holm(p, alpha)
+    rank = {k: j for j, k in enumerate(sorted(p, key=lambda label: p[label]))}
+    decided = (Outcome.REPRODUCED, Outcome.DIRECTION_ONLY, Outcome.CONTRADICTED)
+    out = dict(verdicts)
+    for k, v in family.items():
+        m = len(family)
+        test = (
+            f"secondary rule, Holm over {m} tested secondary rules: t-test p = {p[k]:.3g} against "
+            f"{alpha:g}/{m - rank[k]} = {alpha / (m - rank[k]):.3g} (rank {rank[k] + 1})"
+        )
+        if v.outcome in decided and not rejected[k]:
+            out[k] = replace(v, outcome=Outcome.INCONCLUSIVE, reason=f"{v.reason}; but {test}: not rejected")
+        else:
+            out[k] = replace(v, reason=f"{v.reason}; {test}{': rejected' if rejected[k] else ''}")
+    return out

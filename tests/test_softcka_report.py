@@ -163,8 +163,8 @@ def test_verdicts_group_replicates_by_label_and_cover_every_rule():
         ("reverse_periodic", "seen in distillation", report.JAGGED.claim),
         ("reverse_periodic", "seen in distillation", report.JAGGED_VS_SWA.claim),
     ]
-    assert len(rows) == 2 * 3 and rows[0][2].outcome == R
-    assert rows[3][2].outcome == N  # the unseen languages were not measured by these students
+    assert len(rows) == 2 * 5 and rows[0][2].outcome == R
+    assert rows[5][2].outcome == N  # the unseen languages were not measured by these students
     with pytest.raises(ValueError, match="teacher"):
         report.verdicts(results[1:], window=16, probe_tokens=96)
     table = report.paper_rows(results, window=16, probe_tokens=96)
