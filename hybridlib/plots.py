@@ -17,8 +17,17 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-from hybridlib.style import COLUMN_WIDTH_IN, MIN_FONT_PT, PALETTE, figsize, layer_ticks
+from hybridlib.style import (
+    COLUMN_WIDTH_IN,
+    MIN_FONT_PT,
+    OUTCOME_COLORS,
+    PALETTE,
+    figsize,
+    layer_ticks,
+    text_color,
+)
 
 MAX_MARKED = 40  # points per line up to which every point gets a marker
 
@@ -288,6 +297,61 @@ def throughput_figure(frame: pd.DataFrame, title: str) -> Figure:
     legend_ax.axis("off")
     legend_ax.legend(handles, labels, title="model", loc="center")
     fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+#: The verdict chart's width (inches) and font (points): shown at 1:1 in the text column and shrunk to a phone's
+#: 356 px column (a 420 px screen), its smallest text stays above 10 px.
+VERDICT_CHART_WIDTH_IN = 5.6
+VERDICT_CHART_FONT_PT = 12
+
+
+def verdict_bars(panels: Mapping[str, Mapping[str, Mapping[str, int]]]) -> Figure:
+    """Stacked horizontal bars of rules per outcome: one panel per key of ``panels`` (e.g. a preset), in it one
+    bar per chapter (the inner keys, top to bottom, each named above its bar) split into its outcomes' counts
+    (outcome word -> rules), each segment in :data:`~hybridlib.style.OUTCOME_COLORS` and labelled with its count;
+    the legend above. A chapter without counts gets a note instead of a bar."""
+    chapters = max(len(bars) for bars in panels.values())
+    font = VERDICT_CHART_FONT_PT
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(VERDICT_CHART_WIDTH_IN, 0.6 + len(panels) * (0.45 + 0.52 * chapters)),
+        sharex=True,
+        squeeze=False,
+    )
+    for ax, (title, bars) in zip(axes[:, 0], panels.items()):
+        for y, (name, counts) in enumerate(bars.items()):
+            ax.text(0, y - 0.04, name, va="bottom", fontsize=font)
+            left = 0
+            for outcome, colour in OUTCOME_COLORS.items():
+                n = counts.get(outcome.value, 0)
+                if n:
+                    ax.barh(y + 0.2, n, left=left, color=colour, edgecolor="white", linewidth=1, height=0.42)
+                    ax.text(
+                        left + n / 2,
+                        y + 0.2,
+                        str(n),
+                        ha="center",
+                        va="center",
+                        fontsize=font,
+                        color=text_color(colour),
+                    )
+                left += n
+            if not left:
+                ax.text(0, y + 0.2, "no run under the rules", va="center", fontsize=font, style="italic")
+        ax.set_yticks([])
+        ax.set_ylim(len(bars) - 0.45, -0.5)
+        ax.set_title(title, fontsize=font + 1, loc="left", fontweight="bold")
+        ax.tick_params(axis="x", labelsize=font)
+    axes[-1, 0].set_xlabel("pre-registered rules", fontsize=font)
+    handles = [
+        Patch(facecolor=c, edgecolor="0.6", linewidth=0.5, label=o.value) for o, c in OUTCOME_COLORS.items()
+    ]
+    fig.legend(
+        handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=font, frameon=False
+    )
     fig.tight_layout()
     return fig
 

@@ -18,6 +18,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MultipleLocator
 
+from hybridlib.verdicts import Outcome
+
 TEXT_WIDTH_PX = 784  # the main column of the book's pages (sphinx-book-theme, desktop)
 DPI = 100
 COLUMN_WIDTH_IN = TEXT_WIDTH_PX / DPI
@@ -42,6 +44,17 @@ PALETTE: tuple[str, ...] = (
     "#b8860b",
     "#c5b0d5",
 )
+
+#: One colour per verdict, for the verdict chart and the verdict words of every page (the CSS that
+#: ``python -m hybridlib.scoreboard`` writes): blue for the paper's side, red against it, greys for no decision,
+#: so that the two ends stay apart for red-green colour-blind readers and in greyscale.
+OUTCOME_COLORS: dict[Outcome, str] = {
+    Outcome.REPRODUCED: "#2166ac",
+    Outcome.DIRECTION_ONLY: "#92c5de",
+    Outcome.INCONCLUSIVE: "#a3a3a3",
+    Outcome.CONTRADICTED: "#b2182b",
+    Outcome.NOT_TESTED: "#e8e8e8",
+}
 
 RC: dict[str, object] = {
     "figure.dpi": DPI,
@@ -105,3 +118,16 @@ def fit(obj: Any) -> Figure:
         fig.set_size_inches(COLUMN_WIDTH_IN, height * COLUMN_WIDTH_IN / width)
     fig.tight_layout()
     return fig
+
+
+def _luminance(hex_colour: str) -> float:
+    """WCAG relative luminance of an sRGB hex colour."""
+    rgb = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def text_color(background: str) -> str:
+    """Black or white, whichever contrasts more with ``background`` (a ``#rrggbb`` colour)."""
+    light = _luminance(background)
+    return "#ffffff" if (1.05 / (light + 0.05)) > ((light + 0.05) / 0.05) else "#000000"

@@ -13,6 +13,7 @@ import pytest  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from hybridlib import plots, style  # noqa: E402
+from hybridlib.verdicts import Outcome  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -206,3 +207,44 @@ def test_flat_note_replaces_a_plot_whose_values_do_not_vary():
     )
     with pytest.raises(ValueError, match=r"frame lacks column\(s\) \['correct'\]"):
         plots.flat_note(flat, "correct", "needles")
+
+
+def _contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio of two sRGB hex colours, written out from the standard formula."""
+
+    def luminance(c: str) -> float:
+        rgb = [int(c[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        lin = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_each_outcome_has_one_colour_with_legible_text_on_it():
+    assert list(style.OUTCOME_COLORS) == list(Outcome)
+    assert len(set(style.OUTCOME_COLORS.values())) == len(Outcome)
+    for colour in style.OUTCOME_COLORS.values():
+        assert _contrast(colour, style.text_color(colour)) >= 4.5
+
+
+def test_verdict_bars_colour_by_outcome_and_stay_readable_on_a_phone():
+    """Segments in the outcome colours, in outcome order; a chapter without counts gets a note; every text at
+    least the chart's font, which shows >= MIN_FONT_PX px with the chart shrunk into a 420 px screen's 356 px
+    column."""
+    fig = plots.verdict_bars(
+        {"P": {"a": {"not tested": 1, "reproduced": 2}, "b": {}}, "Q": {"a": {}, "b": {}}}
+    )
+    top = fig.axes[0]
+    assert [matplotlib.colors.to_hex(p.get_facecolor()) for p in top.patches] == [
+        style.OUTCOME_COLORS[Outcome.REPRODUCED],
+        style.OUTCOME_COLORS[Outcome.NOT_TESTED],
+    ]
+    assert [p.get_width() for p in top.patches] == [2, 1]
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text() and t.get_visible()]
+    assert {"2", "1", "a", "b", "no run under the rules", "reproduced", "not tested"} <= {
+        t.get_text() for t in texts
+    }
+    assert min(t.get_fontsize() for t in texts) >= plots.VERDICT_CHART_FONT_PT
+    shown = 356 / (fig.get_figwidth() * style.DPI)
+    assert plots.VERDICT_CHART_FONT_PT * style.DPI / 72 * shown >= style.MIN_FONT_PX
