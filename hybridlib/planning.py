@@ -38,6 +38,13 @@ CAP = 10  #: most runs a plan asks for per rule (issue 47: "capped, e.g. 10 runs
 POWER = 0.8
 LEVEL = 0.95
 MAX_SEARCH = 1000  #: runs beyond which the needed count is reported as unknown (None)
+#: which runs a planned count counts (fixed before the runs it plans)
+POOLING = (
+    "runs of one training path only: the distilled students (layout, SoftCKA, first FA) train on eager backbones "
+    "from the next H200 run on (the recipes' compiled=False: the fast path failed its equivalence test), so their "
+    "planned counts are of new runs on that path, seeds from 0; the committed fast-path runs stay on the pages as "
+    "the earlier run and are not pooled with them. Other chapters pool old and new runs."
+)
 PRESET = "gpu"
 _MIN_REPLICATES = re.compile(r"the rule needs >= (\d+)")
 _WITH = re.compile(
@@ -315,6 +322,7 @@ def plan(
             f"{len(rules)} rules: {len(planned)} planned ({sum(r['capped'] for r in planned)} capped at {cap}), "
             f"{len(rules) - len(planned)} unplannable"
         ),
+        "pooling": POOLING,
         "rules": rules,
         "provenance": collect(preset, {"power": power, "level": level, "cap": cap}),
     }
