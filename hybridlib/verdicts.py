@@ -39,6 +39,10 @@ same documents: seeds are resampled, then documents jointly for both arms, which
 bootstrap of the per-document differences (weights shared by both arms). :func:`repeat_bootstrap` is the
 one-level form for a measurement without documents (a benchmark ratio per repeat; the repeat is the unit).
 :func:`statistic_bootstrap` is the two-level form for a per-run statistic that is not a mean of documents.
+:func:`crossed_bootstrap` (paired: :func:`crossed_paired_bootstrap`) is the form for runs that all score the *same*
+documents: runs are resampled, and documents once for all runs, so an effect a document has in every run varies
+between resamples (resampling documents within each run would treat it as independent noise, too narrow by up to
+``1/sqrt(k)``).
 
 **Paired outcomes with ties** (:class:`SignTestRule`). Where each replicate is a pair whose difference is often
 exactly 0 (two binary outcomes that agree), "every replicate on the paper's side" can never hold; the exact sign
@@ -401,6 +405,79 @@ def repeat_bootstrap(
         raise ValueError(f"values must be a non-empty 1-D array of finite numbers, got shape {v.shape}")
     samples = v[np.random.default_rng(seed).integers(0, v.size, size=(n_boot, v.size))].mean(1)
     return _interval(samples, float(v.mean()), level, v.tolist(), 0, t_floor)
+
+
+def _as_crossed(runs: Sequence[Sequence[float]] | np.ndarray, param: str) -> np.ndarray:
+    """``[k, n]`` float64: ``k`` runs scoring the same ``n`` documents (equal counts, finite)."""
+    xs = _as_runs(runs, param)
+    if len({x.size for x in xs}) != 1:
+        raise ValueError(
+            f"{param} must score the same documents in every run, got counts {[x.size for x in xs]}"
+        )
+    return np.stack(xs)
+
+
+def _counts(draws: np.ndarray, size: int) -> np.ndarray:
+    """``[m, size]``: per row of ``draws [m, d]`` (indices in ``[0, size)``), how often each index was drawn."""
+    m = draws.shape[0]
+    flat = (draws + size * np.arange(m)[:, None]).ravel()
+    return np.bincount(flat, minlength=m * size).reshape(m, size).astype(np.float64)
+
+
+def crossed_samples(
+    runs: Sequence[Sequence[float]] | np.ndarray, *, n_boot: int = 2000, seed: int = 0
+) -> np.ndarray:
+    """``[n_boot]`` bootstrap replicates of the grand mean of ``runs [k][n]``: ``k`` runs that score the *same*
+    ``n`` documents in the same order (crossed design). Per resample, ``k`` runs are drawn with replacement and
+    ``n`` documents with replacement once, the same documents for every drawn run: a document's effect shared by
+    all runs then varies between resamples as it would between document sets, which resampling documents within
+    each run (:func:`hierarchical_samples`) averages away."""
+    _check_n_boot(n_boot)
+    x = _as_crossed(runs, "runs")
+    k, n = x.shape
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_boot)
+    block = max(1, _CHUNK // (k + n))
+    for start in range(0, n_boot, block):
+        m = min(block, n_boot - start)
+        run_share = _counts(rng.integers(0, k, size=(m, k)), k) / k  # [m, k]
+        doc_share = _counts(rng.integers(0, n, size=(m, n)), n) / n  # [m, n]
+        out[start : start + m] = ((run_share @ x) * doc_share).sum(1)
+    return out
+
+
+def crossed_bootstrap(
+    runs: Sequence[Sequence[float]] | np.ndarray,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    t_floor: bool = True,
+) -> Interval:
+    """Mean of run means over ``runs [k][n]`` (every run scores the same ``n`` documents, in the same order) with
+    its crossed percentile interval (:func:`crossed_samples`: runs resampled, documents resampled once for all
+    runs); ``t_floor``: widen it to at least the t interval on the run means."""
+    _check_level(level)
+    x = _as_crossed(runs, "runs")
+    samples = crossed_samples(x, n_boot=n_boot, seed=seed)
+    return _interval(samples, float(x.mean()), level, x.mean(1).tolist(), x.size, t_floor)
+
+
+def crossed_paired_bootstrap(
+    a_runs: Sequence[Sequence[float]],
+    b_runs: Sequence[Sequence[float]],
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    t_floor: bool = True,
+) -> Interval:
+    """Effect ``A - B`` where run ``r`` of each arm shares a seed and every run of both arms scores the same
+    ``n`` documents in the same order: :func:`crossed_bootstrap` of the per-document differences."""
+    a, b = _as_crossed(a_runs, "a_runs"), _as_crossed(b_runs, "b_runs")
+    if a.shape != b.shape:
+        raise ValueError(f"a_runs and b_runs must pair run by run, got shapes {a.shape} and {b.shape}")
+    return crossed_bootstrap(a - b, n_boot=n_boot, level=level, seed=seed, t_floor=t_floor)
 
 
 def _finite(x: float | None) -> float | None:

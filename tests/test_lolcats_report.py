@@ -137,8 +137,10 @@ def _hits_rows(better_hits, worse_hits, seeds=3):
 
 
 def test_table5_directions_and_cloze():
+    """Every seed scores the same items, so items are resampled once for all seeds: a 4-item pattern could not
+    decide; 8 copies of it (32 items) can."""
     rows = report.table5_rows(
-        _hits_rows([1, 1, 0, 1], [0, 0, 0, 1]),
+        _hits_rows([1, 1, 0, 1] * 8, [0, 0, 0, 1] * 8),
         feature_map="hedgehog",
         window=16,
         terraced=True,
@@ -150,7 +152,7 @@ def test_table5_directions_and_cloze():
     assert cloze.outcome == Outcome.REPRODUCED and cloze.estimate == pytest.approx(0.5)  # 2 of 4 items gained
     assert "6-task avg 44.2 -> 70.66" in rows[2]["paper"]
     reversed_ = report.table5_rows(
-        _hits_rows([0, 0, 0, 1], [1, 1, 0, 1]),
+        _hits_rows([0, 0, 0, 1] * 8, [1, 1, 0, 1] * 8),
         feature_map="hedgehog",
         window=16,
         terraced=True,
@@ -158,7 +160,7 @@ def test_table5_directions_and_cloze():
     )
     assert reversed_[2]["verdict"].outcome == Outcome.CONTRADICTED
     tied = report.table5_rows(
-        _hits_rows([1, 0, 0, 1], [0, 1, 0, 1]),
+        _hits_rows([1, 0, 0, 1] * 8, [0, 1, 0, 1] * 8),
         feature_map="hedgehog",
         window=16,
         terraced=True,
@@ -260,21 +262,23 @@ def test_fig7_is_judged_per_feature_map_on_the_worst_layer():
 
 
 def test_table21_needs_a_teacher_that_retrieves():
-    hit, miss = [1, 1, 1, 1], [0, 0, 0, 0]
+    """Prompts are the same for every seed (resampled once for all): patterns of 32 prompts."""
+    hit, miss = [1] * 32, [0] * 32
     corpus, passkey = {s: miss for s in range(3)}, {s: hit for s in range(3)}
     ok = report.table21_row(corpus, passkey, hit, window=16, prompt_len=128)["verdict"]
     assert ok.outcome == Outcome.REPRODUCED and ok.estimate == 1.0
-    partial = report.table21_row(corpus, {s: [1, 1, 0, 0] for s in range(3)}, hit, window=16, prompt_len=128)
+    half = {s: [1, 1, 0, 0] * 8 for s in range(3)}
+    partial = report.table21_row(corpus, half, hit, window=16, prompt_len=128)
     assert partial["verdict"].outcome == Outcome.REPRODUCED  # 0.5: the tolerance's lower bound, inclusive
     weak = report.table21_row(
-        {s: [0] * 8 for s in range(3)},
-        {s: [1, 1, 1, 0, 0, 0, 0, 0] for s in range(3)},
+        {s: [0] * 32 for s in range(3)},
+        {s: [1, 1, 1, 0, 0, 0, 0, 0] * 4 for s in range(3)},
         hit,
         window=16,
         prompt_len=128,
     )
     assert weak["verdict"].outcome == Outcome.DIRECTION_ONLY and weak["verdict"].estimate == 0.375
-    blind = report.table21_row(corpus, passkey, [1, 0, 0, 0], window=16, prompt_len=128)["verdict"]
+    blind = report.table21_row(corpus, passkey, [1, 0, 0, 0] * 8, window=16, prompt_len=128)["verdict"]
     assert blind.outcome == Outcome.NOT_TESTED and "teacher accuracy 25%" in blind.reason
     short = report.table21_row(corpus, passkey, hit, window=64, prompt_len=128)["verdict"]
     assert short.outcome == Outcome.NOT_TESTED and "outside the exact window failed" in short.reason
@@ -312,3 +316,54 @@ def test_summary_takes_the_geometric_mean_of_perplexity_over_seeds():
     ]
     got = report.summary(rows, ["feature_map", "stage"]).loc[("hedgehog", "lora")]
     assert (got["ppl"], got["cloze"], got["seeds"]) == (pytest.approx(8.0), 0.75, 2)
+
+
+def test_cloze_items_shared_by_all_seeds_are_resampled_once():
+    """Seeds that agree item by item carry no run-to-run spread: the interval is the one-run item bootstrap's,
+    half-width 1.96 sd(d) / sqrt(n) (d: per-item difference, population sd), not 1/sqrt(seeds) of it as when
+    each seed's items are resampled on their own."""
+    rng = np.random.default_rng(5)
+    better = (rng.random(128) < 0.40).astype(int)
+    worse = np.where(rng.random(128) < 0.7, better, 1 - better)  # most items tie, as the chapter's arms do
+    d = better - worse
+    rows = report.table5_rows(
+        _hits_rows(list(better), list(worse)),
+        feature_map="hedgehog",
+        window=16,
+        terraced=True,
+        transfer_steps=20,
+    )
+    cloze = rows[2]["verdict"]
+    assert cloze.estimate == pytest.approx(d.mean())
+    assert (cloze.high - cloze.low) / 2 == pytest.approx(1.96 * d.std() / np.sqrt(d.size), rel=0.1)
+
+
+def test_sequences_shared_by_all_seeds_are_resampled_once():
+    """Perplexity rules likewise: each held-out sequence's effect is the same in every seed (64 sequences)."""
+    rng = np.random.default_rng(6)
+    effect = rng.normal(0.3, 0.4, 64)  # per sequence, nll(transfer) - nll(transfer+lora), every seed
+    base = rng.normal(3.0, 0.5, 64)
+    level = {"swap": base + 2.0, "transfer": base + effect, "lora": base + 0.5, "transfer+lora": base}
+    rows = [_row(s, level[stage], stage=stage) for s in range(3) for stage in STAGES]
+    got = report.table2_rows(rows, feature_map="hedgehog", model="m", window=0)[3]["verdict"]
+    assert got.estimate == pytest.approx(effect.mean())
+    assert (got.high - got.low) / 2 == pytest.approx(1.96 * effect.std() / np.sqrt(effect.size), rel=0.1)
+
+
+def test_window_students_are_compared_with_table5_or_have_no_paper_number():
+    """Table 2 is linear only: with a window, transfer + LoRA vs LoRA alone is Table 5's window pair (direction
+    only, the paper's accuracy); the other three orderings have no paper number and are not tested."""
+    rows = [
+        {**r, "window": 64, "terraced": True}
+        for r in _table2_rows(_paper_levels(0.1))  # a tenth of the paper's log ratios
+    ]
+    got = report.table2_rows(rows, feature_map="hedgehog", label=", other, window 64", model="m", window=64)
+    by = {r["metric"].split(": ")[1]: r for r in got}
+    paired = by["transfer + LoRA beats LoRA alone (ln ppl ratio)"]
+    assert paired["paper"] == "Table 5 (window, after LoRA): 6-task avg 68.78 -> 70.66, MMLU 45.8 -> 52.77"
+    assert paired["verdict"].paper_value is None and paired["verdict"].outcome == Outcome.REPRODUCED
+    for claim, row in by.items():
+        if row is not paired:
+            v = row["verdict"]
+            assert v.outcome == Outcome.NOT_TESTED and v.estimate is not None, claim
+            assert "paper reports this ordering for window + linear attention failed" in v.reason

@@ -4,8 +4,12 @@
 the rules changed after the run: the efficiency chapter's needle rule (an exact sign test on the cells,
 ``needle_samples`` of ``efficiency_gpu.json``) and MQAR rule (arms compared at lengths both were trained at,
 ``mqar_accuracy``), and the first-FA chapter's SWA "no event" rule (a contrast with the GDN students' event rows of
-the same record). Every other row, the run's provenance and its metric names stay; a re-judged row says that its rule
-changed after the run and keeps the earlier verdict under ``rejudged``; the chapter's tally follows. Idempotent.
+the same record), and the LoLCATs chapter's rows judged on per-document data (``rows`` and ``passkey_hits`` of
+``lolcats/gpu.json``: documents shared by all seeds resampled once for all, window + linear students' Table 2
+orderings compared with Table 5 or marked without a paper number) and a row repeating another's claim on the same
+data (the LoRA learning-rate sweep's swap vs transfer) dropped, under the record's ``dropped_rows``. Every other row,
+the run's provenance and its metric names stay; a re-judged row says that its rule changed after the run and keeps
+the earlier verdict under ``rejudged``; the chapter's tally follows. Idempotent.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from hybridlib.atomic import write_json
 from hybridlib.data.languages import ENGLISH
 from hybridlib.findings.efficiency import report as efficiency
 from hybridlib.findings.first_fa import report as first_fa
+from hybridlib.findings.lolcats import report as lolcats
 from hybridlib.paths import REPO_ROOT
 from hybridlib.verdicts import Interval, Outcome, Precondition, Verdict
 
@@ -68,10 +73,10 @@ def rejudged_row(row: Row, verdict: Verdict, note: str, book: str | None = None)
     }
 
 
-def retally(status: Mapping[str, str], old: str, new: str) -> dict[str, str]:
+def retally(status: Mapping[str, str], old: str, new: str | None) -> dict[str, str]:
     """The chapter ``status`` (``{"status", "reason"}``, reason opening ``"N pre-registered rules: tally."``) with
-    one rule moved from outcome ``old`` to ``new``; the status is the most frequent outcome (ties: the less
-    favourable, as ``notebook.verdict_summary``)."""
+    one rule moved from outcome ``old`` to ``new`` (None: the rule removed, N one less); the status is the most
+    frequent outcome (ties: the less favourable, as ``notebook.verdict_summary``)."""
     match = _TALLY.search(status["reason"])
     if match is None or old == new:
         return dict(status)
@@ -80,9 +85,12 @@ def retally(status: Mapping[str, str], old: str, new: str) -> dict[str, str]:
         n, word = part.split(" ", 1)
         counts[word] = int(n)
     counts[old] -= 1
-    counts[new] += 1
+    if new is not None:
+        counts[new] += 1
     tally = ", ".join(f"{n} {word}" for word, n in counts.items() if n)
-    reason = status["reason"].replace(match.group(0), f"{match.group(1)} pre-registered rules: {tally}.")
+    reason = status["reason"].replace(
+        match.group(0), f"{sum(counts.values())} pre-registered rules: {tally}."
+    )
     return {"status": max(reversed(list(counts)), key=lambda w: counts[w]), "reason": reason}
 
 
@@ -95,6 +103,27 @@ def _apply(record: Row, judge: Callable[[Row], Row | None]) -> Row:
             status = retally(status, row["verdict"], new["verdict"])
         rows.append(new)
     return {**record, "rows": rows, "status": status}
+
+
+def _same_claim(a: Row, b: Row) -> bool:
+    """Whether rows ``a`` and ``b`` judge one claim on the same data: equal rule claims and replicate values."""
+    ra, rb = a.get("rule"), b.get("rule")
+    return bool(ra and rb) and all(ra[k] == rb[k] for k in ("claim", "replicate_values", "n_documents"))
+
+
+def drop_repeated_claims(record: Row, why: str) -> Row:
+    """``record`` without the rows that repeat an earlier row's claim on the same data (:func:`_same_claim`): a
+    claim counts once. Dropped rows go to ``dropped_rows`` with ``why``; the tally loses them."""
+    kept: list[Row] = []
+    dropped = list(record.get("dropped_rows", []))
+    status = record["status"]
+    for row in record["rows"]:
+        if any(_same_claim(row, k) for k in kept):
+            dropped.append({"row": row, "why": why})
+            status = status if status is None else retally(status, row["verdict"], None)
+        else:
+            kept.append(row)
+    return {**record, "rows": kept, "status": status, "dropped_rows": dropped} if dropped else dict(record)
 
 
 def efficiency_record(record: Row, summary: Mapping[str, Any]) -> Row:
@@ -172,6 +201,111 @@ def first_fa_record(record: Row) -> Row:
     return _apply(record, judge)
 
 
+LOLCATS_REPEAT = (
+    "the LoRA learning-rate sweep re-ran the swap and transfer stages unchanged (no LoRA in them) under its own "
+    "rate, so its swap vs transfer ordering judged the main row's data again; run at a9760b9's library code, before "
+    "report.table2_rows(lora_only=True) (c66a887)"
+)
+_CROSSED = "seeds resampled, and documents once for all seeds (they score the same documents; crossed design)"
+_WINDOW = "window + linear students compared with Table 5's window arms, or no paper number (Table 2 is linear only)"
+
+
+def _book(v: Verdict) -> str:
+    """``estimate [low, high], n runs``: the book column of a verdict's row, as ``notebook.interval_text`` (a higher
+    layer) prints it."""
+    runs = f"{v.n_replicates} {'run' if v.n_replicates == 1 else 'runs'}"
+    return f"{v.estimate:.3g} [{v.low:.3g}, {v.high:.3g}], {runs}"
+
+
+def lolcats_rows(summary: Mapping[str, Any]) -> list[Row]:
+    """The LoLCATs chapter's rows judged on per-document data, by the current rules, from a run's ``summary``
+    (``gpu.json``: ``rows``, ``passkey_hits``, ``provenance.params``), as the chapter's notebook calls them: Table 2
+    (main model; LoRA sweep, LoRA orderings only), Table 5, 18, 23, 21 and the further models' Table 2 orderings.
+    Fig. 7 (no documents) and Fig. 8 (the whole-model run) are not among them."""
+    P, rows = summary["provenance"]["params"], summary["rows"]
+    fms, w, terraced, name, lr = P["feature_maps"], P["window"], P["terraced"], P["models"][0], P["lora_lr"]
+    main = {"model": name, "lora_lr": lr}
+    out = [r for fm in fms for r in lolcats.table2_rows(rows, feature_map=fm, **main, window=0)]
+    out += [
+        r
+        for sweep in P["lora_lr_sweep"]
+        if sweep != lr
+        for r in lolcats.table2_rows(
+            rows,
+            feature_map=fms[0],
+            label=f", LoRA lr {sweep:g}",
+            lora_only=True,
+            model=name,
+            lora_lr=sweep,
+            window=0,
+        )
+    ]
+    steps = P["transfer_steps"]
+    out += [
+        r
+        for fm in fms
+        for r in lolcats.table5_rows(
+            rows, feature_map=fm, window=w, terraced=terraced, transfer_steps=steps, **main
+        )
+    ]
+    out += lolcats.table18_rows(
+        rows,
+        feature_map=fms[0],
+        window=w,
+        sweep=P["window_sweep"],
+        seq_len=P["seq_len"],
+        transfer_steps=steps,
+        **main,
+    )
+    out.append(
+        lolcats.table23_row(
+            rows,
+            feature_map=fms[0],
+            window=w,
+            terraced=terraced,
+            transfer_steps=steps,
+            sweep=P["transfer_sweep"],
+            **main,
+        )
+    )
+    hits = {label: {int(s): h for s, h in by.items()} for label, by in summary["passkey_hits"].items()}
+    out.append(
+        lolcats.table21_row(
+            hits["converted with corpus text"],
+            hits["converted with passkey data"],
+            min(hits["teacher (softmax)"].items())[1],
+            window=w,
+            prompt_len=max(P["passkey_lengths"]),
+        )
+    )
+    out += [
+        r
+        for other in P["models"][1:]
+        for fm in fms
+        for r in lolcats.table2_rows(
+            rows, feature_map=fm, label=f", {other}, window {w}", model=other, lora_lr=lr, window=w
+        )
+    ]
+    return out
+
+
+def lolcats_record(record: Row, summary: Mapping[str, Any]) -> Row:
+    """The LoLCATs chapter's ``paper_vs_book_gpu.json`` ``record`` with its rows on per-document data re-judged from
+    the run's ``summary`` (:func:`lolcats_rows`) and the rows repeating a claim dropped (:data:`LOLCATS_REPEAT`)."""
+    fresh = {r["metric"]: r for r in lolcats_rows(summary)}
+
+    def judge(row: Row) -> Row | None:
+        new = fresh.get(row["metric"])
+        if new is None:
+            return None
+        what = [_CROSSED, *([_WINDOW] if new["paper"] != row["paper"] else [])]
+        note = "; ".join(x for x in (*what, new["note"]) if x)
+        out = rejudged_row(row, new["verdict"], note, _book(new["verdict"]))
+        return out if out is row else {**out, "paper": new["paper"]}
+
+    return drop_repeated_claims(_apply(record, judge), LOLCATS_REPEAT)
+
+
 def main(results: Path = RESULTS) -> None:
     """Re-judge the committed H200 records under ``results`` and rewrite them (atomically)."""
     path = results / "efficiency" / "paper_vs_book_gpu.json"
@@ -179,6 +313,9 @@ def main(results: Path = RESULTS) -> None:
     write_json(path, efficiency_record(json.loads(path.read_text()), summary))
     path = results / "first_fa" / "paper_vs_book_gpu.json"
     write_json(path, first_fa_record(json.loads(path.read_text())))
+    path = results / "lolcats" / "paper_vs_book_gpu.json"
+    summary = json.loads((results / "lolcats" / "gpu.json").read_text())
+    write_json(path, lolcats_record(json.loads(path.read_text()), summary))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """The LoLCATs chapter's paper numbers (Zhang et al., ICLR 2025; Llama 3 8B base in bf16 unless stated) and
 its verdict rules (:mod:`hybridlib.verdicts`), one per claim, written on 2026-11-30 after two H200 runs of the
-chapter and before the runs they judge (:mod:`hybridlib.rule_history`).
+chapter and before the runs they judge (:mod:`hybridlib.rule_history`); on 2026-12-03 (issue 47), after the H200
+run of 2026-12-01, the intervals became crossed (documents shared by all seeds resampled once for all) and the
+window + linear students' Table 2 orderings met Table 5 or no paper number: :mod:`hybridlib.findings.rejudge`
+re-judges that run's rows from its committed data.
 
 **Inputs.** *Rows*, one per (model, LoRA lr, feature map, window, terraced, stage, seed), as
 :func:`hybridlib.findings.lolcats.ablation.ablation` returns them plus ``model``, ``lora_lr`` and ``seed``:
@@ -9,9 +12,13 @@ item answered). ``transfer_steps`` / ``lora_steps`` are the steps that stage's m
 stage has ``transfer_steps=0``), so rows are told apart by their fields, not by where they were run.
 
 **Unit of replication.** A conversion run (seed: feature-map and adapter initial weights, data order). Arms of
-one seed score the same held-out sequences and cloze items, so every comparison is paired: the interval
-resamples seeds, then documents within a seed (:func:`hybridlib.verdicts.paired_bootstrap`, widened to the
-t interval over seeds). Every rule needs 3 seeds; with fewer it says *not tested*.
+one seed score the same held-out sequences and cloze items, so every comparison is paired; and every seed scores
+the same sequences, items and passkey prompts (their draw does not depend on the seed), so a document's effect is
+shared by all seeds (per-item differences correlate r ~ 0.9 across seeds, per-sequence ~ 0.99). The interval
+therefore resamples seeds, and documents once for all seeds (crossed design,
+:func:`hybridlib.verdicts.crossed_paired_bootstrap`, widened to the t interval over seeds); resampling documents
+within each seed, as before issue 47, counted a shared document's effect as independent noise and gave intervals
+about 1/sqrt(seeds) too narrow. Every rule needs 3 seeds; with fewer it says *not tested*.
 
 **Metrics.** Perplexity claims: per sequence ``nll(worse arm) - nll(better arm)``, i.e. the log of the
 perplexity ratio (null 0; > 0 is the paper's direction). Multiple-choice claims: per item
@@ -23,7 +30,10 @@ effect within a factor of 3 of the paper's log-ratio counts as its magnitude, be
 vs 8B), data (Bible vs Alpaca) and budget (~1M vs 40M tokens) all differ and a factor of 3 is the widest band
 that still separates "an effect of the paper's size" from "a trace of it". The other
 tables report task accuracy (MMLU, a 5/6-task average) that has no conversion to perplexity or verse cloze,
-so those rules claim the direction only; Table 21's passkey gap is on the paper's own scale.
+so those rules claim the direction only; Table 21's passkey gap is on the paper's own scale. Table 2 is linear
+attention only: the Table 2 orderings of window + linear students (the further models) are compared with
+Table 5's window arms where it has one (transfer + LoRA vs LoRA alone, after LoRA: direction only) and are
+*not tested* where the paper reports no window + linear number.
 """
 
 from __future__ import annotations
@@ -35,7 +45,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, binds, hierarchical_bootstrap
+from hybridlib.verdicts import (
+    Precondition,
+    Rule,
+    Tolerance,
+    Verdict,
+    binds,
+    crossed_bootstrap,
+    crossed_paired_bootstrap,
+)
 
 PAPER_MODEL = "Llama 3 8B base in bf16, converted on Alpaca-clean (40M tokens)"
 
@@ -61,7 +79,7 @@ PAPER_TABLE21 = {"converted with Alpaca": 0.0, "converted with passkey data": 10
 PAPER_FIG8 = "~3x FlashAttention-2's generation throughput at batch 2048; FA2 out of memory from batch 64"
 PAPER_FIG8_SPEEDUP = 3.0
 
-UNIT = "conversion run (seed); held-out sequences (or cloze items) resampled within it"
+UNIT = "conversion run (seed); held-out sequences (or cloze items), the same for every seed, resampled once for all"
 MIN_SEEDS = 3
 _ACCURACY_ONLY = (
     "the paper reports task accuracy (MMLU, 5/6-task averages) on Llama 3 8B; perplexity and verse "
@@ -142,7 +160,8 @@ def judge_pair(
 ) -> Verdict:
     """``rule`` on the paired per-document effect of arm ``better`` over arm ``worse`` (each a ``where`` dict)
     over the seeds both ran: ``nll(worse) - nll(better)`` for ``field="nll"``, ``hits(better) - hits(worse)``
-    for ``field="hits"``."""
+    for ``field="hits"``; every seed scores the same documents, so they are resampled once for all seeds
+    (:func:`hybridlib.verdicts.crossed_paired_bootstrap`)."""
     if field not in ("nll", "hits"):
         raise ValueError(f"field must be 'nll' or 'hits', got {field!r}")
     good, bad = select(rows, field, **better), select(rows, field, **worse)
@@ -159,7 +178,7 @@ def judge_pair(
         if field == "nll"
         else ([good[s] for s in seeds], [bad[s] for s in seeds])
     )
-    return rule.judge_paired(a, b, preconditions=[*preconditions, ran])
+    return rule.decide(crossed_paired_bootstrap(a, b), [*preconditions, ran])
 
 
 def _row(metric: str, paper: str, verdict: Verdict, note: str = "") -> dict[str, Any]:
@@ -173,33 +192,70 @@ def _ppl_note(rows: Sequence[Row], arms: Mapping[str, Where]) -> str:
     )
 
 
+# The Table 2 ordering (better, worse) that Table 5 reports for window + linear attention, after LoRA:
+# its (window, transfer) keys of the better and the worse arm.
+_TABLE5_OF_TABLE2 = {("transfer+lora", "lora"): ((True, True), (True, False))}
+_NO_WINDOW_NUMBER = (
+    "Table 2 is linear attention only and Table 5 reports window + linear arms after LoRA only: the paper has "
+    "no number for this ordering with a window"
+)
+
+
+def _window_rule(
+    feature_map: str, window: int, better: str, worse: str, claim: str
+) -> tuple[Rule, str, list[Precondition]]:
+    """Rule, paper column and preconditions of a Table 2 ordering for window + linear students: Table 5's
+    window arms where it has the ordering (direction only), else *not tested* (no paper counterpart)."""
+    rule = direction_rule(
+        f"Table 2 ({feature_map}, window {window} + linear): {claim}", _nll_metric(better, worse)
+    )
+    keys = _TABLE5_OF_TABLE2.get((better, worse))
+    if keys is None:
+        return (
+            rule,
+            "no paper number (Table 2 is linear only)",
+            [
+                binds(
+                    "the paper reports this ordering for window + linear attention", False, _NO_WINDOW_NUMBER
+                )
+            ],
+        )
+    (pb, mb), (pw, mw) = (PAPER_TABLE5[(feature_map, *k)] for k in keys)
+    return rule, f"Table 5 (window, after LoRA): 6-task avg {pw} -> {pb}, MMLU {mw} -> {mb}", []
+
+
 def table2_rows(
     rows: Sequence[Row], *, feature_map: str, label: str = "", lora_only: bool = False, **where: Any
 ) -> list[dict[str, Any]]:
     """Paper-vs-book rows of the four Table 2 orderings for ``feature_map`` among the rows matching ``where``
     (e.g. ``model``, ``lora_lr``, ``window``, ``terraced``); ``label`` names the run in the metric column.
-    ``lora_only``: only the three orderings with a LoRA stage (a LoRA learning-rate sweep leaves the swap and
-    transfer arms as they are, so their ordering would repeat the main row)."""
+    ``lora_only``: only the three orderings with a LoRA stage (a LoRA learning-rate sweep re-runs the swap and
+    transfer stages unchanged, tagged with its rate, so their ordering would judge the main row's data again as a
+    second claim). With ``window`` > 0 (window + linear students) the paper's Table 2 (linear only) is not the
+    comparison: :func:`_window_rule`."""
     out = []
     paper = PAPER_TABLE2[feature_map]
+    window = where.get("window", 0)
     for claim, better, worse in TABLE2_ORDERINGS:
         if lora_only and "lora" not in better + worse:
             continue
-        rule = table2_rule(feature_map, better, worse, claim)
+        if window:
+            rule, paper_text, checks = _window_rule(feature_map, window, better, worse, claim)
+        else:
+            rule, checks = table2_rule(feature_map, better, worse, claim), []
+            paper_text = f"ppl {paper[worse]} -> {paper[better]} (ln ratio {rule.paper_value:.2f})"
         v = judge_pair(
             rule,
             rows,
             "nll",
             {**where, "feature_map": feature_map, "stage": better},
             {**where, "feature_map": feature_map, "stage": worse},
+            checks,
         )
         arms = {s: {**where, "feature_map": feature_map, "stage": s} for s in (worse, better)}
         out.append(
             _row(
-                f"Table 2 {feature_map}{label}: {claim} (ln ppl ratio)",
-                f"ppl {paper[worse]} -> {paper[better]} (ln ratio {rule.paper_value:.2f})",
-                v,
-                _ppl_note(rows, arms),
+                f"Table 2 {feature_map}{label}: {claim} (ln ppl ratio)", paper_text, v, _ppl_note(rows, arms)
             )
         )
     return out
@@ -373,9 +429,7 @@ def table23_row(
         f"{n} steps": {**arm, "stage": st, "transfer_steps": n}
         for n, st in ((0, "lora"), (s, "transfer+lora"), (transfer_steps, "transfer+lora"))
     }
-    return _row(
-        label, paper, rule.decide(hierarchical_bootstrap(runs), [has_mid, ran]), _ppl_note(rows, arms)
-    )
+    return _row(label, paper, rule.decide(crossed_bootstrap(runs), [has_mid, ran]), _ppl_note(rows, arms))
 
 
 FIG7_RULE_METRIC = "min over layers of ln(MSE linear only / MSE window + linear) after transfer"
@@ -438,7 +492,7 @@ def table21_row(
         "Table 21: passkey retrieval depends on the conversion data",
         "passkey exact-match accuracy, "
         "converted with passkey data minus converted with corpus text (fraction of items)",
-        "conversion run (seed); passkey prompts resampled within it",
+        "conversion run (seed); passkey prompts, the same for every seed, resampled once for all",
         +1,
         Tolerance(0.5, 1.0, "the paper's gap is the whole scale (0% vs 100%); at least half of it"),
         MIN_SEEDS,
@@ -468,10 +522,11 @@ def table21_row(
         f"teacher {teacher_acc:.0%}; corpus text {np.mean([np.mean(corpus[s]) for s in seeds]):.0%}, "
         f"passkey data {np.mean([np.mean(passkey[s]) for s in seeds]):.0%} (mean over seeds)"
     )
-    v = rule.judge_paired(
-        [np.asarray(passkey[s], float) for s in seeds],
-        [np.asarray(corpus[s], float) for s in seeds],
-        preconditions=checks,
+    v = rule.decide(
+        crossed_paired_bootstrap(
+            [np.asarray(passkey[s], float) for s in seeds], [np.asarray(corpus[s], float) for s in seeds]
+        ),
+        checks,
     )
     return _row(label, paper, v, note)
 
