@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -180,3 +181,40 @@ def throughput_comparison(softmax: Sequence[dict], linear: Sequence[dict]) -> di
         "linear_oom": oom(linear),
         "memory_win": memory_win,
     }
+
+
+WHOLE_MODEL_LABELS = {"teacher": "softmax (teacher)", "window-linear": "LoLCATs window + linear"}
+
+
+def common_context(data: Mapping[str, Any], name: str) -> str:
+    """The smallest decode context (tokens, as the JSON key) at which a whole-model result ``data`` (the efficiency
+    chapter's ``wholemodel_<preset>.json``) decoded both ``name``'s teacher and its window + linear model: the one
+    its Fig. 8 row judges."""
+    teacher, linear = (data["models"][f"{name}:{kind}"]["decode"] for kind in WHOLE_MODEL_LABELS)
+    return min(set(teacher) & set(linear), key=int)
+
+
+def whole_model_points(data: Mapping[str, Any], name: str, context: str) -> list[dict[str, Any]]:
+    """The Fig. 8 panel's rows (``generation_throughput``'s columns plus ``model``) from a whole-model result
+    ``data``: ``name``'s teacher and window + linear model decoding after ``context`` tokens (from a CUDA graph on
+    the ``gpu`` run), the measurement its Fig. 8 rule judges, so the panel and the verdict show one number.
+    ``tokens_per_s`` [tokens/s]; ``decode_peak_gib`` [GiB], peak while decoding; ``cache_gib`` [GiB], cache bytes
+    per sequence x batch (None where the run did not measure them); an out-of-memory point keeps its ``oom_in``
+    phase and no numbers."""
+    gib = lambda n, times=1: None if n is None else n * times / 2**30  # not measured (a CPU run): None
+    out = []
+    for kind, label in WHOLE_MODEL_LABELS.items():
+        for p in data["models"][f"{name}:{kind}"]["decode"][context]:
+            ok = p["status"] == "ok"
+            out.append(
+                {
+                    "model": label,
+                    "batch": p["batch"],
+                    "status": p["status"],
+                    "oom_in": p.get("oom_in"),
+                    "tokens_per_s": p["tokens_per_s"] if ok else None,
+                    "decode_peak_gib": gib(p.get("peak_bytes")) if ok else None,
+                    "cache_gib": gib(p.get("cache_bytes_per_seq"), p["batch"]) if ok else None,
+                }
+            )
+    return out
