@@ -32,9 +32,10 @@ import numpy as np
 from hybridlib.atomic import write_json
 from hybridlib.paths import REPO_ROOT
 from hybridlib.provenance import collect
-from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, t_quantile
+from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, sign_test_p, t_quantile
 
 CAP = 10  #: most runs a plan asks for per rule (issue 47: "capped, e.g. 10 runs")
+CAP_PAIRS = 200  #: most pairs (e.g. needle cells: inference only) a sign-test rule's plan asks for
 POWER = 0.8
 LEVEL = 0.95
 MAX_SEARCH = 1000  #: runs beyond which the needed count is reported as unknown (None)
@@ -47,6 +48,7 @@ POOLING = (
 )
 PRESET = "gpu"
 _MIN_REPLICATES = re.compile(r"the rule needs >= (\d+)")
+_PAIRS = re.compile(r"^\d+ pairs \(")  # a SignTestRule's replicates precondition: "<n> pairs (<unit>), ..."
 _WITH = re.compile(
     r"(?:paper's direction in|only) (\d+)/\d+ replicates|\((\d+)/\d+ replicates in the paper's"
 )
@@ -236,6 +238,65 @@ def stored_rule(verdict: Mapping[str, Any]) -> Rule | None:
     )
 
 
+def sign_test_power(pairs: int, discordant: float, share: float, level: float = LEVEL) -> float:
+    """Power of the two-sided exact sign test (:func:`hybridlib.verdicts.sign_test_p` below ``1 - level``) over
+    ``pairs`` pairs when each is discordant with probability ``discordant`` and a discordant pair goes one way with
+    probability ``share``."""
+    alpha, total = 1 - level, 0.0
+    for d in range(pairs + 1):
+        p_d = math.comb(pairs, d) * discordant**d * (1 - discordant) ** (pairs - d)
+        if p_d < 1e-15:
+            continue
+        total += p_d * sum(
+            math.comb(d, k) * share**k * (1 - share) ** (d - k)
+            for k in range(d + 1)
+            if sign_test_p(k, d) < alpha
+        )
+    return total
+
+
+def planned_pairs(
+    differences: Sequence[float],
+    *,
+    power: float = POWER,
+    level: float = LEVEL,
+    cap: int = CAP_PAIRS,
+    minimum: int = 2,
+) -> RunPlan:
+    """Pairs needed for a :class:`~hybridlib.verdicts.SignTestRule` (one difference per pair, 0 a tie) to reject
+    at ``level`` with probability ``power``, at the discordant share and the split of the discordant pairs seen so
+    far (:func:`sign_test_power`); ``effect``: the split's distance from 1/2."""
+    d = np.asarray(differences, dtype=np.float64)
+    n, wins, losses = int(d.size), int((d > 0).sum()), int((d < 0).sum())
+    if n == 0:
+        return RunPlan(0, None, None, None, None, False, None, "unplannable: no per-pair values stored")
+    if wins + losses == 0:
+        return RunPlan(n, 0.0, None, None, cap, True, 0.0, "every pair tied: no discordant pair seen")
+    share = max(wins, losses) / (wins + losses)
+    q = (wins + losses) / n
+    effect = wins / (wins + losses) - 0.5
+    if share == 0.5:
+        return RunPlan(
+            n, effect, None, None, cap, True, sign_test_power(cap, q, share, level), "no effect seen"
+        )
+    needed = next(
+        (m for m in range(max(2, minimum), cap + 1) if sign_test_power(m, q, share, level) >= power), None
+    )
+    planned = needed if needed is not None else cap
+    why = f"{power:.0%} power of the exact sign test at {q:.2f} discordant pairs, {share:.2f} of them one way"
+    return RunPlan(
+        n, effect, None, needed, planned, needed is None, sign_test_power(planned, q, share, level), why
+    )
+
+
+def _sign_test(rule: Mapping[str, Any]) -> bool:
+    """Whether a stored rule is a :class:`~hybridlib.verdicts.SignTestRule`'s (its replicates counted as pairs)."""
+    return any(
+        p.get("name") == "replicates" and _PAIRS.match(p.get("why", ""))
+        for p in rule.get("preconditions", ())
+    )
+
+
 def _minimum(rule: Mapping[str, Any]) -> int:
     """The rule's least replicate count, from its ``replicates`` precondition (2 where it has none)."""
     for p in rule.get("preconditions", ()):
@@ -280,14 +341,17 @@ def plan(
     for row in rule_rows(results, preset):
         rule = row["rule"]
         minimum = _minimum(rule)
-        p = planned_runs(
-            rule.get("replicate_values") or (),
-            rule["null"],
-            power=power,
-            level=level,
-            cap=cap,
-            minimum=minimum,
-        )
+        if _sign_test(rule):
+            p = planned_pairs(rule.get("replicate_values") or (), power=power, level=level, minimum=minimum)
+        else:
+            p = planned_runs(
+                rule.get("replicate_values") or (),
+                rule["null"],
+                power=power,
+                level=level,
+                cap=cap,
+                minimum=minimum,
+            )
         wider = _wider_than_t(rule, p, level)
         rules.append(
             {

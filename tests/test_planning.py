@@ -239,3 +239,33 @@ def test_stored_rule_reads_the_direction_back(direction):
         assert back.direction == direction and back.min_replicates == 3
     tie = free.judge_repeats([1.0, -1.0, 0.0]).to_dict()  # one run each side: the count cannot tell
     assert planning.stored_rule(tie) is None
+
+
+def test_sign_test_power_against_the_binomial_by_hand() -> None:
+    """All pairs discordant and one way: 6 pairs reject at 95%, 5 cannot (2/2^5 = 0.0625). Ten discordant pairs
+    split 0.9 : 0.1 reject for 0, 1, 9 or 10 on one side (p = 0.0215 at 9, 0.109 at 8)."""
+    from hybridlib.planning import sign_test_power
+
+    assert sign_test_power(6, 1.0, 1.0) == pytest.approx(1.0)
+    assert sign_test_power(5, 1.0, 1.0) == 0.0
+    by_hand = 10 * 0.9**9 * 0.1 + 0.9**10 + 10 * 0.9 * 0.1**9 + 0.1**10
+    assert sign_test_power(10, 1.0, 0.9) == pytest.approx(by_hand, rel=1e-12)
+    # half the pairs tied: the discordant count is itself binomial
+    assert sign_test_power(12, 0.5, 1.0) == pytest.approx(sum(math.comb(12, d) for d in range(6, 13)) / 2**12)
+
+
+def test_sign_test_rows_are_planned_in_pairs() -> None:
+    """The needle's cells (5 of 10 tied, 2 of the 5 discordant one way) plan pairs, not runs: no count up to the
+    cap reaches 80%; a clear split plans the fewest pairs reaching it; ties alone and no values are said."""
+    from hybridlib.planning import CAP_PAIRS, planned_pairs, sign_test_power
+
+    needle = [0.5, -0.42, -0.42, 0.08, -0.75, 0.0, 0.0, 0.0, 0.0, 0.0]
+    p = planned_pairs(needle, minimum=3)
+    assert (p.runs, p.planned, p.capped, p.needed) == (10, CAP_PAIRS, True, None)
+    assert p.effect == pytest.approx(2 / 5 - 0.5) and p.power < 0.8
+    clear = [1.0] * 8 + [0.0] * 2
+    q = planned_pairs(clear)
+    assert sign_test_power(q.planned, 0.8, 1.0) >= 0.8 > sign_test_power(q.planned - 1, 0.8, 1.0)
+    assert not q.capped and q.planned == q.needed
+    assert planned_pairs([0.0] * 4).reason == "every pair tied: no discordant pair seen"
+    assert planned_pairs([]).planned is None
