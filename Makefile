@@ -53,9 +53,8 @@ chapters: data
 	$(PY) -m hybridlib.book run --preset seminar $(if $(FORCE),--force)
 
 html: chapters
-	$(PY) -m hybridlib.wholemodel_page
-	$(PY) -m hybridlib.speed_page
-	$(PY) -m hybridlib.scoreboard
+	$(PY) -m benchmarks.whole_model --rows
+	$(PY) -m hybridlib.pages
 	$(VENV)/bin/jupyter-book build -W -n --keep-going .
 
 browser:

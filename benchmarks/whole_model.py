@@ -3,9 +3,12 @@
 written after each model (``complete`` false until the last) to ``--out`` (default
 ``_build/bench/wholemodel_<preset>.json``; the chapters read ``data/results/efficiency/wholemodel_<preset>.json``,
 :func:`~hybridlib.findings.efficiency.wholemodel.run_command`). It also decodes a few batches without the CUDA graph
-(``decode_eager``: the host overhead the graph removes) and records each model's ``decode_path``.
+(``decode_eager``: the host overhead the graph removes) and records each model's ``decode_path``. With ``--rows``
+it measures nothing: it judges the committed run's rules into each chapter's
+``paper_vs_book_wholemodel_<preset>.json`` (:func:`write_rows`), which the scoreboard reads.
 
     python -m benchmarks.whole_model --preset gpu --out data/results/efficiency/wholemodel_gpu.json
+    python -m benchmarks.whole_model --preset gpu --rows
 """
 
 from __future__ import annotations
@@ -46,8 +49,10 @@ from hybridlib.findings.efficiency.wholemodel import (
 from hybridlib.findings.lolcats.linearize import linearize
 from hybridlib.layouts import Layout
 from hybridlib.models import load
+from hybridlib.pages import wholemodel as page
 from hybridlib.paths import REPO_ROOT
 from hybridlib.provenance import collect
+from hybridlib.results import write_record
 from kernels.ops.gated_delta_rule import fla_available
 from kernels.ops.window_linear_decode import triton_available
 from kernels.shapes import ModelShape
@@ -164,6 +169,11 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--out",
         help="JSON file to write (atomically); default: _build/bench/wholemodel_<preset>.json",
+    )
+    p.add_argument(
+        "--rows",
+        action="store_true",
+        help="instead: judge the committed run's rules into paper_vs_book_wholemodel_<preset>.json (write_rows)",
     )
     p.add_argument("--models", help=f"name:kind,... with name in {NAMES}, kind in {KINDS}")
     p.add_argument("--device", help="cpu or cuda")
@@ -355,8 +365,13 @@ def summarise(result: dict[str, object]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     """Measure every model (each alone on the device), print the figures and write the JSON after each model
-    (``complete`` false until the last: a run cut short keeps the models it finished); returns the result."""
+    (``complete`` false until the last: a run cut short keeps the models it finished); returns the result ({} with
+    ``--rows``: the rules' records written instead)."""
     args = _arguments(argv)
+    if args.rows:
+        for path in write_rows(args.preset):
+            print(f"wrote {path}")
+        return {}
     params = _validate(args)
     device = params["device"]
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -400,6 +415,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         flush=True,
     )
     return result
+
+
+def write_rows(preset: str, root: Path | None = None) -> list[Path]:
+    """Write each chapter's record of the committed ``preset`` run's rules
+    (:func:`hybridlib.pages.wholemodel.records`) as ``paper_vs_book_wholemodel_<preset>.json`` under ``root``
+    (default: the canonical results, :func:`hybridlib.results.write_record`); returns the paths."""
+    return [
+        write_record(chapter, f"paper_vs_book_wholemodel_{preset}", record, root)
+        for chapter, record in page.records(preset).items()
+    ]
 
 
 def _plain(obj: object) -> object:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hybridlib.atomic import write_json
 from hybridlib.paths import REPO_ROOT, results_dir
 
 PREVIOUS = "previous_runs"
@@ -54,6 +55,14 @@ def run_results_dir(chapter: str) -> Path:
     :func:`begin_run` set, else under :func:`canonical_root` (library commands that promote a result)."""
     path = _RUN.get("root", canonical_root()) / chapter
     path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_record(chapter: str, name: str, record: Mapping[str, Any], root: Path | None = None) -> Path:
+    """Write ``record`` to ``<root>/<chapter>/<name>.json`` (default root: :func:`canonical_root`), atomically;
+    returns the path."""
+    path = (root if root is not None else canonical_root()) / chapter / f"{name}.json"
+    write_json(path, record)
     return path
 
 

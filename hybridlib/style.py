@@ -46,7 +46,7 @@ PALETTE: tuple[str, ...] = (
 )
 
 #: One colour per verdict, for the verdict chart and the verdict words of every page (the CSS that
-#: ``python -m hybridlib.scoreboard`` writes): blue for the paper's side, red against it, greys for no decision,
+#: ``python -m hybridlib.pages.scoreboard`` writes): blue for the paper's side, red against it, greys for no decision,
 #: so that the two ends stay apart for red-green colour-blind readers and in greyscale.
 OUTCOME_COLORS: dict[Outcome, str] = {
     Outcome.REPRODUCED: "#2166ac",

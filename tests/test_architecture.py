@@ -4,7 +4,9 @@ Layers, lowest first: ``kernels`` -> base utilities -> ``hybridlib.data`` -> ``h
 core (``train``, ``convert``, ``layouts``, ``softcka``, ...) -> ``hybridlib.findings`` -> the book runner ->
 ``benchmarks`` (outside the package: it may import anything, and ``hybridlib`` and ``kernels`` never import it).
 A module may import its own layer or lower ones, never a higher one, and first-party imports sit at module level (an
-import inside a function hides a dependency) unless listed in :data:`DEFERRED` with its reason.
+import inside a function hides a dependency) unless listed in :data:`DEFERRED` with its reason. Within their
+layers, no finding imports another finding (but the pairs of :data:`FINDING_IMPORTS_TO_REMOVE`), and no page
+(``hybridlib.pages.<page>``) imports another page or the runner; the pages share only :data:`PAGE_HELPERS`.
 """
 
 from __future__ import annotations
@@ -59,9 +61,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "hybridlib.book",
             "hybridlib.notebook",
             "hybridlib.prepare",
-            "hybridlib.scoreboard",
-            "hybridlib.speed_page",
-            "hybridlib.wholemodel_page",
+            "hybridlib.pages",
         ),
     ),
     (7, ("benchmarks",)),
@@ -73,6 +73,12 @@ DEFERRED: dict[tuple[str, str], str] = {
         "a @triton.jit kernel's module imports Triton at its top; the CPU environment has no Triton"
     ),
 }
+
+
+#: the modules of ``hybridlib.pages`` that are no page: what the pages share, and the command that writes them all
+PAGE_HELPERS = ("hybridlib.pages.tables", "hybridlib.pages.equivalence", "hybridlib.pages.__main__")
+#: the book runner, which runs chapters; a page only reads what they wrote
+RUNNER = "hybridlib.book"
 
 
 def rank(module: str) -> int:
@@ -166,6 +172,96 @@ def test_the_library_never_imports_the_benchmarks():
         if target.split(".")[0] == "benchmarks" and name.split(".")[0] != "benchmarks"
     ]
     assert not bad, "\n".join(bad)
+
+
+def unit(module: str, package: str) -> str | None:
+    """The ``package.<unit>`` that ``module`` lies in (``hybridlib.findings.layout.spec`` -> ``...findings.layout``);
+    None outside ``package`` or for the package itself."""
+    if not module.startswith(package + "."):
+        return None
+    return f"{package}.{module[len(package) + 1 :].split('.')[0]}"
+
+
+def finding(module: str) -> str | None:
+    """The finding package (a folder of ``hybridlib/findings/``) ``module`` belongs to; None for any other module (a
+    shared one directly under ``hybridlib.findings``, such as ``rejudge``)."""
+    name = unit(module, "hybridlib.findings")
+    return name if name and (ROOT / name.replace(".", "/")).is_dir() else None
+
+
+def page(module: str) -> str | None:
+    """The page ``module`` is (None for a module outside ``hybridlib.pages`` or in :data:`PAGE_HELPERS`)."""
+    name = unit(module, "hybridlib.pages")
+    return None if name is None or name in PAGE_HELPERS else name
+
+
+#: (importing finding, imported finding) pairs the tree still has, to be moved into shared layers (the training
+#: engine into ``train/``, the probes' shared parts into the core); the contract fails on any other pair and on a
+#: pair that is gone (delete it here)
+FINDING_IMPORTS_TO_REMOVE = {
+    ("efficiency", "layout"),
+    ("efficiency", "lolcats"),
+    ("first_fa", "layout"),
+    ("first_fa", "softcka"),
+    ("softcka", "layout"),
+}
+
+
+def test_no_finding_imports_another_finding():
+    pairs: dict[tuple[str, str], list[str]] = {}
+    for name, target, line, _ in EDGES:
+        if finding(name) and finding(target) and finding(name) != finding(target):
+            pair = (finding(name).rpartition(".")[2], finding(target).rpartition(".")[2])
+            pairs.setdefault(pair, []).append(f"{name}:{line} imports {target}")
+    new = [edge for pair, edges in pairs.items() if pair not in FINDING_IMPORTS_TO_REMOVE for edge in edges]
+    assert not new, "\n".join(new)
+    assert not FINDING_IMPORTS_TO_REMOVE - set(pairs), "gone: delete from FINDING_IMPORTS_TO_REMOVE"
+
+
+def test_no_page_imports_another_page_or_the_runner():
+    bad = [
+        f"{name}:{line} imports {target}"
+        for name, target, line, _ in EDGES
+        if page(name)
+        and (
+            (page(target) and page(target) != page(name))
+            or target == RUNNER
+            or target.startswith(RUNNER + ".")
+        )
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_page_helpers_import_no_page():
+    """What the pages share depends on no page, so no page reaches another through it."""
+    bad = [
+        f"{name}:{line} imports {target}"
+        for name, target, line, _ in EDGES
+        if name in PAGE_HELPERS[:2] and page(target)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("module", "expected_finding", "expected_page"),
+    [
+        ("hybridlib.findings.layout.spec", "hybridlib.findings.layout", None),
+        ("hybridlib.findings.rejudge", None, None),
+        ("hybridlib.findings", None, None),
+        ("hybridlib.pages.speed", None, "hybridlib.pages.speed"),
+        ("hybridlib.pages.tables", None, None),
+        ("hybridlib.pagesx", None, None),
+    ],
+)
+def test_the_units_the_contracts_compare(module, expected_finding, expected_page):
+    assert (finding(module), page(module)) == (expected_finding, expected_page)
+
+
+def test_the_page_contract_sees_the_pages():
+    """The pages exist and import their shared helpers (a contract over no edges passes vacuously)."""
+    pages = {page(name) for name in modules()} - {None}
+    assert pages == {"hybridlib.pages.scoreboard", "hybridlib.pages.speed", "hybridlib.pages.wholemodel"}
+    assert ("hybridlib.pages.speed", "hybridlib.pages.tables") in {(n, t) for n, t, _, _ in EDGES}
 
 
 @pytest.mark.parametrize(

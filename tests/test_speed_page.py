@@ -1,4 +1,4 @@
-"""The generated distillation-speed page (hybridlib.speed_page): its targets driven into every
+"""The generated distillation-speed page (hybridlib.pages.speed): its targets driven into every
 outcome on synthetic runs, and the committed page current with the committed benchmark files."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import json
 import pandas as pd
 import pytest
 
-from hybridlib import speed_page
+from hybridlib.pages import equivalence as judging
+from hybridlib.pages import speed
 from hybridlib.paths import REPO_ROOT
 from hybridlib.train import equivalence
 
@@ -26,7 +27,7 @@ def train(world: int, tokens_per_s: float, losses: list[float], first_step: int 
 
 
 def by_target(runs: dict) -> dict[str, dict]:
-    return {c["target"]: c for c in speed_page.checks(runs)}
+    return {c["target"]: c for c in speed.checks(runs)}
 
 
 ONE = "one H200, smollm2-135m: MFU >= 35% and >= 150,000 tokens/s"
@@ -37,7 +38,7 @@ FSDP = "loss curve, FSDP, within the one-GPU noise"
 
 
 def test_nothing_measured():
-    assert [c["status"] for c in speed_page.checks({})] == ["not measured"] * 4
+    assert [c["status"] for c in speed.checks({})] == ["not measured"] * 4
 
 
 @pytest.mark.parametrize(
@@ -110,7 +111,7 @@ def test_a_resumed_run_is_compared_over_its_steps():
 def test_command_from_recorded_arguments():
     params = {"teacher": "smollm2-135m", "variants": ["fast", "regional"], "no_cuda_graphs": True}
     params |= {"random_weights": False, "teacher_path": None, "train_steps": 0, "steps": 10, "layouts": []}
-    assert speed_page.command(params) == (
+    assert speed.command(params) == (
         "python -m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast regional "
         "--no-cuda-graphs --steps 10"
     )
@@ -122,7 +123,7 @@ def test_command_from_recorded_arguments():
             }
         }
     ]
-    assert speed_page.command({"steps": 10}, rows + [{"fla_env": {"FLA_CONV_GLUON": "1"}}]) == (
+    assert speed.command({"steps": 10}, rows + [{"fla_env": {"FLA_CONV_GLUON": "1"}}]) == (
         "FLA_CONV_GLUON=1 TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 python -m hybridlib.findings.layout.bench "
         "--steps 10"
     )  # settings that change the measurement, not where caches live
@@ -135,7 +136,7 @@ def test_a_file_s_provenance_note_is_shown_beside_its_command():
         "x": {"rows": [], "provenance": prov | {"note": "rebuilt from the printed row"}},
         "y": {"rows": []},
     }
-    page = speed_page.render(runs, "src", drawn=False)
+    page = speed.render(runs, "src", drawn=False)
     assert "`python -m hybridlib.findings.layout.bench --teacher t` (rebuilt from the printed row)" in page
     assert "`step_profile_cuda_y.json` (, commit ): `python -m hybridlib.findings.layout.bench`\n" in page
 
@@ -143,17 +144,17 @@ def test_a_file_s_provenance_note_is_shown_beside_its_command():
 def test_family_frame_largest_families_first_totals_last():
     prof = {"gpu_ms_by_family": {"gemm": 30.0, "conv": 0.2, "inductor_fused": 40.0}}
     prof |= {"gpu_ms_per_step": 70.2, "host_ms_per_step": 40.0, "kernels_per_step": 3000}
-    frame = speed_page.family_frame({"a": {"rows": [step(0.3, 1.0, 1.0, profile=prof)]}})
-    assert list(frame.index) == ["inductor_fused", "gemm", "conv", *speed_page.FAMILY_TOTALS]
+    frame = speed.family_frame({"a": {"rows": [step(0.3, 1.0, 1.0, profile=prof)]}})
+    assert list(frame.index) == ["inductor_fused", "gemm", "conv", *speed.FAMILY_TOTALS]
     assert frame.loc["gemm", "a: fast"] == 30.0
 
 
 def test_committed_page_is_current():
-    """`python -m hybridlib.speed_page` was run after the last benchmark file was committed."""
-    runs = speed_page.load()
-    drawn = (REPO_ROOT / speed_page.FIGURE).exists()
-    expected = speed_page.render(runs, "data/results/layout_distillation/step_profile_cuda*.json", drawn)
-    assert (REPO_ROOT / speed_page.PAGE).read_text() == expected
+    """`python -m hybridlib.pages.speed` was run after the last benchmark file was committed."""
+    runs = speed.load()
+    drawn = (REPO_ROOT / speed.FIGURE).exists()
+    expected = speed.render(runs, speed.SOURCE, drawn)
+    assert (REPO_ROOT / speed.PAGE).read_text() == expected
 
 
 def test_committed_one_gpu_figures():
@@ -161,7 +162,7 @@ def test_committed_one_gpu_figures():
     forward and our one-pass backward, inductor's coordinate-descent tuning and the split-backward GDN projections,
     the GPU to itself (78.5 and 79.2 ms in two more timings; fla's own backward 81.4 ms on that machine): 35% needs
     79.6 ms. Gemma 3 270M's fast step: 129.2 ms, 41.5% MFU."""
-    checks = by_target(speed_page.load())
+    checks = by_target(speed.load())
     assert checks[ONE]["status"] == "met"
     assert (
         "best step 78.2 ms (final fla alone, fast (fla conv, one-pass backward, tuned kernels, split backward GDN "
@@ -180,12 +181,12 @@ def test_committed_earlier_curves_eager_s_noise_and_first_steps():
     backbones sit above eager at seeds 0 and 3 (6.237-6.255 against 6.174-6.195; 6.216 against 6.144-6.152) but
     below it at seeds 1 and 2 (6.173-6.175 against 6.253-6.261; 6.065-6.069 against 6.126-6.129), and the perturbed
     eager run of seed 0 above them all (6.281)."""
-    runs = speed_page.load()
+    runs = speed.load()
     noise: dict[int, float] = {}
-    for r in speed_page.eager_repeats(runs):
+    for r in speed.eager_repeats(runs):
         noise[r["seed"]] = max(noise.get(r["seed"], 0.0), r["gap"])
     assert noise == pytest.approx({0: 0.1241, 1: 0.2430, 2: 0.2860, 3: 0.1051}, abs=5e-4)
-    first = speed_page.first_steps_frame(runs)
+    first = speed.first_steps_frame(runs)
     bf16 = first[(first["precision"] == "bf16") & (first["perturbed"] == "no")]
     step1 = lambda seed, variants: bf16[(bf16["seed"] == seed) & bf16["variant"].isin(variants)]["step 1"]
     compiled, eager = ["compiled", "fast", "regional"], ["eager", "fused"]
@@ -200,34 +201,34 @@ def test_committed_earlier_curves_eager_s_noise_and_first_steps():
 
 def test_variant_names_what_sets_a_step_apart():
     gluon = {"variant": "fast", "conv_impl": "fla", "fla_env": {"FLA_CONV_GLUON": "1"}, "cuda_graphs": True}
-    assert speed_page._variant(gluon, {}) == "fast (fla conv, Gluon)"
-    assert speed_page._variant({"variant": "fast", "conv_impl": "fla", "cuda_graphs": False}, {}) == (
+    assert speed._variant(gluon, {}) == "fast (fla conv, Gluon)"
+    assert speed._variant({"variant": "fast", "conv_impl": "fla", "cuda_graphs": False}, {}) == (
         "fast (fla conv, no CUDA graphs)"
     )
-    assert speed_page._variant({"variant": "regional"}, {"no_cuda_graphs": False}) == "regional"
+    assert speed._variant({"variant": "regional"}, {"no_cuda_graphs": False}) == "regional"
     split = {"variant": "fast", "conv_impl": "fla", "gdn_projections": "separate", "cuda_graphs": True}
-    assert speed_page._variant(split, {}) == "fast (fla conv, separate GDN projections)"
+    assert speed._variant(split, {}) == "fast (fla conv, separate GDN projections)"
     split_bwd = split | {"gdn_projections": "split_backward"}
-    assert speed_page._variant(split_bwd, {}) == "fast (fla conv, split backward GDN projections)"
+    assert speed._variant(split_bwd, {}) == "fast (fla conv, split backward GDN projections)"
     onepass = split_bwd | {"conv_impl": "fla_onepass"}
-    assert speed_page._variant(onepass, {}) == (
+    assert speed._variant(onepass, {}) == (
         "fast (fla conv, one-pass backward, split backward GDN projections)"
     )
     env = {"TORCHINDUCTOR_COORDINATE_DESCENT_TUNING": "1", "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM": "1"}
     assert (
-        speed_page._variant(split_bwd | {"inductor_env": env}, {})
+        speed._variant(split_bwd | {"inductor_env": env}, {})
         == "fast (fla conv, tuned kernels, autotuned GEMMs, split backward GDN projections)"
     )
-    assert speed_page._variant(
-        split_bwd | {"inductor_env": {"TORCHINDUCTOR_MAX_AUTOTUNE_GEMM": "0"}}, {}
-    ) == ("fast (fla conv, split backward GDN projections)")
+    assert speed._variant(split_bwd | {"inductor_env": {"TORCHINDUCTOR_MAX_AUTOTUNE_GEMM": "0"}}, {}) == (
+        "fast (fla conv, split backward GDN projections)"
+    )
     flash = {"variant": "fast", "sdpa_backend": "flash", "cuda_graphs": True}
-    assert speed_page._variant(flash, {}) == "fast (SDPA on flash)"
-    assert speed_page._variant({"variant": "fast"}, {}) == "fast (graphs not recorded)"
-    assert speed_page._variant({"compile_student": False}, {}) == "eager"
+    assert speed._variant(flash, {}) == "fast (SDPA on flash)"
+    assert speed._variant({"variant": "fast"}, {}) == "fast (graphs not recorded)"
+    assert speed._variant({"compile_student": False}, {}) == "eager"
     tuned = {"variant": "fast", "conv_impl": "fla", "cuda_graphs": True}
     tuned["inductor_env"] = {"TORCHINDUCTOR_COORDINATE_DESCENT_TUNING": "1"}
-    assert speed_page._variant(tuned, {}) == "fast (fla conv, tuned kernels)"
+    assert speed._variant(tuned, {}) == "fast (fla conv, tuned kernels)"
 
 
 def curves(
@@ -259,8 +260,8 @@ def seeded_runs(fast_gaps: dict[int, float], repeat_gap: float = 0.04) -> dict:
 
 
 def test_noise_bound_is_twice_the_repeat_gap_or_bf16_rounding():
-    assert speed_page.noise_bound(0.04) == pytest.approx(0.08)
-    assert speed_page.noise_bound(0.001) == speed_page.CURVE_FLOOR
+    assert speed.noise_bound(0.04) == pytest.approx(0.08)
+    assert speed.noise_bound(0.001) == speed.CURVE_FLOOR
 
 
 def test_a_perturbed_eager_curve_pairs_with_the_runs_of_its_seed():
@@ -268,19 +269,17 @@ def test_a_perturbed_eager_curve_pairs_with_the_runs_of_its_seed():
     perturbed = curves(0.0, variant="eager", losses={"eager": [4.0, 3.3, 2.0]}, seed=2)
     perturbed["loss_curves"]["perturb"] = 2.0**-9
     runs["s2_perturbed"] = perturbed
-    reps = [r for r in speed_page.eager_repeats(runs) if r["seed"] == 2]
+    reps = [r for r in speed.eager_repeats(runs) if r["seed"] == 2]
     assert [(r["kind"], r["files"]) for r in reps] == [
         ("repeated", ("s2", "s2 repeat")),
         ("perturbed", ("s2", "s2 perturbed")),
         ("perturbed", ("s2 repeat", "s2 perturbed")),
     ]
-    frame = speed_page.curve_frame(runs)
+    frame = speed.curve_frame(runs)
     assert set(frame["variant"]) == {"fast", "eager, repeated", "eager, perturbed"}
     double = curves(0.0, variant="eager", losses={"eager": [4.0, 3.6, 2.0]}, seed=2)
     double["loss_curves"]["perturb"] = 2.0**-8  # two different perturbations do not pair
-    assert (
-        len(speed_page.eager_repeats(runs | {"s2_more": double})) == len(speed_page.eager_repeats(runs)) + 2
-    )
+    assert len(speed.eager_repeats(runs | {"s2_more": double})) == len(speed.eager_repeats(runs)) + 2
 
 
 def test_first_step_ranges_keep_seeds_and_perturbed_runs_apart():
@@ -328,7 +327,7 @@ def test_first_step_ranges_keep_seeds_and_perturbed_runs_apart():
             },
         ]
     )
-    assert speed_page.first_step_ranges(frame) == (
+    assert speed.first_step_ranges(frame) == (
         "seed 0: eager (torch conv, bf16) 6.180-6.190 over 2 runs, eager, perturbed (torch conv, bf16) 6.280 over 1 "
         "run; seed 1: eager (torch conv, bf16) 6.250 over 1 run, fast (torch conv, bf16) 6.170 over 1 run"
     )
@@ -336,10 +335,10 @@ def test_first_step_ranges_keep_seeds_and_perturbed_runs_apart():
 
 def test_offset_is_the_signed_mean_over_the_tail():
     eager = [4.0] * 10 + [2.0] * 50
-    assert speed_page._offset([x * 1.03 for x in eager], eager) == pytest.approx(0.03)
-    assert speed_page._offset([x * 0.98 for x in eager], eager) == pytest.approx(-0.02)
+    assert speed._offset([x * 1.03 for x in eager], eager) == pytest.approx(0.03)
+    assert speed._offset([x * 0.98 for x in eager], eager) == pytest.approx(-0.02)
     # only the last CURVE_TAIL steps count: an early jump does not move it
-    assert speed_page._offset([8.0] * 10 + [2.0] * 50, eager) == pytest.approx(0.0)
+    assert speed._offset([8.0] * 10 + [2.0] * 50, eager) == pytest.approx(0.0)
 
 
 def test_eager_repeats_pair_files_of_one_setup_and_commit_only():
@@ -354,13 +353,13 @@ def test_eager_repeats_pair_files_of_one_setup_and_commit_only():
         "t": curves(0.1, steps=4, losses={"eager": b, "fast": b}, seed=1),  # other batches
         "u": curves(0.1, steps=4, losses={"eager": b, "fast": b}, seed=0),  # seed 0 recorded: pairs with x, y
     }
-    reps = speed_page.eager_repeats(runs)
+    reps = speed.eager_repeats(runs)
     assert [r["files"] for r in reps] == [("x", "y"), ("x", "u"), ("y", "u")]
     rep = reps[0]
     assert rep["seed"] == 0 and rep["gap"] == pytest.approx(0.1)
     assert rep["gaps"] == pytest.approx([0.0, 0.1, 0.0, 0.02])
     assert rep["offset"] == pytest.approx((0.1 + 0.02) / 4)
-    frame = speed_page.curve_frame({k: runs[k] for k in "xy"})
+    frame = speed.curve_frame({k: runs[k] for k in "xy"})
     assert frame["variant"].tolist() == ["fast", "fast", "eager, repeated"]
     assert frame["file"].iloc[-1] == "x / y"
 
@@ -380,7 +379,7 @@ def test_probe_tables_show_own_and_common_scores_and_each_kind_swapped():
         "kinds": {"embedding": 100, "MLP": 50},
     }
     runs = {"probe": {"first_step": probe}, "other": curves(0.1)}
-    scores, kinds = speed_page.probe_frames(runs)
+    scores, kinds = speed.probe_frames(runs)
     assert scores.to_dict("records") == [
         {"file": "probe", "variant": v, "precision": "bf16", "own step": o, "common evaluator": c}
         for v, o, c in (("eager", 6.19, 6.19), ("fast", 6.25, 6.24))
@@ -388,10 +387,10 @@ def test_probe_tables_show_own_and_common_scores_and_each_kind_swapped():
     embedding = kinds.set_index("kind").loc["embedding"]
     assert embedding["eager's weights, this kind the variant's"] == 6.23 and embedding["parameters"] == 100
     assert embedding["update vs eager's %"] == 50.0 and embedding["signs flipped %"] == 20.0
-    page = speed_page.render(runs, "src", drawn=False)
+    page = speed.render(runs, "src", drawn=False)
     assert "| probe | fast | bf16 | 6.2500 | 6.2400 |" in page
     assert "| probe | fast | embedding | 100 | 6.2300 | 50.0000 | 20.0000 |" in page
-    assert "scored by one evaluator" not in speed_page.render({"x": curves(0.1)}, "src", drawn=False)
+    assert "scored by one evaluator" not in speed.render({"x": curves(0.1)}, "src", drawn=False)
 
 
 def test_grad_probe_tables_by_kind_and_by_layer():
@@ -407,11 +406,11 @@ def test_grad_probe_tables_by_kind_and_by_layer():
         "overall": {"fused": {"signs_flipped": 0.05}, "compiled": {"signs_flipped": 0.25}},
     }
     runs = {"grad_probe_s2": {"grad_probe": probe}, "other": {"rows": []}}
-    kinds, layers = speed_page.grad_probe_frames(runs)
+    kinds, layers = speed.grad_probe_frames(runs)
     assert kinds.set_index("variant").loc["compiled", "MLP"] == pytest.approx(20.0)
     assert list(layers.columns) == ["file", "variant", "seed", "0 GDN", "1 FA", "2 GDN"]
     assert layers.set_index("variant").loc["compiled", "0 GDN"] == pytest.approx(30.0)
-    summary = speed_page.grad_probe_summary(runs).iloc[0]
+    summary = speed.grad_probe_summary(runs).iloc[0]
     # compiled is further than fused in layers 1 and 2 (0.04 > 0.02, 0.03 > 0.01), nearer in layer 0 (0.3 < 0.4);
     # the ratios 0.75, 2 and 3 have the median 2
     assert (summary["variant"], summary["seed"], summary["layers"], summary["further than fused"]) == (
@@ -425,16 +424,16 @@ def test_grad_probe_tables_by_kind_and_by_layer():
     assert (summary["last layer %"], summary["last layer, fused %"]) == pytest.approx((3.0, 1.0))
     assert (summary["signs flipped %"], summary["signs flipped, fused %"]) == pytest.approx((25.0, 5.0))
     del probe["overall"]  # a probe from before signs_flipped: blank cells
-    assert speed_page.grad_probe_summary(runs)[["signs flipped %", "signs flipped, fused %"]].isna().all(None)
+    assert speed.grad_probe_summary(runs)[["signs flipped %", "signs flipped, fused %"]].isna().all(None)
     probe["overall"] = {"fused": {"signs_flipped": 0.05}, "compiled": {"signs_flipped": 0.25}}
-    section = "\n".join(speed_page._grad_probe_section(runs))
+    section = "\n".join(speed._grad_probe_section(runs))
     assert "in 2 of 3 layers (median ratio of the errors 2.00-2.00)" in section
     assert (
         "| grad probe s2 | compiled | 2 | 3 | 2 | 2.00 | 30.00 | 40.00 | 3.00 | 1.00 | 25.00 | 5.00 |"
         in section
     )
     assert "| grad probe s2 | compiled | 2 | 20.0 |" in section.split("by kind of parameter:")[1]
-    assert speed_page._grad_probe_section({"other": {"rows": []}}) == []
+    assert speed._grad_probe_section({"other": {"rows": []}}) == []
 
 
 def test_sdpa_layout_section_reads_the_microbenchmark_and_the_steps_with_another_layout(tmp_path):
@@ -446,7 +445,7 @@ def test_sdpa_layout_section_reads_the_microbenchmark_and_the_steps_with_another
     path.write_text(
         json.dumps({"sdpa_layouts": rows, "provenance": {"git_commit": "abcdef123", "date": "2026"}})
     )
-    frame = speed_page.sdpa_layout_frame(path)
+    frame = speed.sdpa_layout_frame(path)
     assert frame.loc["hf", "forward + backward ms"] == 0.97 and frame.loc["contiguous", "forward ms"] == 0.07
     assert list(frame.index) == ["hf", "contiguous"]
     row = {
@@ -458,14 +457,12 @@ def test_sdpa_layout_section_reads_the_microbenchmark_and_the_steps_with_another
         "cuda_graphs": True,
         "phase_ms": {},
     }
-    steps = speed_page.step_frame(
-        {"a": {"rows": [row | {"sdpa_layout": "contiguous"}]}, "b": {"rows": [row]}}
-    )
-    section = "\n".join(speed_page._sdpa_layout_section(steps, path))
+    steps = speed.step_frame({"a": {"rows": [row | {"sdpa_layout": "contiguous"}]}, "b": {"rows": [row]}})
+    section = "\n".join(speed._sdpa_layout_section(steps, path))
     assert "| hf | 0.080 | 0.970 |" in section and "commit abcdef12" in section
     assert "| a | t | fast (SDPA inputs contiguous) | 80 | 200,000 | 30 |" in section
     assert "| b |" not in section
-    assert speed_page._sdpa_layout_section(steps, tmp_path / "missing.json") == []
+    assert speed._sdpa_layout_section(steps, tmp_path / "missing.json") == []
 
 
 def test_sdpa_section_with_backends_shows_each_and_the_unsupported(tmp_path):
@@ -479,10 +476,10 @@ def test_sdpa_section_with_backends_shows_each_and_the_unsupported(tmp_path):
         )
     ] + [{"backend": "efficient", "layout": "hf", "mode": "fwd_bwd", "ms": "unsupported"}]
     path.write_text(json.dumps({"sdpa_layouts": rows, "provenance": {}}))
-    frame = speed_page.sdpa_layout_frame(path)
+    frame = speed.sdpa_layout_frame(path)
     assert list(frame.index) == [("auto", "hf"), ("efficient", "hf")]
     assert frame.loc[("auto", "hf"), "forward ms"] == 0.08 and frame.loc[("efficient", "hf")].isna().all()
-    section = "\n".join(speed_page._sdpa_layout_section(pd.DataFrame(), path))
+    section = "\n".join(speed._sdpa_layout_section(pd.DataFrame(), path))
     assert "## Attention inputs' layout and SDPA's kernels" in section
     assert (
         "| auto | hf | 0.080 | 0.970 |" in section
@@ -497,16 +494,16 @@ def test_conv_chunk_section_names_the_fastest_chunk_and_the_one_the_step_uses(tm
         for c, m, ms in ((128, "fwd", 0.03), (128, "fwd_bwd", 0.10), (64, "fwd", 0.02), (64, "fwd_bwd", 0.12))
     ]
     path.write_text(json.dumps({"conv_chunks": rows, "provenance": {"git_commit": "abcdef123"}}))
-    frame = speed_page.conv_chunk_frame(path)
+    frame = speed.conv_chunk_frame(path)
     assert list(frame.index) == [64, 128] and frame.loc[128, "forward + backward ms"] == 0.10
-    monkeypatch.setattr(speed_page.short_conv, "FLA_CONV_CHUNK", 64)
-    section = "\n".join(speed_page._conv_chunk_section(path))
+    monkeypatch.setattr(speed.short_conv, "FLA_CONV_CHUNK", 64)
+    section = "\n".join(speed._conv_chunk_section(path))
     assert "Fastest forward + backward: chunk 128; the step uses 64." in section
     assert "| 64 | 0.020 | 0.120 |" in section and "batch 32 x 512, 576 channels" in section
-    assert speed_page._conv_chunk_section(tmp_path / "missing.json") == []
+    assert speed._conv_chunk_section(tmp_path / "missing.json") == []
 
 
-EQUIVALENT = speed_page.EQUIVALENCE_TARGET
+EQUIVALENT = judging.EQUIVALENCE_TARGET
 BASE = [
     4.0 * 0.97**i for i in range(60)
 ]  # a 60-step loss curve (the tail the offset averages over: 50 steps)
@@ -551,7 +548,7 @@ def write_judged(folder, data: dict) -> dict:
     """``data`` as the folder's step_profile_cuda_equivalence.json beside a timing file; the folder's runs, loaded."""
     (folder / "step_profile_cuda_equivalence.json").write_text(json.dumps(data))
     (folder / "step_profile_cuda_a.json").write_text(json.dumps({"rows": [step(0.36, 200_000.0, 80.0)]}))
-    return speed_page.load(folder)
+    return speed.load(folder)
 
 
 @pytest.mark.parametrize(
@@ -578,7 +575,7 @@ def test_equivalence_check_from_a_judged_file(tmp_path, early, rounding, status)
         f"curves (3 seeds x 3 eager repeats, 60 steps, bf16): {curves['outcome']}"
     )
     assert ("fast failed" in row["figures"]) == (rounding == {"fast": (3e-4, 1e-5)})
-    assert speed_page.step_frame(runs)["file"].tolist() == ["a"]  # the judged file has no timings
+    assert speed.step_frame(runs)["file"].tolist() == ["a"]  # the judged file has no timings
 
 
 def test_equivalence_check_untested_designs_and_too_few_seeds_are_not_measured(tmp_path):
@@ -587,24 +584,24 @@ def test_equivalence_check_untested_designs_and_too_few_seeds_are_not_measured(t
     assert by_target(write_judged(tmp_path, untested))[EQUIVALENT]["status"] == "not measured"
     two_seeds = judged(0.0, seeds=(0, 1), repeats=7)  # a pass over two seeds: the target asks for three
     assert two_seeds["curves"]["outcome"] == "passed"
-    row = speed_page.equivalence_check(two_seeds)
+    row = speed.equivalence_check(two_seeds)
     assert (
         row["status"] == "not measured"
         and "smallest attainable p 0.0156), over fewer than 3 seeds" in row["figures"]
     )
     failed = judged(0.3, seeds=(0, 1), repeats=7)  # a failure stands with any number of seeds
     assert failed["curves"]["outcome"] == "failed"
-    assert speed_page.equivalence_check(failed)["status"] == "not met"
+    assert speed.equivalence_check(failed)["status"] == "not met"
 
 
 def test_equivalence_check_without_the_judged_file_is_not_measured(tmp_path):
     (tmp_path / "step_profile_cuda_a.json").write_text(json.dumps({"rows": [step(0.36, 200_000.0, 80.0)]}))
-    assert speed_page.load_judged(tmp_path) is None
-    row = by_target(speed_page.load(tmp_path))[EQUIVALENT]
+    assert judging.load_judged(tmp_path) is None
+    row = by_target(speed.load(tmp_path))[EQUIVALENT]
     assert (row["status"], row["figures"]) == ("not measured", "")
-    assert speed_page.equivalence_summary(None) == ""
-    assert speed_page._equivalence_section(None, {}) == []
-    assert speed_page.figure({}, tmp_path / "f.png") is False and not (tmp_path / "f.png").exists()
+    assert judging.equivalence_summary(None) == ""
+    assert speed._equivalence_section(None, {}) == []
+    assert speed.figure({}, tmp_path / "f.png") is False and not (tmp_path / "f.png").exists()
 
 
 def test_equivalence_section_tables_reading_and_figure(tmp_path):
@@ -621,7 +618,7 @@ def test_equivalence_section_tables_reading_and_figure(tmp_path):
         "first_step": bf16,
         "provenance": {"git_commit": "7310000"},
     }  # the bf16 probe's file
-    page = speed_page.render(runs, "src", drawn=True)
+    page = speed.render(runs, "src", drawn=True)
     section = page.split("## The fast path against eager: the equivalence test")[1].split("\n## ")[0]
     assert "| 0 | 4 |" in section and "| 4 of 4 |" in section  # the fast run the most distant at seed 0
     assert "| fast | 1.5e-3 | 2.0e-4 | 0.200-1.000 | failed |" in section
@@ -631,8 +628,8 @@ def test_equivalence_section_tables_reading_and_figure(tmp_path):
     assert "40x closer to eager's loss than the compiled path's bf16 update" in section  # 0.06 / 1.5e-3
     assert "fused on its loss (9.0e-4 nats), parameters within (5.0e-6)" in section
     assert "figures/distill_speed_curves.png" in section
-    assert speed_page.figure(runs, tmp_path / "f.png") and (tmp_path / "f.png").stat().st_size > 0
-    passed = speed_page._equivalence_reading(judged(0.0), {})
+    assert speed.figure(runs, tmp_path / "f.png") and (tmp_path / "f.png").stat().st_size > 0
+    passed = speed._equivalence_reading(judged(0.0), {})
     assert passed.startswith(
         "By the largest gap the test cannot tell the fast run from eager's repeats (p = 1.00)"
     )
@@ -640,7 +637,7 @@ def test_equivalence_section_tables_reading_and_figure(tmp_path):
 
 
 def test_equivalence_summary_is_one_line():
-    line = speed_page.equivalence_summary(judged(0.3))
+    line = judging.equivalence_summary(judged(0.3))
     assert "\n" not in line
     assert line.startswith(
         "loss curves, 3 seeds x 3 eager repeats, 60 steps, bf16: failed, the fast run the most "
@@ -661,17 +658,17 @@ def test_the_rounding_null_is_reported_beside_the_target_without_changing_it():
     null = equivalence.judge_curves(fast, perturbed)
     assert null["outcome"] == "passed" and base["curves"]["outcome"] == "failed"
     with_null = base | {"curves_vs_rounding": null}
-    line = speed_page.equivalence_summary(with_null)
+    line = judging.equivalence_summary(with_null)
     expected = (
         f"against eager runs from weights perturbed at bf16's rounding (3 runs a seed): passed (largest gap p = "
         f"{null['p']['max_gap']:.2f}, tail p = {null['p']['tail_offset']:.2f})"
     )
-    assert expected in line and expected not in speed_page.equivalence_summary(base)
-    check = speed_page.equivalence_check(with_null)
-    assert check["status"] == "not met" == speed_page.equivalence_check(base)["status"]
+    assert expected in line and expected not in judging.equivalence_summary(base)
+    check = speed.equivalence_check(with_null)
+    assert check["status"] == "not met" == speed.equivalence_check(base)["status"]
     assert (
         "rounding null (eager from weights perturbed at bf16's rounding, 3 runs a seed; " in check["figures"]
     )
-    section = "\n".join(speed_page._equivalence_section(with_null, {}))
+    section = "\n".join(speed._equivalence_section(with_null, {}))
     assert "**passed**" in section and "flips 0.20-1.00% of the signs" in section
-    assert "Against a rounding-level change" not in "\n".join(speed_page._equivalence_section(base, {}))
+    assert "Against a rounding-level change" not in "\n".join(speed._equivalence_section(base, {}))

