@@ -1,11 +1,17 @@
 """Promote a benchmark result the book shows from ``_build/bench/`` into ``data/results/``: the one deliberate
 step between a run and a page.
 
-    python -m benchmarks.promote _build/bench/step_profile_cuda.json data/results/benchmarks/distill_step.json
+    python -m benchmarks.promote _build/bench/step_profile_cuda_equivalence.json \
+        data/results/benchmarks/distill_equivalence.json
     python -m benchmarks.promote _build/bench/ops_cuda.json   # -> data/results/benchmarks/ops_cuda.json
+    python -m benchmarks.promote --curate data/results/benchmarks/distill_step.json \
+        _build/bench/step_profile_cuda_*.json
 
 The source must be a JSON object; the target (a file, or a folder keeping the source's name; default
-``data/results/benchmarks/``) must lie under ``data/results/``. The copy is written atomically.
+``data/results/benchmarks/``) must lie under ``data/results/``. With ``--curate`` several sources become one file
+(:func:`curate`: each source whole, its provenance included, under its file name, added to those the file holds), the
+one a page's tables read.
+Files are written atomically.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from hybridlib.atomic import write_text
+from hybridlib.atomic import write_json, write_text
 from hybridlib.paths import REPO_ROOT
 
 #: the curated results, and where a promoted result goes unless a target is given
@@ -23,38 +29,71 @@ RESULTS = REPO_ROOT / "data" / "results"
 CURATED = RESULTS / "benchmarks"
 
 
+def _target(path: Path) -> Path:
+    """``path`` if it lies under :data:`RESULTS`, else a ValueError."""
+    root = RESULTS.resolve()
+    if not path.resolve().is_relative_to(root):
+        raise ValueError(f"target {path} is not under {root}")
+    return path
+
+
+def _object(source: Path) -> dict:
+    """The JSON object at ``source`` (a ValueError for any other JSON)."""
+    data = json.loads(source.read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: a benchmark result is a JSON object, got {type(data).__name__}")
+    return data
+
+
+def curate(sources: Sequence[str | Path], target: str | Path) -> Path:
+    """Add the JSON objects at ``sources`` to the curated file ``target`` (a ``.json`` under ``data/results/``):
+    ``{"sources": {file name: the source's object}}`` in name order, a source replacing the one of its name; returns
+    the written path."""
+    path = _target(Path(target))
+    if path.suffix != ".json":
+        raise ValueError(f"a curated file is one .json file, got {path}")
+    named = {Path(s).name: _object(Path(s)) for s in sources}
+    if len(named) != len(sources):
+        raise ValueError("two sources share a file name")
+    kept = json.loads(path.read_text())["sources"] if path.exists() else {}
+    write_json(path, {"sources": dict(sorted((kept | named).items()))})
+    return path
+
+
 def promote(source: str | Path, target: str | Path | None = None) -> Path:
     """Copy the JSON object at ``source`` to ``target`` (a ``.json`` file, or a folder: the source's name in it;
     default :data:`CURATED`) under ``data/results/``; returns the written path."""
     source = Path(source)
-    data = json.loads(source.read_text())
-    if not isinstance(data, dict):
-        raise ValueError(f"{source}: a benchmark result is a JSON object, got {type(data).__name__}")
+    _object(source)
     path = Path(target) if target is not None else CURATED
     if path.suffix != ".json":
         path = path / source.name
-    root = RESULTS.resolve()
-    if not path.resolve().is_relative_to(root):
-        raise ValueError(f"target {path} is not under {root}")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _target(path).parent.mkdir(parents=True, exist_ok=True)
     write_text(path, source.read_text())
     return path
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     p = argparse.ArgumentParser(prog="python -m benchmarks.promote", description=__doc__.splitlines()[0])
-    p.add_argument("source", help="a benchmark's JSON (e.g. under _build/bench/)")
     p.add_argument(
-        "target",
-        nargs="?",
-        help="a .json file or a folder under data/results/ (default: data/results/benchmarks/)",
+        "source", nargs="+", help="a benchmark's JSON (e.g. under _build/bench/); several with --curate"
+    )
+    p.add_argument(
+        "--curate",
+        metavar="TARGET",
+        help="write the sources as one curated .json under data/results/ (e.g. data/results/benchmarks/x.json)",
     )
     args = p.parse_args(argv)
+    if args.curate is None and len(args.source) > 2:
+        p.error("one source and an optional target; several sources need --curate TARGET")
     try:
-        path = promote(args.source, args.target)
+        if args.curate is not None:
+            path = curate(args.source, args.curate)
+        else:
+            path = promote(args.source[0], args.source[1] if len(args.source) == 2 else None)
     except (OSError, ValueError) as err:
         p.error(str(err))
-    print("promoted", args.source, "->", path)
+    print("promoted", *args.source, "->", path)
     return path
 
 

@@ -14,7 +14,7 @@ from PIL import Image  # noqa: E402
 
 from hybridlib import notebook, plots, rule_history, style  # noqa: E402
 from hybridlib.findings import CHAPTERS  # noqa: E402
-from hybridlib.pages import scoreboard  # noqa: E402
+from hybridlib.pages import equivalence, scoreboard  # noqa: E402
 from hybridlib.params import ChapterSpec  # noqa: E402
 from hybridlib.paths import REPO_ROOT  # noqa: E402
 from hybridlib.verdicts import Outcome, Precondition, Rule, RuleChange, Tolerance, Verdict  # noqa: E402
@@ -373,7 +373,7 @@ def test_a_distilling_chapter_s_box_reports_the_fast_path_s_equivalence_test(tmp
     layout = ChapterSpec("layout_distillation", "Layout", "05.ipynb", "c", ())
     probe = ChapterSpec("softcka", "SoftCKA", "02.ipynb", "c", (), depends_on=("layout_distillation",))
     results, gpu = tmp_path / "results", tmp_path / "gpu"
-    path = results / scoreboard.DISTILLED / "step_profile_cuda_equivalence.json"
+    path = results / "benchmarks" / equivalence.JUDGED_FILE
     assert "distilled on the fast path" not in scoreboard.render_summary(layout, results, gpu)
     for (outcome, fast), status in {
         ("failed", "passed"): "not met",

@@ -544,11 +544,28 @@ def judged(
     }
 
 
+def write_step_file(folder) -> None:
+    """One timing file, ``step_profile_cuda_a.json``, as the folder's curated step file."""
+    sources = {"step_profile_cuda_a.json": {"rows": [step(0.36, 200_000.0, 80.0)]}}
+    (folder / speed.STEP_FILE).write_text(json.dumps({"sources": sources}))
+
+
 def write_judged(folder, data: dict) -> dict:
-    """``data`` as the folder's step_profile_cuda_equivalence.json beside a timing file; the folder's runs, loaded."""
-    (folder / "step_profile_cuda_equivalence.json").write_text(json.dumps(data))
-    (folder / "step_profile_cuda_a.json").write_text(json.dumps({"rows": [step(0.36, 200_000.0, 80.0)]}))
+    """``data`` as the folder's curated judged file beside a curated timing file; the folder's runs, loaded."""
+    (folder / judging.JUDGED_FILE).write_text(json.dumps(data))
+    write_step_file(folder)
     return speed.load(folder)
+
+
+def test_load_names_each_curated_source_by_its_tag_in_file_name_order(tmp_path):
+    names = ["step_profile_cuda_b.json", "step_profile_cuda.json", "step_profile_cuda_a_2.json"]
+    sources = {name: {"rows": [], "provenance": {"note": name}} for name in names}
+    (tmp_path / speed.STEP_FILE).write_text(json.dumps({"sources": sources}))
+    (tmp_path / judging.JUDGED_FILE).write_text(json.dumps({"curves": None, "files": []}))
+    runs = speed.load(tmp_path)
+    assert list(runs) == ["", "a_2", "b", "equivalence"]
+    assert runs["a_2"]["provenance"]["note"] == "step_profile_cuda_a_2.json"
+    assert runs["equivalence"] == {"curves": None, "files": []}
 
 
 @pytest.mark.parametrize(
@@ -595,7 +612,7 @@ def test_equivalence_check_untested_designs_and_too_few_seeds_are_not_measured(t
 
 
 def test_equivalence_check_without_the_judged_file_is_not_measured(tmp_path):
-    (tmp_path / "step_profile_cuda_a.json").write_text(json.dumps({"rows": [step(0.36, 200_000.0, 80.0)]}))
+    write_step_file(tmp_path)
     assert judging.load_judged(tmp_path) is None
     row = by_target(speed.load(tmp_path))[EQUIVALENT]
     assert (row["status"], row["figures"]) == ("not measured", "")

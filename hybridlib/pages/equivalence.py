@@ -30,10 +30,15 @@ STATUS = {"passed": "met", "failed": "not met", "untested": "not measured"}
 FAST = "fast"
 
 
+#: the judged file as the benchmark names it (``step_profile_cuda_<tag>.json``)
+JUDGED_NAME = f"step_profile_cuda_{EQUIVALENCE}.json"
+#: the judged file promoted into the curated results (``python -m benchmarks.promote``)
+JUDGED_FILE = "distill_equivalence.json"
+
+
 def load_judged(folder: Path | None = None) -> dict[str, Any] | None:
-    """The judged file ``step_profile_cuda_<EQUIVALENCE>.json`` in ``folder`` (default: the chapter's results);
-    None without it."""
-    path = (folder or results_dir("layout_distillation")) / f"step_profile_cuda_{EQUIVALENCE}.json"
+    """The judged file :data:`JUDGED_FILE` in ``folder`` (default: ``data/results/benchmarks``); None without it."""
+    path = (folder or results_dir("benchmarks")) / JUDGED_FILE
     return json.loads(path.read_text()) if path.exists() else None
 
 

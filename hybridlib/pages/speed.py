@@ -1,16 +1,17 @@
-"""The layout chapter's page on distillation speed, generated from the committed step benchmarks (never edited by
+"""The layout chapter's page on distillation speed, generated from the curated step benchmarks (never edited by
 hand).
 
-``python -m hybridlib.pages.speed`` reads every ``step_profile_cuda*.json`` that
-:mod:`hybridlib.findings.layout.bench` wrote to ``data/results/layout_distillation/`` and writes
-``book/gpu/distill_speed.md`` with one figure: the distillation step on one H200 variant by variant (ms per phase,
-tokens/s, MFU), where its GPU time goes by kernel family, causal SDPA at the step's shape in each input layout
-(``data/results/kernels/sdpa_layouts_cuda.json``), the fast path's equivalence test against eager (the judged file
-``step_profile_cuda_equivalence.json``, :mod:`hybridlib.train.equivalence`; the figure: its loss curves seed by
-seed), the earlier loss curves of the variants against eager, the two-GPU runs of the trainer (``--train-steps``, DDP
-and FSDP, checkpoints across world sizes) and the command behind each file. The targets (:data:`TARGET_MFU`,
-:data:`TARGET_TOKENS_PER_S`, the fast path's equivalence (:data:`EQUIVALENCE_TARGET`), :data:`TARGET_SPEEDUP`) are
-checked by :func:`checks`: ``met``, ``not met`` or ``not measured``. ``make html`` runs it.
+``python -m hybridlib.pages.speed`` reads ``data/results/benchmarks/``: :data:`STEP_FILE` (every
+``step_profile_cuda*.json`` of ``python -m benchmarks.distill_step`` the page shows, curated by ``python -m
+benchmarks.promote --curate``), the judged equivalence file (:data:`~hybridlib.pages.equivalence.JUDGED_FILE`) and
+the kernel benchmarks :data:`SDPA_LAYOUTS_FILE` and :data:`CONV_CHUNKS_FILE`. It writes ``book/gpu/distill_speed.md``
+with one figure: the distillation step on one H200 variant by variant (ms per phase, tokens/s, MFU), where its GPU
+time goes by kernel family, causal SDPA at the step's shape in each input layout, the fast path's equivalence test
+against eager (:mod:`hybridlib.train.equivalence`; the figure: its loss curves seed by seed), the earlier loss
+curves of the variants against eager, the two-GPU runs of the trainer (``--train-steps``, DDP and FSDP, checkpoints
+across world sizes) and the command behind each file. The targets (:data:`TARGET_MFU`, :data:`TARGET_TOKENS_PER_S`,
+the fast path's equivalence (:data:`EQUIVALENCE_TARGET`), :data:`TARGET_SPEEDUP`) are checked by :func:`checks`:
+``met``, ``not met`` or ``not measured``.
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ from hybridlib.pages.equivalence import (
     EQUIVALENCE_SEEDS,
     EQUIVALENCE_TARGET,
     FAST,
+    JUDGED_FILE,
+    JUDGED_NAME,
     STATUS,
     equivalence_status,
+    load_judged,
 )
 from hybridlib.pages.tables import markdown_table
 from hybridlib.paths import REPO_ROOT, results_dir
@@ -70,10 +74,16 @@ PHASES = {
 FAMILY_TOTALS = ("GPU ms a step (all)", "host ms a step", "kernels a step")
 SCALING_RUNS = ("train1", "train1_repeat", "train2", "train2_fsdp", "train2to1", "train1to2")
 SCALING_COMMAND = "bash tools/offline_gpu/scaling.sh"
-#: ``kernels.bench --sdpa-layouts-batch 32`` on the H200: causal SDPA at the step's shape in each input layout
-SDPA_LAYOUTS_FILE = results_dir("kernels") / "sdpa_layouts_cuda.json"
-#: ``kernels.bench --conv-chunks`` on the H200: fla's short convolution at the step's shape, tokens per program
-CONV_CHUNKS_FILE = results_dir("kernels") / "conv_chunks_cuda.json"
+#: the curated step benchmarks (``python -m benchmarks.promote --curate``): every timing, profile, loss curve and
+#: probe the page shows, each source file whole under its name; the judged file is curated apart
+#: (:data:`~hybridlib.pages.equivalence.JUDGED_FILE`: the scoreboard reads it too)
+STEP_FILE = "distill_step.json"
+#: ``python -m benchmarks.ops --sdpa-layouts-batch 32`` on the H200: causal SDPA at the step's shape in each input
+#: layout
+SDPA_LAYOUTS_FILE = results_dir("benchmarks") / "sdpa_layouts_cuda.json"
+#: ``python -m benchmarks.ops --conv-chunks`` on the H200: fla's short convolution at the step's shape, tokens per
+#: program
+CONV_CHUNKS_FILE = results_dir("benchmarks") / "conv_chunks_cuda.json"
 
 
 def _random_teacher(run: Mapping[str, Any]) -> bool:
@@ -87,12 +97,18 @@ def _name(tag: str) -> str:
 
 
 def load(folder: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Every ``step_profile_cuda[_<tag>].json`` in ``folder`` (default: the chapter's results), by tag ('' for
-    the untagged file), in name order."""
-    folder = folder or results_dir("layout_distillation")
+    """Every step benchmark the page shows, from the curated files in ``folder`` (default:
+    ``data/results/benchmarks``): the sources of :data:`STEP_FILE` and the judged file
+    (:func:`~hybridlib.pages.equivalence.load_judged`), by tag (``step_profile_cuda_<tag>.json``; '' for the
+    untagged file), in file-name order."""
+    folder = folder or results_dir("benchmarks")
+    path = folder / STEP_FILE
+    sources = json.loads(path.read_text())["sources"] if path.exists() else {}
+    if (judged := load_judged(folder)) is not None:
+        sources = sources | {JUDGED_NAME: judged}
     return {
-        path.stem.removeprefix("step_profile_cuda").lstrip("_"): json.loads(path.read_text())
-        for path in sorted(folder.glob("step_profile_cuda*.json"))
+        name.removeprefix("step_profile_cuda").removesuffix(".json").lstrip("_"): run
+        for name, run in sorted(sources.items())
     }
 
 
@@ -1169,7 +1185,7 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
 
 
 #: where :func:`load` reads the step benchmarks, as the page names it
-SOURCE = "data/results/layout_distillation/step_profile_cuda*.json"
+SOURCE = f"data/results/benchmarks/{{{STEP_FILE},{JUDGED_FILE}}}"
 
 
 def write(root: Path = REPO_ROOT) -> list[Path]:

@@ -24,7 +24,7 @@ from kernels.ops.conv_onepass import ONEPASS_ROWS, conv_silu_bwd_onepass
 IMPLS = ("torch", "fla", "fla_onepass")
 #: tokens per program of fla's kernels (its ``chunk_size``, fla's default 64; each program stores its own [C, K]
 #: weight-gradient partial, which ``dw.sum(0)`` then reduces): the fastest of 64-512 at the distillation step's shape
-#: on the H200, forward + backward 0.118 ms against 0.144-1.202 (``data/results/kernels/conv_chunks_cuda.json``)
+#: on the H200, forward + backward 0.118 ms against 0.144-1.202 (``data/results/benchmarks/conv_chunks_cuda.json``)
 FLA_CONV_CHUNK = 64
 
 
