@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -114,7 +116,7 @@ def _tiny_probed(label: str = "toy", seed: int = 0) -> al.Probed:
         0,
         False,
     )
-    return al.Probed(label, "full attention", model, tokenizer, card, (0, 1, 2), f"toy-{seed}")
+    return al.Probed(label, "full attention", lambda: model, tokenizer, card, (0, 1, 2), f"toy-{seed}")
 
 
 def _texts() -> dict[str, list[str]]:
@@ -210,7 +212,7 @@ def test_prealign_measures_what_it_is_asked_with_the_chapters_parameters(monkeyp
     from hybridlib.findings.softcka import prealign
 
     def probed(label, kind):
-        return al.Probed(label, kind, torch.nn.Linear(1, 1), None, None, (0,), f"id-{label}")
+        return al.Probed(label, kind, lambda: torch.nn.Linear(1, 1), None, None, (0,), f"id-{label}")
 
     loaded, measured = {}, []
 
@@ -249,3 +251,19 @@ def test_prealign_measures_what_it_is_asked_with_the_chapters_parameters(monkeyp
         with pytest.raises(SystemExit):
             prealign.main(bad)
         assert named in capsys.readouterr().err
+
+
+def test_a_cached_measurement_never_loads_the_model(tmp_path, monkeypatch):
+    """A student carried without its weights (hybridlib.carry) is probed from the cache: ``load`` is not called."""
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
+    measured = al.measure(_tiny_probed(), _texts(), max_tokens=16, progress=False)
+
+    def absent():
+        raise FileNotFoundError("weights stayed on the machine that trained it")
+
+    carried = dataclasses.replace(_tiny_probed(), load=absent)
+    again = al.measure(carried, _texts(), max_tokens=16, progress=False)
+    for key, terms in measured.terms.items():
+        np.testing.assert_array_equal(terms, again.terms[key])
+    with pytest.raises(FileNotFoundError, match="stayed"):  # a new measurement needs the weights
+        al.measure(carried, _texts(), max_tokens=8, progress=False)

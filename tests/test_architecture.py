@@ -59,6 +59,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
         6,
         (
             "hybridlib.book",
+            "hybridlib.campaign",
             "hybridlib.notebook",
             "hybridlib.prepare",
             "hybridlib.pages",

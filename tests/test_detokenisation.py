@@ -165,3 +165,45 @@ def test_word_identity_probe_end_to_end_reads_the_embeddings_at_layer_zero(monke
     pd.testing.assert_frame_equal(
         dt.word_identity_probe(model, tok, card, CORPUS, max_tokens=64, min_count=2, label="toy"), frame
     )
+
+
+def test_the_chapters_measurements_are_cached_under_the_models_identity(tmp_path, monkeypatch):
+    """first_fa.measures gives what the direct calls give, and a second call with the same identity reads the
+    cache without loading the model (a student carried without weights); another identity measures again."""
+    from types import SimpleNamespace
+
+    from hybridlib import probe
+    from hybridlib.findings.first_fa import measures
+
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
+    tok, card = _bpe(), _card()
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        max_position_embeddings=128,
+    )
+    model = AutoModelForCausalLM.from_config(config).eval()
+    m = SimpleNamespace(label="toy", tokenizer=tok, card=card, identity="toy-0", model=model)
+    ids = [dt.tokenise(tok, card, t, 32).ids for t in CORPUS]
+    loc = measures.locality(m, ids, [0, 1], window=4)
+    direct = probe.attention_locality(model, ids, [0, 1], window=4)
+    np.testing.assert_array_equal(loc.mean_distance, direct.mean_distance)
+    words = measures.word_probe(m, CORPUS, max_tokens=64, min_count=2)
+    pd.testing.assert_frame_equal(
+        words, dt.word_identity_probe(model, tok, card, CORPUS, max_tokens=64, min_count=2, label="toy")
+    )
+    carried = SimpleNamespace(label="toy", tokenizer=tok, card=card, identity="toy-0")  # no model attribute
+    np.testing.assert_array_equal(
+        measures.locality(carried, ids, [0, 1], window=4).local_share, loc.local_share
+    )
+    pd.testing.assert_frame_equal(measures.word_probe(carried, CORPUS, max_tokens=64, min_count=2), words)
+    with pytest.raises(
+        AttributeError, match="model"
+    ):  # other settings: measured again, which needs the model
+        measures.locality(carried, ids, [0, 1], window=8)

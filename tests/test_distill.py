@@ -363,3 +363,25 @@ def test_log_spaced_validations_and_the_corpus_use(teacher_dir, cache):
     assert r.settings["eval_points"] == 4 and r.key != run(teacher_dir).key
     assert set(r.corpus) == set(LANGS) and all(u["passes"] > 0 for u in r.corpus.values())
     assert sum(u["tokens"] for u in r.corpus.values()) == 12 * 4 * 31  # 31 text tokens a row (BOS excluded)
+
+
+def test_a_student_carried_as_its_record_is_read_not_trained(teacher_dir, cache, tmp_path, monkeypatch):
+    """On another machine, a student packed by hybridlib.carry returns the same run and held-out scores without
+    training, and a call that needs its weights fails naming its folder."""
+    from hybridlib import carry
+
+    trained = run(teacher_dir, train_tokens=256)
+    scores = distill.heldout_scores(trained, 1, "validation", teacher_path=teacher_dir)
+    carry.pack(tmp_path / "records.tgz", cache)
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path / "elsewhere"))
+    carry.unpack(tmp_path / "records.tgz", tmp_path / "elsewhere")
+    forbid_training(monkeypatch)
+    carried = run(teacher_dir, train_tokens=256)
+    assert carried.key == trained.key and carried.evals == trained.evals
+    assert carried.path == str(tmp_path / "elsewhere" / "students" / trained.key)  # where it is now
+    again = distill.heldout_scores(carried, 1, "validation", teacher_path=teacher_dir)
+    pd.testing.assert_frame_equal(again, scores, check_dtype=False, check_like=True)
+    with pytest.raises(FileNotFoundError, match=trained.key):
+        carried.load_model()
+    with pytest.raises(FileNotFoundError, match=trained.key):  # a score never computed needs the weights
+        distill.heldout_scores(carried, 1, "test", teacher_path=teacher_dir)

@@ -1,6 +1,7 @@
 """The layout chapter's pre-registered rules (``hybridlib.findings.layout.report.judge``), driven into every outcome
 with hand-made replicates whose numbers are known in closed form."""
 
+import json
 import math
 
 import numpy as np
@@ -8,9 +9,11 @@ import pandas as pd
 import pytest
 from fake_runs import distill_run
 
+from hybridlib import planning
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import distill, replicates, report
 from hybridlib.findings.layout.spec import replicate_seeds
+from hybridlib.paths import REPO_ROOT
 from hybridlib.verdicts import Outcome, t_quantile
 
 LANGS = ("eng", "rus", "hin", "fra")  # Latn, Cyrl, Deva, Latn
@@ -255,7 +258,10 @@ def test_arms_recipe_and_best_layout_of_the_chapter():
     runs, _ = arms({"reverse_periodic": [0.7] * 3, "sandwich": [0.7] * 3})
     runs["sandwich"] = [run("sandwich", "s", [9, 3, 2, 1.7, c]) for c in (1.5, 1.6, 1.4)]  # mean 1.5 < 1.6
     assert replicates.best_fa_first(runs) == "sandwich"
-    assert params["seeds"] == 3 and params["lr_check_factor"] > 0
+    plan = json.loads((REPO_ROOT / "data" / "results" / "replicate_plan.json").read_text(encoding="utf-8"))
+    on_students = ("layout_distillation", "softcka", "first_fa")  # the rules judged on these students
+    planned = [r["planned"] for r in plan["rules"] if r["chapter"] in on_students and r["planned"]]
+    assert params["seeds"] == max(planned) == planning.CAP and params["lr_check_factor"] > 0
     assert chapter("layout_distillation").resolve("seminar")["lr_check_factor"] == 0
 
 
@@ -263,7 +269,7 @@ def test_arms_recipe_and_best_layout_of_the_chapter():
     ("argv", "named"),
     [
         (["--arms", "sandwich", "nope"], "--arms: ['nope'] not among"),
-        (["--replicates", "0", "3"], "--replicates: [3] outside 0..2"),
+        (["--replicates", "0", "10"], "--replicates: [10] outside 0..9"),
         (["--lr-check", "--other-teachers"], "not allowed with argument"),
     ],
 )

@@ -2,8 +2,9 @@
 # On the GPU machine, from the checkout: install a payload made by pack.sh.
 #   install.sh site DIR    fla/TileLang + wheels into /tmp/site, then a detached kernel warm-up (warm.py)
 #   install.sh assets DIR  weight/tokenizer packages into /tmp/site, the prepared cache into /tmp/hlcache
-#   install.sh memo FILE   an earlier session's memo.tgz (collect.sh) into /tmp/hlcache: its finished experiments
-#                          (MQAR runs, LoLCATs arms) are not run again, if this tree's library code is the same
+#   install.sh records FILE  an earlier machine's records.tgz (collect.sh; python -m hybridlib.carry) into
+#                          /tmp/hlcache: its students' run records and scores, SoftCKA and first-FA measurements
+#                          and memoized experiments are not run again, if this tree's library code is the same
 set -euo pipefail
 what=$1; dir=$2
 case $what in
@@ -14,10 +15,11 @@ case $what in
       /tmp/offline-wheels/*.whl 2>&1 | grep -v "Target directory" || true
     source tools/offline_gpu/env.sh
     setsid nohup python3 tools/offline_gpu/warm.py > /tmp/warm.log 2>&1 < /dev/null &
-    python3 -c "import transformers, datasets, papermill, fla; print('installed', transformers.__version__, fla.__version__)" ;;
+    python3 -c "import transformers, datasets, fla; print('installed', transformers.__version__, fla.__version__)"
+    python3 -c "import papermill" 2>/dev/null || echo "install.sh: papermill missing: benchmarks run, chapters do not" ;;
   assets)
     mkdir -p /tmp/hlcache && tar -C /tmp/site -xf "$dir/pkgs.tar" && tar -C /tmp/hlcache -xJf "$dir/cache.tar.xz" ;;
-  memo)
-    mkdir -p /tmp/hlcache && tar -C /tmp/hlcache -xzf "$dir" && ls /tmp/hlcache/memo/* | wc -l ;;
-  *) echo "install.sh: first argument must be 'site', 'assets' or 'memo', got '$what'" >&2; exit 2 ;;
+  records)
+    source tools/offline_gpu/env.sh && python3 -m hybridlib.carry unpack "$dir" ;;
+  *) echo "install.sh: first argument must be 'site', 'assets' or 'records', got '$what'" >&2; exit 2 ;;
 esac

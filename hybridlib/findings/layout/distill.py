@@ -42,6 +42,7 @@ from transformers import PreTrainedModel
 
 from hybridlib import convert, losses, metrics
 from hybridlib.atomic import file_lock, write_json
+from hybridlib.carry import CARRIED, missing_weights
 from hybridlib.convert import MIXERS, RECURRENT_PATTERN, convert_to_hybrid, load_hybrid
 from hybridlib.data.corpus import heldout_documents, repetition, text_tokens, training_corpus
 from hybridlib.data.tokenizers import tokenizer_fingerprint
@@ -160,8 +161,12 @@ class DistillRun:
     def load_model(
         self, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
     ) -> PreTrainedModel:
-        """The trained student (eval mode) rebuilt from its cache folder."""
-        return load_hybrid(Path(self.path) / "student", dtype=dtype).to(device)
+        """The trained student (eval mode) rebuilt from its cache folder; ``FileNotFoundError`` for a student
+        carried here without its weights (:mod:`hybridlib.carry`)."""
+        folder = Path(self.path)
+        if (folder / CARRIED).is_file() and not (folder / "student").exists():
+            raise missing_weights(folder)
+        return load_hybrid(folder / "student", dtype=dtype).to(device)
 
     def save(self) -> None:
         write_json(Path(self.path) / "run.json", asdict(self))
@@ -169,7 +174,9 @@ class DistillRun:
     @classmethod
     def read(cls, path: str | Path) -> DistillRun:
         record = json.loads((Path(path) / "run.json").read_text(encoding="utf-8"))
-        return cls(**record)
+        return cls(
+            **record | {"path": str(path)}
+        )  # where it is now (another machine's cache wrote the record)
 
 
 def _code_version() -> str:
@@ -444,15 +451,20 @@ def distill_layout(
 
 
 def _cached_run(folder: Path) -> DistillRun | None:
-    """The finished run cached in ``folder``, or None: not trained yet, or broken (``run.json`` or the student's
-    weights do not read or match their digests), in which case the folder is moved aside to ``<key>.broken``
-    with a warning naming the file, and the student is trained again."""
+    """The finished run cached in ``folder`` (a carried one without weights too, :mod:`hybridlib.carry`), or None:
+    not trained yet, or broken (``run.json`` or the student's weights do not read or match their digests), in which
+    case the folder is moved aside to ``<key>.broken`` with a warning naming the file, and the student is trained
+    again."""
     if not (folder / "run.json").is_file():
         return None
     remedy = f"moved to {folder.name}.broken, training the student again"
+    carried = (folder / CARRIED).is_file() and not (
+        folder / "student"
+    ).exists()  # its record, not its weights
     try:
         run = read(folder / "run.json", lambda p: DistillRun.read(p.parent), remedy)
-        check_weights(folder / "student", remedy)
+        if not carried:
+            check_weights(folder / "student", remedy)
     except BrokenCacheError as err:
         warnings.warn(str(err))
         quarantine(folder)

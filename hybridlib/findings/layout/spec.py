@@ -327,7 +327,9 @@ SPEC = ChapterSpec(
             int,
             "independent replicates per arm: replicate r uses data_seed + r and model-init seed r",
             minimum=1,
-            defaults={"seminar": 1, "gpu": 3, "paper": 3},
+            # gpu: the replicate plan's cap (data/results/replicate_plan.json: the layout, SoftCKA and first-FA rules
+            # on these students plan 3-10 runs, every arm runs the largest), fixed before the runs it plans
+            defaults={"seminar": 1, "gpu": 10, "paper": 3},
         ),
         Param(
             "lr_check_factor",

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -64,20 +64,31 @@ STUDENT_ARGS = (
 
 @dataclass
 class Probed:
-    """A model ready to probe: ``fa_layers`` are its softmax full/global-attention layers (all layers of a
-    plain Transformer); ``identity`` a content hash naming its weights (cache key)."""
+    """A model ready to probe: ``load`` returns it, called on the first use of :attr:`model` (a measurement found
+    in the cache needs no weights, so a student carried without them, :mod:`hybridlib.carry`, is still probed);
+    ``fa_layers`` are its softmax full/global-attention layers (all layers of a plain Transformer); ``identity`` a
+    content hash naming its weights (cache key)."""
 
     label: str
     kind: str
-    model: nn.Module
+    load: Callable[[], nn.Module]
     tokenizer: Any
     card: ModelCard
     fa_layers: tuple[int, ...]
     identity: str
 
+    @cached_property
+    def model(self) -> nn.Module:
+        return self.load()
+
     @property
     def n_layers(self) -> int:
         return self.card.n_layers
+
+
+def student_model(run: distill.DistillRun, device: str | torch.device) -> Callable[[], nn.Module]:
+    """The loader of ``run``'s trained student on ``device``, in eval mode."""
+    return lambda: run.load_model(device).eval()
 
 
 def student_args(preset: str) -> dict[str, Any]:
@@ -123,9 +134,7 @@ def load_models(
     card = describe(teacher)
     identity = distill.teacher_identity(model)
     out = [
-        Probed(
-            teacher, "full attention", model.eval(), tokenizer, card, full_attention_layers(card), identity
-        )
+        Probed(teacher, "full attention", model.eval, tokenizer, card, full_attention_layers(card), identity)
     ]
     args = student_args(preset)
     plans = [(name, "gdn") for name in layouts] + ([(BASELINE, "swa")] if swa_control else [])
@@ -137,7 +146,7 @@ def load_models(
             Probed(
                 label,
                 kind,
-                run.load_model(device).eval(),
+                student_model(run, device),
                 tokenizer,
                 card,
                 tuple(run.settings["fa_layers"]),
@@ -149,7 +158,7 @@ def load_models(
             Probed(
                 "random-init",
                 "random init",
-                random_init_like(model, seed).to(device),
+                lambda: random_init_like(model, seed).to(device),
                 tokenizer,
                 card,
                 full_attention_layers(card),
@@ -163,7 +172,7 @@ def load_models(
             Probed(
                 name,
                 "observed",
-                obs.eval(),
+                obs.eval,
                 obs_tok,
                 obs_card,
                 full_attention_layers(obs_card),

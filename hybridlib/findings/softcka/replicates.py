@@ -10,7 +10,7 @@ import torch
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import distill
 from hybridlib.findings.layout.spec import replicate_seeds
-from hybridlib.findings.softcka.alignment import Probed, student_args
+from hybridlib.findings.softcka.alignment import Probed, student_args, student_model
 
 STUDENT_KINDS = {"hybrid GDN": "gdn", "hybrid SWA": "swa"}
 
@@ -22,24 +22,31 @@ def seeds(preset: str) -> list[dict[str, int]]:
 
 
 def load(
-    teacher: str, probed: Sequence[Probed], *, preset: str, device: str | torch.device = "cpu"
+    teacher: str,
+    probed: Sequence[Probed],
+    *,
+    preset: str,
+    device: str | torch.device = "cpu",
+    replicates: Sequence[int] | None = None,
 ) -> dict[str, list[Probed]]:
-    """Per distilled student of ``probed`` (label ``layout`` or ``layout+swa``): its replicates 1, 2, ... as
-    :class:`Probed` (trained first if not cached), with the layout chapter's recipe for ``preset``."""
+    """Per distilled student of ``probed`` (label ``layout`` or ``layout+swa``): its replicates 1, 2, ... (or
+    those of ``replicates`` among them) as :class:`Probed` (trained first if not cached), with the layout
+    chapter's recipe for ``preset``."""
     args = student_args(preset)
+    chosen = [s for r, s in enumerate(seeds(preset)) if r > 0 and (replicates is None or r in replicates)]
     out: dict[str, list[Probed]] = {}
     for m in probed:
         if m.kind not in STUDENT_KINDS:
             continue
         layout = m.label.removesuffix("+swa")
         out[m.label] = []
-        for s in seeds(preset)[1:]:
+        for s in chosen:
             run = distill.distill_layout(teacher, layout, mixer=STUDENT_KINDS[m.kind], **(args | s))
             out[m.label].append(
                 Probed(
                     m.label,
                     m.kind,
-                    run.load_model(device).eval(),
+                    student_model(run, device),
                     m.tokenizer,
                     m.card,
                     tuple(run.settings["fa_layers"]),

@@ -1,0 +1,109 @@
+"""One lent machine's share of a GPU campaign that no single machine finishes: train some replicates of some
+layout arms, score them on the test documents, and measure them as the SoftCKA and first-FA chapters will
+(SoftCKA curves, attention locality, the detokenisation probe), so that everything the chapters later read of
+these students is in the records :mod:`hybridlib.carry` packs::
+
+    python -m hybridlib.carry unpack records.tgz     # what the machines before this one finished
+    python -m hybridlib.campaign --preset gpu --arms standard_periodic reverse_periodic --replicates 3 4
+    python -m hybridlib.carry pack records.tgz       # for the next machine
+
+Every machine of a campaign runs the same frozen commit (records match only under the same library code), and
+replicate 0 of an arm comes first (the chapters load it beside the other replicates). Once every arm has all
+its replicates, the layout chapter's learning-rate check (``python -m hybridlib.findings.layout.replicates
+--lr-check``) and the chapters themselves run from the records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+
+import torch
+
+from hybridlib.findings import chapter
+from hybridlib.findings.first_fa import measures
+from hybridlib.findings.layout import distill
+from hybridlib.findings.layout import replicates as layout_replicates
+from hybridlib.findings.softcka import alignment
+from hybridlib.findings.softcka import replicates as softcka_replicates
+from hybridlib.params import PRESETS
+
+SWA = "+swa"  #: suffix of the sliding-window control's arm label
+
+
+def train(preset: str, arms: Sequence[str], replicates: Sequence[int]) -> int:
+    """Train (or find) ``arms`` x ``replicates`` of the layout chapter's ``preset`` and score each on the test
+    documents; returns the number of runs."""
+    params = chapter("layout_distillation").resolve(preset)
+    runs = layout_replicates.train(params, replicates, labels=arms)
+    for reps in runs.values():
+        for run in reps:
+            distill.heldout_scores(run, params["test_docs_per_language"])
+    return sum(len(reps) for reps in runs.values())
+
+
+def measure(preset: str, arms: Sequence[str], replicates: Sequence[int], device: str) -> list[str]:
+    """The SoftCKA and first-FA chapters' measurements of ``arms`` x ``replicates`` (and of the teacher with
+    replicate 0), with each chapter's ``preset`` parameters; returns what was measured, as ``chapter:label/r``."""
+    done = []
+    for name in ("softcka", "first_fa"):
+        p = chapter(name).resolve(preset)
+        gdn = [a for a in arms if not a.endswith(SWA) and a in p["layouts"]]
+        swa = p["swa_control"] and any(a.endswith(SWA) for a in arms)
+        probed = alignment.load_models(p["teacher"], gdn, preset=preset, swa_control=swa, device=device)
+        more = softcka_replicates.load(
+            p["teacher"], probed, preset=preset, device=device, replicates=replicates
+        )
+        first = probed if 0 in replicates else []  # the teacher and replicate 0 of each student
+        later = sorted(r for r in replicates if r > 0)  # ``more``'s order
+        models = [(m, 0) for m in first] + [(m, r) for reps in more.values() for r, m in zip(later, reps)]
+        texts = alignment.udhr_texts(p["languages"], p["articles"])
+        if name == "first_fa":
+            ids = measures.locality_ids(probed[0], texts, p["max_tokens"])
+            detok = [t for lang in alignment.udhr_texts(p["detok_languages"], 30).values() for t in lang]
+        for m, r in models:
+            alignment.chapter_measure(m, p)
+            if name == "first_fa":
+                layers = m.fa_layers if m.kind != "full attention" else range(m.n_layers)
+                measures.locality(m, ids, layers, window=p["locality_window"])
+                if r == 0:  # the chapter probes detokenisation on replicate 0 only
+                    measures.word_probe(
+                        m, detok, max_tokens=p["detok_max_tokens"], min_count=p["detok_min_count"]
+                    )
+            done.append(f"{name}:{m.label}/{r}")
+    return done
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m hybridlib.campaign", description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", required=True, choices=PRESETS)
+    parser.add_argument(
+        "--arms", nargs="+", required=True, metavar="ARM", help="layout arm labels (layout[+swa])"
+    )
+    parser.add_argument("--replicates", type=int, nargs="+", required=True, help="replicate indices")
+    args = parser.parse_args(argv)
+    params = chapter("layout_distillation").resolve(args.preset)
+    allowed = sorted(layout_replicates.plans(params))
+    bad = [a for a in args.arms if a not in allowed]
+    if bad:
+        parser.error(f"--arms {bad} are not arms of the {args.preset} preset; allowed: {', '.join(allowed)}")
+    out_of_range = [r for r in args.replicates if not 0 <= r < params["seeds"]]
+    if out_of_range:
+        parser.error(
+            f"--replicates {out_of_range}: the {args.preset} preset has seeds 0..{params['seeds'] - 1}"
+        )
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    start = time.perf_counter()
+    n = train(args.preset, args.arms, args.replicates)
+    print(
+        f"campaign: {n} run(s) trained or found and scored in {time.perf_counter() - start:.0f} s", flush=True
+    )
+    done = measure(args.preset, args.arms, args.replicates, device)
+    print(
+        f"campaign: {len(done)} measurement(s) in {time.perf_counter() - start:.0f} s on {device}", flush=True
+    )
+
+
+if __name__ == "__main__":
+    main()
