@@ -112,7 +112,7 @@ def test_command_from_recorded_arguments():
     params = {"teacher": "smollm2-135m", "variants": ["fast", "regional"], "no_cuda_graphs": True}
     params |= {"random_weights": False, "teacher_path": None, "train_steps": 0, "steps": 10, "layouts": []}
     assert speed.command(params) == (
-        "python -m hybridlib.findings.layout.bench --teacher smollm2-135m --variants fast regional "
+        "python -m benchmarks.distill_step --teacher smollm2-135m --variants fast regional "
         "--no-cuda-graphs --steps 10"
     )
     rows = [
@@ -124,7 +124,7 @@ def test_command_from_recorded_arguments():
         }
     ]
     assert speed.command({"steps": 10}, rows + [{"fla_env": {"FLA_CONV_GLUON": "1"}}]) == (
-        "FLA_CONV_GLUON=1 TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 python -m hybridlib.findings.layout.bench "
+        "FLA_CONV_GLUON=1 TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 python -m benchmarks.distill_step "
         "--steps 10"
     )  # settings that change the measurement, not where caches live
 
@@ -137,8 +137,8 @@ def test_a_file_s_provenance_note_is_shown_beside_its_command():
         "y": {"rows": []},
     }
     page = speed.render(runs, "src", drawn=False)
-    assert "`python -m hybridlib.findings.layout.bench --teacher t` (rebuilt from the printed row)" in page
-    assert "`step_profile_cuda_y.json` (, commit ): `python -m hybridlib.findings.layout.bench`\n" in page
+    assert "`python -m benchmarks.distill_step --teacher t` (rebuilt from the printed row)" in page
+    assert "`step_profile_cuda_y.json` (, commit ): `python -m benchmarks.distill_step`\n" in page
 
 
 def test_family_frame_largest_families_first_totals_last():

@@ -278,7 +278,7 @@ def first_steps_frame(
 
 
 def probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """From files with a ``first_step`` probe (:func:`~hybridlib.findings.layout.bench.first_step_probe`): per
+    """From files with a ``first_step`` probe (:func:`benchmarks.distill_probes.first_step_probe`): per
     file and variant, the loss after one update by its own step and by the common evaluator; per file, variant
     (eager excluded) and parameter kind, the common loss of eager's weights with that kind from the variant,
     the update's relative difference to eager's and the fraction of its elements with the other sign."""
@@ -316,7 +316,7 @@ def probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, p
 
 
 def grad_probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """From files with a ``grad_probe`` (:func:`~hybridlib.findings.layout.bench.gradient_probe`): per file and
+    """From files with a ``grad_probe`` (:func:`benchmarks.distill_probes.gradient_probe`): per file and
     variant, the one-step gradient's relative error (%) against eager backbones' float32 gradient by parameter kind
     (columns), and the relative error (%) of each decoder layer's gradient (columns: layer index and mixer, ``GDN``
     or ``FA``)."""
@@ -596,7 +596,7 @@ def eager_repeats(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]
 
 
 def scaling_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """The trainer runs of :func:`~hybridlib.findings.layout.bench.train_speed` (tags in :data:`SCALING_RUNS`):
+    """The trainer runs of :func:`benchmarks.distill_step.train_speed` (tags in :data:`SCALING_RUNS`):
     GPUs, strategy, first step (above 1: resumed from a checkpoint), tokens/s and MFU (%)."""
     out = []
     for tag in SCALING_RUNS:
@@ -634,7 +634,7 @@ def noise_bound(noise: float) -> float:
 
 
 def _judged(run: Mapping[str, Any]) -> bool:
-    """Whether a file is :func:`~hybridlib.findings.layout.bench.judge_fast_path`'s (no timings, no curves of its
+    """Whether a file is :func:`~hybridlib.train.equivalence.judge_fast_path`'s (no timings, no curves of its
     own: the judged curves and the first-step probes by precision)."""
     return "curves" in run and "files" in run
 
@@ -857,7 +857,7 @@ def _equivalence_section(
         "summed over seeds are referred to their exact permutation distribution, the two metrics under Holm. Then "
         "one update in float32 from the same weights on the same batch: loss and median parameter difference within "
         f"the tolerance. Status: **{equivalence_status(judged)}** (`step_profile_cuda_{EQUIVALENCE}.json`, runs at "
-        f"commit {', '.join(commits)} on {', '.join(devices)}; `python -m hybridlib.findings.layout.bench --judge "
+        f"commit {', '.join(commits)} on {', '.join(devices)}; `python -m benchmarks.distill_step --judge "
         f"FILES --tag {EQUIVALENCE}`).",
         "",
         _equivalence_reading(judged, runs),
@@ -993,7 +993,7 @@ def command(params: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = ()) -
     """The bench's command line from a file's recorded arguments (flags whose value is unset left out), after
     the :data:`SETTINGS` its ``rows`` record (``fla_env``, ``inductor_env``)."""
     env = {k: v for r in rows for k, v in ((r.get("fla_env") or {}) | (r.get("inductor_env") or {})).items()}
-    parts = [f"{k}={env[k]}" for k in SETTINGS if k in env] + ["python -m hybridlib.findings.layout.bench"]
+    parts = [f"{k}={env[k]}" for k in SETTINGS if k in env] + ["python -m benchmarks.distill_step"]
     for key, value in params.items():
         flag = "--" + key.replace("_", "-")
         if (
@@ -1087,8 +1087,9 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         "32 x 512 tokens. Its speed decides how many tokens and replicates fit in a session. MFU counts "
         f"6 N_student + 2 N_teacher FLOPs a token (matrix parameters) against {distill.PEAK_BF16_FLOPS / 1e12:.0f} "
         "TFLOP/s, the bf16 matrix-multiply rate measured on one H200 (`distill.PEAK_BF16_FLOPS`). Code: "
-        "`hybridlib.findings.layout.bench`; the chapters train on its `fast` path (the student compiled whole, "
-        "CUDA graphs, the fused KL).",
+        "`benchmarks.distill_step`. Its `fast` path (the student compiled whole, CUDA graphs, the fused KL) "
+        "failed the equivalence test below against eager's repeats, so the chapters train on eager backbones "
+        "(`Recipe.compiled` false).",
         "",
         "## Targets",
         "",
