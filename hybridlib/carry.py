@@ -60,7 +60,7 @@ def unpack(archive: Path, root: Path | None = None) -> list[Path]:
     root = cache_dir() if root is None else root
     restored = []
     with tarfile.open(archive, "r:gz") as tar:
-        members = tar.getmembers()
+        members = [m for m in tar.getmembers() if not m.isdir()]  # folders are made as their files need them
         bad = [m.name for m in members if not m.isfile() or not any(Path(m.name).match(p) for p in RECORDS)]
         if bad:
             raise ValueError(f"{archive}: members {bad[:3]} are not records ({', '.join(RECORDS)})")

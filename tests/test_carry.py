@@ -45,6 +45,9 @@ def test_pack_takes_records_only_and_unpack_marks_students_without_weights(tmp_p
 
 def test_unpack_refuses_an_archive_with_anything_but_records(tmp_path):
     _cache(tmp_path / "src", {"students/k1/student/model.safetensors": b"weights"})
+    with tarfile.open(tmp_path / "dirs.tgz", "w:gz") as tar:  # tar's own folder entries are fine
+        tar.add(tmp_path / "src" / "students", arcname="students", recursive=False)
+    assert carry.unpack(tmp_path / "dirs.tgz", tmp_path / "dst") == []
     with tarfile.open(tmp_path / "bad.tgz", "w:gz") as tar:
         tar.add(
             tmp_path / "src/students/k1/student/model.safetensors",
@@ -52,6 +55,6 @@ def test_unpack_refuses_an_archive_with_anything_but_records(tmp_path):
         )
     with pytest.raises(ValueError, match="not records"):
         carry.unpack(tmp_path / "bad.tgz", tmp_path / "dst")
-    assert not (tmp_path / "dst" / "students").exists()
+    assert not (tmp_path / "dst" / "students" / "k1").exists()
     with pytest.raises(ValueError, match="no records"):
         carry.pack(tmp_path / "empty.tgz", tmp_path / "nothing")
