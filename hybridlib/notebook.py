@@ -17,7 +17,7 @@ from hybridlib.atomic import write_json
 from hybridlib.findings import chapter, notebook_params
 from hybridlib.params import check_choice
 from hybridlib.paths import book_notebook
-from hybridlib.verdicts import Outcome, Verdict
+from hybridlib.verdicts import Outcome, Verdict, check_id
 
 VERDICTS = tuple(o.value for o in Outcome)
 _PAGE: dict[str, Any] = {"chapter": None, "rows": [], "status": None}  # what this notebook reported so far
@@ -149,17 +149,21 @@ def interval_text(v: Verdict, digits: int = 3) -> str:
 
 def stored_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """A paper-vs-book row (keys metric, paper, book, verdict, optional note) as the page shows it and
-    ``paper_vs_book_<preset>.json`` stores it: for a :class:`~hybridlib.verdicts.Verdict` the book column defaults
-    to its estimate with the run-level interval and replicate count, its reason is added to the note, ``verdict``
-    becomes the outcome's word and ``rule`` the verdict's dict (None for a word typed in the row)."""
+    ``paper_vs_book_<preset>.json`` stores it: ``id`` is its rule's id (the verdict's; a row with a word typed in
+    its verdict names its own ``id``), the key pages and tests match it by (``metric`` is its label for readers);
+    for a :class:`~hybridlib.verdicts.Verdict` the book column defaults to its estimate with the run-level interval
+    and replicate count, its reason is added to the note, ``verdict`` becomes the outcome's word and ``rule`` the
+    verdict's dict (None for a word typed in the row)."""
     row = dict(row)
     v = row["verdict"]
     if isinstance(v, Verdict):
+        row["id"] = v.id
         row.setdefault("book", interval_text(v))
         row["note"] = "; ".join(x for x in (row.get("note"), v.reason) if x)
         row["verdict"] = v.outcome.value
     check_choice("verdict", row["verdict"], VERDICTS)
     return {
+        "id": check_id(row["id"]),
         **{k: row.get(k) for k in ("metric", "paper", "book", "verdict", "note")},
         "rule": v.to_dict() if isinstance(v, Verdict) else None,
     }

@@ -235,6 +235,7 @@ def stored_rule(verdict: Mapping[str, Any]) -> Rule | None:
         _minimum(verdict),
         paper,
         null,
+        id=verdict["id"],
     )
 
 
@@ -317,7 +318,7 @@ def _wider_than_t(rule: Mapping[str, Any], p: RunPlan, level: float) -> bool:
 
 def rule_rows(results: Path, preset: str = PRESET) -> list[dict[str, Any]]:
     """Every rule row of ``preset`` under ``results``: per chapter folder, ``paper_vs_book_<preset>.json`` first,
-    then its separate runs' files; a row label seen before in the chapter is skipped (as on the scoreboard).
+    then its separate runs' files; a rule id seen before in the chapter is skipped (as on the scoreboard).
     Each row gains ``chapter`` and ``source`` (the file's name)."""
     out: list[dict[str, Any]] = []
     for folder in sorted(p for p in results.iterdir() if p.is_dir()):
@@ -327,8 +328,8 @@ def rule_rows(results: Path, preset: str = PRESET) -> list[dict[str, Any]]:
         seen: set[str] = set()
         for path in files:
             for row in json.loads(path.read_text())["rows"]:
-                if row.get("rule") and row["metric"] not in seen:
-                    seen.add(row["metric"])
+                if row.get("rule") and row["id"] not in seen:
+                    seen.add(row["id"])
                     out.append({**row, "chapter": folder.name, "source": path.name})
     return out
 
@@ -357,6 +358,7 @@ def plan(
             {
                 "chapter": row["chapter"],
                 "source": row["source"],
+                "id": row["id"],
                 "row": row["metric"],
                 "claim": rule["claim"],
                 "metric": rule["metric"],

@@ -1,13 +1,14 @@
 """When each H200 rule took its current form, from git, against the H200 runs committed by then.
 
-Every rule row of the committed ``gpu`` runs (:func:`hybridlib.planning.rule_rows`) is matched to the source that
-defines its rule (:data:`SOURCES`: the rule's definition and the constants it reads, named as in its module).
-``git log -L`` over those lines at ``HEAD`` gives the commits that changed them; commits that change only
+Every rule row of the committed ``gpu`` runs (:func:`hybridlib.planning.rule_rows`) is matched by its rule's id to the
+source that defines its rule (:data:`SOURCES`: the rule's definition and the constants it reads, named as in its
+module). ``git log -L`` over those lines at ``HEAD`` gives the commits that changed them; commits that change only
 whitespace or comments (a formatter, a re-wrapped line) are skipped, and the newest remaining one is when the rule
-took its current form (commit date). The runs are every committed version of a chapter's H200 result files
-(``data/results/<chapter>/*gpu.json`` and ``previous_runs/``), one per provenance (date, commit). A row's rule is
-*written before the runs it judges* when its date precedes the run the row comes from, otherwise *changed after*
-that run; either way the runs of the chapter dated before the rule are listed (they existed when it was written).
+took its current form (commit date); a rule's id is a label, not part of its form. The runs are every committed
+version of a chapter's H200 result files (``data/results/<chapter>/*gpu.json`` and ``previous_runs/``), one per
+provenance (date, commit). A row's rule is *written before the runs it judges* when its date precedes the run the row
+comes from, otherwise *changed after* that run; either way the runs of the chapter dated before the rule are listed
+(they existed when it was written).
 Limits: lines moved between files without a rename start their history at the move, and a rule whose behaviour
 changes through code outside its named lines (the verdict core, a judge function) is not dated by that change.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import json
 import re
 import subprocess
@@ -32,6 +34,7 @@ from hybridlib.atomic import write_json
 from hybridlib.paths import REPO_ROOT
 from hybridlib.planning import rule_rows
 from hybridlib.provenance import collect
+from hybridlib.verdicts import under
 
 FILE = "rule_history.json"
 PRESET = "gpu"
@@ -44,11 +47,12 @@ _COMMIT = "COMMIT "
 
 @dataclass(frozen=True)
 class Source:
-    """Where a rule is defined: rows of ``chapter`` whose ``"<claim> | <metric>"`` matches ``pattern`` (regex)
-    are judged by the rule built from ``names`` (top-level names or ``Class.member``) of ``path``."""
+    """Where a rule is defined: rows of ``chapter`` whose rule id is ``rule_id`` or under it (an arm's, a group's,
+    :func:`hybridlib.verdicts.under`) are judged by the rule built from ``names`` (top-level names or
+    ``Class.member``) of ``path``."""
 
     chapter: str
-    pattern: str
+    rule_id: str
     path: str
     names: tuple[str, ...]
 
@@ -77,72 +81,72 @@ _DIR = ("direction_rule", "_ACCURACY_ONLY", "UNIT", "MIN_SEEDS")
 #: Every rule of the H200 scoreboard and the lines that define it.
 SOURCES: tuple[Source, ...] = (
     Source(
-        "efficiency", r"^Yoruba text costs more", _EFF, ("INFLATION_YORUBA", "Paper.yoruba_inflation_qwen")
+        "efficiency",
+        "efficiency.inflation.yoruba_qwen",
+        _EFF,
+        ("INFLATION_YORUBA", "Paper.yoruba_inflation_qwen"),
     ),
-    Source("efficiency", r"^English-centric tokenizers", _EFF, ("INFLATION_MAX", "Paper.max_inflation_olmo")),
-    Source("efficiency", r"^at 128K the hybrid completes", _EFF, ("MEMORY_128K",)),
+    Source("efficiency", "efficiency.inflation.max", _EFF, ("INFLATION_MAX", "Paper.max_inflation_olmo")),
+    Source("efficiency", "efficiency.memory_128k", _EFF, ("MEMORY_128K",)),
     Source(
         "efficiency",
-        r"^at 64K tokens .* \| predicted",
+        "efficiency.time_64k.predicted",
         _EFF,
         ("TIME_64K", "Paper.granite_64k_hours", "Paper.time_ratio_64k"),
     ),
     Source(
         "efficiency",
-        r"^at 64K tokens .* \| measured",
+        "efficiency.time_64k.whole_models",
         _EFF,
         ("TIME_64K_WHOLE", "TIME_64K", "Paper.granite_64k_hours", "Paper.time_ratio_64k"),
     ),
-    Source("efficiency", r"^an English needle", _EFF, ("NEEDLE_LANGUAGE", "Paper.needle_64k")),
-    Source("efficiency", r"recall deficit", _EFF, ("MQAR_DEFICIT", "LEARNED")),
-    Source("first_fa", r"carries the largest attn_delta event", _FFA, ("EVENT_RULE", "UNIT", "_NO_SIZE")),
-    Source("first_fa", r"larger than the SWA hybrid", _FFA, ("SWA_RULE", "UNIT", "_NO_SIZE")),
-    Source("first_fa", r"^a sliding-window hybrid has no", _FFA, ("SWA_NONE_RULE", "UNIT", "_NO_SIZE")),
-    Source("first_fa", r"attend more locally", _FFA, ("LOCALITY_RULE", "UNIT")),
-    Source("first_fa", r"assembles words", _FFA, ("DETOK_RULE", "UNIT")),
-    Source("layout_distillation", r"has lower KL to the teacher than", _LAY, ("r_rule", *_R)),
-    Source("layout_distillation", r"^every FA-first layout", _LAY, ("EVERY_RULE", *_R)),
+    Source("efficiency", "efficiency.needle.language", _EFF, ("NEEDLE_LANGUAGE", "Paper.needle_64k")),
+    Source("efficiency", "efficiency.mqar.deficit_shrinks", _EFF, ("MQAR_DEFICIT", "LEARNED")),
+    Source("first_fa", "first_fa.event", _FFA, ("EVENT_RULE", "UNIT", "_NO_SIZE")),
+    Source("first_fa", "first_fa.event_vs_swa", _FFA, ("SWA_RULE", "UNIT", "_NO_SIZE")),
+    Source("first_fa", "first_fa.swa_no_event", _FFA, ("SWA_NONE_RULE", "UNIT", "_NO_SIZE")),
+    Source("first_fa", "first_fa.locality", _FFA, ("LOCALITY_RULE", "UNIT")),
+    Source("first_fa", "first_fa.detokenisation", _FFA, ("DETOK_RULE", "UNIT")),
+    Source("layout_distillation", "layout.r", _LAY, ("r_rule", *_R)),
+    Source("layout_distillation", "layout.every_fa_first", _LAY, ("EVERY_RULE", *_R)),
     Source(
         "layout_distillation",
-        r"ends closer to the teacher",
+        "layout.test_delta.reverse_periodic",
         _LAY,
         ("DELTA_RULE", "DELTA_PAPER", "DELTA_FACTOR", "DELTA_REASON", "UNIT"),
     ),
     Source(
         "layout_distillation",
-        r"reaches the baseline's final",
+        "layout.speedup",
         _LAY,
         ("speedup_rule", "_speedups", "SPEEDUP_PAPER", "SPEEDUP_OTHERS", "SPEEDUP_REASON", "UNIT"),
     ),
     Source(
         "layout_distillation",
-        r"lowers perplexity in most",
+        "layout.languages_improved.reverse_periodic",
         _LAY,
         ("IMPROVED_RULE", "IMPROVED_PAPER", "IMPROVED_TOLERANCE", "IMPROVED_REASON", "UNIT"),
     ),
-    Source("layout_distillation", r"gains most in non-Latin", _LAY, ("SCRIPT_RULE", "UNIT")),
-    Source("layout_distillation", r"lower peak learning rate", _LAY, ("LR_RULE", "UNIT")),
-    Source("lolcats", r"^Table 2 ", _LOL, ("table2_rule", *_T2)),
-    Source("lolcats", r"^Table 5 ", _LOL, ("table5_rows", "_cloze_metric", "_nll_metric", *_DIR)),
-    Source("lolcats", r"^Table 18 ", _LOL, ("table18_rows", "_cloze_metric", "_nll_metric", *_DIR)),
-    Source("lolcats", r"^Table 23 ", _LOL, ("table23_row", *_DIR)),
-    Source("lolcats", r"^Table 21", _LOL, ("table21_row", "MIN_SEEDS")),
-    Source("lolcats", r"^Fig\. 7", _LOL, ("fig7_row", "FIG7_RULE_METRIC", "MIN_SEEDS")),
-    Source("lolcats", r"^Fig\. 8", _LOL, ("fig8_row", "PAPER_FIG8_SPEEDUP", "MIN_SEEDS")),
-    Source("softcka", r"aligns languages less", _CKA, ("LOWER", "SIGNAL", "MIN_STUDENTS")),
-    Source("softcka", r"more jagged than the full-attention", _CKA, ("JAGGED", "SIGNAL", "MIN_STUDENTS")),
-    Source(
-        "softcka", r"more jagged than the sliding-window", _CKA, ("JAGGED_VS_SWA", "SIGNAL", "MIN_STUDENTS")
-    ),
+    Source("layout_distillation", "layout.script_gain.reverse_periodic", _LAY, ("SCRIPT_RULE", "UNIT")),
+    Source("layout_distillation", "layout.lower_lr.best_fa_first", _LAY, ("LR_RULE", "UNIT")),
+    Source("lolcats", "lolcats.table2", _LOL, ("table2_rule", *_T2)),
+    Source("lolcats", "lolcats.table5", _LOL, ("table5_rows", "_cloze_metric", "_nll_metric", *_DIR)),
+    Source("lolcats", "lolcats.table18", _LOL, ("table18_rows", "_cloze_metric", "_nll_metric", *_DIR)),
+    Source("lolcats", "lolcats.table23", _LOL, ("table23_row", *_DIR)),
+    Source("lolcats", "lolcats.table21", _LOL, ("table21_row", "MIN_SEEDS")),
+    Source("lolcats", "lolcats.fig7", _LOL, ("fig7_row", "FIG7_RULE_METRIC", "MIN_SEEDS")),
+    Source("lolcats", "lolcats.fig8", _LOL, ("fig8_row", "PAPER_FIG8_SPEEDUP", "MIN_SEEDS")),
+    Source("softcka", "softcka.lower", _CKA, ("LOWER", "SIGNAL", "MIN_STUDENTS")),
+    Source("softcka", "softcka.jagged", _CKA, ("JAGGED", "SIGNAL", "MIN_STUDENTS")),
+    Source("softcka", "softcka.jagged_vs_swa", _CKA, ("JAGGED_VS_SWA", "SIGNAL", "MIN_STUDENTS")),
 )
 
 
-def source_of(chapter: str, rule: Mapping[str, Any], sources: Sequence[Source] = SOURCES) -> Source:
-    """The one source of ``chapter`` whose pattern matches the stored ``rule``'s ``"<claim> | <metric>"``."""
-    text = f"{rule['claim']} | {rule['metric']}"
-    found = [s for s in sources if s.chapter == chapter and re.search(s.pattern, text)]
+def source_of(chapter: str, rule_id: str, sources: Sequence[Source] = SOURCES) -> Source:
+    """The one source of ``chapter`` whose rule id is ``rule_id`` or above it (:func:`hybridlib.verdicts.under`)."""
+    found = [s for s in sources if s.chapter == chapter and under(rule_id, s.rule_id)]
     if len(found) != 1:
-        raise LookupError(f"{len(found)} sources match {chapter} rule {text!r}: {[s.key for s in found]}")
+        raise LookupError(f"{len(found)} sources match {chapter} rule {rule_id!r}: {[s.key for s in found]}")
     return found[0]
 
 
@@ -179,10 +183,31 @@ def span(node: ast.stmt) -> tuple[int, int]:
     return start, node.end_lineno or node.lineno
 
 
+#: Names of a rule's id where a definition passes or takes it (``Rule(..., id=...)``, ``rule_id``): labels, left out
+#: of a definition's form, so giving a rule its id does not date the rule.
+LABELS = frozenset({"id", "rule_id"})
+
+
+class _Unlabel(ast.NodeTransformer):
+    """Drops the :data:`LABELS` keywords of calls and the :data:`LABELS` parameters of functions (without defaults)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node.keywords = [k for k in node.keywords if k.arg not in LABELS]
+        return self.generic_visit(node)
+
+    def visit_arguments(self, node: ast.arguments) -> ast.AST:
+        if not node.defaults and not any(node.kw_defaults):
+            node.args = [a for a in node.args if a.arg not in LABELS]
+            node.kwonlyargs = [a for a in node.kwonlyargs if a.arg not in LABELS]
+            node.kw_defaults = node.kw_defaults[: len(node.kwonlyargs)]
+        return self.generic_visit(node)
+
+
 def form(node: ast.stmt | None) -> str | None:
     """What a definition says, whatever its layout: its syntax tree without positions (comments, whitespace,
-    parentheses, trailing commas and the seams of concatenated strings are gone); None for no definition."""
-    return None if node is None else ast.dump(node)
+    parentheses, trailing commas and the seams of concatenated strings are gone) and without its rule ids
+    (:data:`LABELS`); None for no definition."""
+    return None if node is None else ast.dump(_Unlabel().visit(copy.deepcopy(node)))
 
 
 @dataclass(frozen=True)
@@ -278,7 +303,7 @@ def history(root: Path = REPO_ROOT, sources: Sequence[Source] = SOURCES) -> dict
     runs: dict[str, list[dict[str, Any]]] = {}
     rows = []
     for row in rule_rows(results, PRESET):
-        source = source_of(row["chapter"], row["rule"], sources)
+        source = source_of(row["chapter"], row["id"], sources)
         commit = dated.get(source.key) or dated.setdefault(source.key, written(root, source))
         chapter_runs = runs.get(row["chapter"]) or runs.setdefault(
             row["chapter"], committed_runs(root, row["chapter"])
@@ -289,6 +314,7 @@ def history(root: Path = REPO_ROOT, sources: Sequence[Source] = SOURCES) -> dict
         rows.append(
             {
                 "chapter": row["chapter"],
+                "id": row["id"],
                 "row": row["metric"],
                 "source": source.key,
                 "written": {"commit": commit.sha, "date_utc": commit.date_utc, "subject": commit.subject},
@@ -308,11 +334,11 @@ def history(root: Path = REPO_ROOT, sources: Sequence[Source] = SOURCES) -> dict
 
 
 def load(results: Path) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """The committed rule history (``results/rule_history.json``) by (chapter, row label); empty without one."""
+    """The committed rule history (``results/rule_history.json``) by (chapter, rule id); empty without one."""
     path = results / FILE
     if not path.is_file():
         return {}
-    return {(r["chapter"], r["row"]): r for r in json.loads(path.read_text())["rows"]}
+    return {(r["chapter"], r["id"]): r for r in json.loads(path.read_text())["rows"]}
 
 
 def describe(entry: Mapping[str, Any], run_utc: str | None) -> str:

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -75,23 +76,75 @@ class Outcome(StrEnum):
     NOT_TESTED = "not tested"
 
 
+#: A rule's id: its chapter's finding (``layout``, ``softcka``, ``first_fa``, ``lolcats``, ``efficiency``), then
+#: dot-separated slugs (:func:`slug`) of the claim and of its arm, layout or group, e.g. ``layout.r.reverse_periodic``,
+#: ``softcka.lower.standard_periodic.seen``. Ids are labels: stable across runs and presets (no run-dependent
+#: number such as a layer, a window or a token count), matched exactly, never parsed for meaning, except that the
+#: last slug of a row whose arms coincide in its run joins the arms with ``=`` (:func:`claim_ids`).
+RULE_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9+][a-z0-9_+=]*)+$")
+
+
+def check_id(rule_id: str) -> str:
+    """``rule_id`` when it is well formed (:data:`RULE_ID`); a ValueError otherwise."""
+    if not isinstance(rule_id, str) or not RULE_ID.match(rule_id):
+        raise ValueError(
+            f"a rule id is <finding>.<slug>[.<slug>...] (lower case, digits, _ + =), got {rule_id!r}"
+        )
+    return rule_id
+
+
+def slug(text: object) -> str:
+    """``text`` as one slug of an id: lower case, every run of characters other than letters, digits, ``+`` and
+    ``=`` one ``_`` (``"LoRA lr 0.001"`` -> ``lora_lr_0_001``, ``"standard_periodic+swa"`` unchanged)."""
+    out = re.sub(r"[^a-z0-9+=]+", "_", str(text).lower()).strip("_")
+    if not out:
+        raise ValueError(f"nothing to make a slug of: {text!r}")
+    return out
+
+
+def qualified(rule_id: str, *parts: object) -> str:
+    """``rule_id`` with one slug per part appended (:func:`slug`; several arms that coincide: pass them as a tuple,
+    joined by ``=``)."""
+    tail = [
+        "=".join(slug(p) for p in part) if isinstance(part, tuple | list) else slug(part) for part in parts
+    ]
+    return check_id(".".join([rule_id, *tail]))
+
+
+def under(rule_id: str, prefix: str) -> bool:
+    """Whether ``rule_id`` is ``prefix`` or an id below it (``layout.speedup.sandwich`` is under
+    ``layout.speedup``; ``layout.speedups`` is not)."""
+    return rule_id == prefix or rule_id.startswith(prefix + ".")
+
+
+def claim_ids(rule_id: str) -> list[str]:
+    """The claims a row's id stands for: itself, or, for a row whose arms coincide in its run (its last slug
+    ``a=b``), one id per arm (``layout.r.a=b`` -> ``["layout.r.a", "layout.r.b"]``)."""
+    head, _, last = rule_id.rpartition(".")
+    return [f"{head}.{arm}" for arm in last.split("=")] if "=" in last else [rule_id]
+
+
 @dataclass(frozen=True)
 class RuleChange:
-    """A pre-registered rule changed after a committed run it judged: rows of ``claim_prefix`` (a metric's start)
-    from runs dated before ``since_utc`` (ISO 8601, UTC) were judged by the rule as it was, which ``before`` states;
+    """A pre-registered rule changed after a committed run it judged: rows of the rule ``rule_id`` (a rule's id,
+    :data:`RULE_ID`; it covers the ids under it, e.g. ``layout.speedup`` every arm's ``layout.speedup.<arm>``) from
+    runs dated before ``since_utc`` (ISO 8601, UTC) were judged by the rule as it was, which ``before`` states;
     with ``precondition`` set, only rows in which that precondition failed (the change concerns that case; elsewhere
     both rules agree). The book marks such rows until the next run (:func:`rule_change`)."""
 
-    claim_prefix: str
+    rule_id: str
     since_utc: str
     before: str
     precondition: str | None = None
 
-    def applies(self, metric: str, run_utc: str, failed: Iterable[str] = ()) -> bool:
-        """Whether a row on ``metric`` from a run dated ``run_utc`` (ISO 8601), whose preconditions ``failed``
-        (names), was judged by the earlier rule in a way the change concerns."""
+    def __post_init__(self) -> None:
+        check_id(self.rule_id)
+
+    def applies(self, rule_id: str, run_utc: str, failed: Iterable[str] = ()) -> bool:
+        """Whether a row of the rule ``rule_id`` from a run dated ``run_utc`` (ISO 8601), whose preconditions
+        ``failed`` (names), was judged by the earlier rule in a way the change concerns."""
         return (
-            metric.startswith(self.claim_prefix)
+            under(rule_id, self.rule_id)
             and _utc(run_utc) < _utc(self.since_utc)
             and (self.precondition is None or self.precondition in set(failed))
         )
@@ -104,12 +157,13 @@ def _utc(stamp: str) -> datetime:
 
 
 def rule_change(
-    changes: Iterable[RuleChange], metric: str, run_utc: str | None, failed: Iterable[str] = ()
+    changes: Iterable[RuleChange], rule_id: str, run_utc: str | None, failed: Iterable[str] = ()
 ) -> RuleChange | None:
-    """The first of ``changes`` that makes a row on ``metric`` of a run dated ``run_utc`` (preconditions ``failed``)
-    a row judged by an earlier rule differently from the current one; None when none does or the run has no date."""
+    """The first of ``changes`` that makes a row of the rule ``rule_id`` of a run dated ``run_utc`` (preconditions
+    ``failed``) a row judged by an earlier rule differently from the current one; None when none does or the run has
+    no date."""
     failed = list(failed)
-    return next((c for c in changes if run_utc and c.applies(metric, run_utc, failed)), None)
+    return next((c for c in changes if run_utc and c.applies(rule_id, run_utc, failed)), None)
 
 
 @dataclass(frozen=True)
@@ -505,9 +559,17 @@ class Verdict:
     null: float
     tolerance: Tolerance
     preconditions: tuple[Precondition, ...] = field(default=())
+    id: str = field(kw_only=True)  # the rule's id (:data:`RULE_ID`), qualified by the arm it judged
+
+    def __post_init__(self) -> None:
+        check_id(self.id)
+
+    def at(self, *parts: object) -> Verdict:
+        """This verdict with its id qualified by ``parts`` (:func:`qualified`), e.g. the arm a shared rule judged."""
+        return replace(self, id=qualified(self.id, *parts))
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {"id": self.id, **asdict(self)}
         out["outcome"] = self.outcome.value
         out["replicate_values"] = list(self.replicate_values)
         out["preconditions"] = [asdict(p) for p in self.preconditions]
@@ -561,8 +623,12 @@ class Rule:
     paper_value: float | None = None
     null: float = 0.0
     bounds: tuple[float, float] | None = None
+    id: str = field(
+        kw_only=True
+    )  # the claim's stable id (:data:`RULE_ID`), what results, pages and tests match
 
     def __post_init__(self) -> None:
+        check_id(self.id)
         if isinstance(self.direction, bool) or self.direction not in (1, -1):
             raise ValueError(
                 f"direction must be +1 (paper's effect above null) or -1 (below), got {self.direction!r}"
@@ -582,6 +648,10 @@ class Rule:
                 f"paper_value={self.paper_value!r} must lie on the paper's side of null={self.null} "
                 f"(direction={self.direction:+d}); check the sign convention"
             )
+
+    def at(self, *parts: object) -> Rule:
+        """This rule with its id qualified by ``parts`` (:func:`qualified`): a shared rule judging one arm."""
+        return replace(self, id=qualified(self.id, *parts))
 
     def decide(self, interval: Interval | None, preconditions: Iterable[Precondition] = ()) -> Verdict:
         """The verdict on an interval computed elsewhere (e.g. a statistic other than a mean of run means);
@@ -626,6 +696,7 @@ class Rule:
             self.null,
             self.tolerance,
             tuple(checks),
+            id=self.id,
         )
 
     def _outcome(self, iv: Interval) -> tuple[Outcome, str]:
@@ -780,6 +851,7 @@ class SignTestRule:
     min_replicates: int = 3
     paper_value: float | None = None
     level: float = 0.95
+    id: str = field(kw_only=True)  # the claim's stable id (:data:`RULE_ID`)
 
     def __post_init__(self) -> None:  # the Rule checks, on the share's scale (null 1/2, bounds (0, 1))
         Rule(
@@ -792,8 +864,13 @@ class SignTestRule:
             self.paper_value,
             null=0.5,
             bounds=(0.0, 1.0),
+            id=self.id,
         )
         _check_level(self.level)
+
+    def at(self, *parts: object) -> SignTestRule:
+        """This rule with its id qualified by ``parts`` (:func:`qualified`)."""
+        return replace(self, id=qualified(self.id, *parts))
 
     def judge(self, differences: Sequence[float], preconditions: Iterable[Precondition] = ()) -> Verdict:
         """The verdict on ``differences [n_pairs]`` (A - B per pair, ties included)."""
@@ -834,6 +911,7 @@ class SignTestRule:
             0.5,
             self.tolerance,
             tuple(checks),
+            id=self.id,
         )
 
     def _outcome(self, n: int, wins: int, losses: int, share: float | None) -> tuple[Outcome, str]:

@@ -122,9 +122,10 @@ def test_rejects_bad_arguments(kwargs: dict) -> None:
         planned_runs([1.0, 2.0], 0.0, **kwargs)
 
 
-def _row(label: str, values: list[float], outcome: str, low: float, high: float) -> dict:
+def _row(rule_id: str, label: str, values: list[float], outcome: str, low: float, high: float) -> dict:
     why = f"{len(values)} replicates (run), the rule needs >= 3"
     rule = {
+        "id": rule_id,
         "claim": f"claim of {label}",
         "metric": "R",
         "unit": "run",
@@ -135,21 +136,36 @@ def _row(label: str, values: list[float], outcome: str, low: float, high: float)
         "replicate_values": values,
         "preconditions": [{"name": "replicates", "holds": len(values) >= 3, "why": why}],
     }
-    return {"metric": label, "rule": rule}
+    return {"id": rule_id, "metric": label, "rule": rule}
 
 
 def test_plan_file(tmp_path: Path) -> None:
-    """Rows of a chapter's own file and of its separate run (a repeated label once), the plan written whole."""
+    """Rows of a chapter's own file and of its separate run (a repeated rule id once, whatever its label), the plan
+    written whole."""
     chapter = tmp_path / "layout_distillation"
     chapter.mkdir()
     own = [
-        _row("R, reverse_periodic", [0.8107, 0.8821, 0.9365], "inconclusive", 0.72, 1.03),
-        _row("R, stored without runs", [], "inconclusive", 0.7, 1.1),
-        {"metric": "a row without a rule", "rule": None},
+        _row(
+            "layout.r.reverse_periodic",
+            "R, reverse_periodic",
+            [0.8107, 0.8821, 0.9365],
+            "inconclusive",
+            0.72,
+            1.03,
+        ),
+        _row("layout.r.stored", "R, stored without runs", [], "inconclusive", 0.7, 1.1),
+        {"id": "layout.no_rule", "metric": "a row without a rule", "rule": None},
     ]
     extra = [
-        _row("R, reverse_periodic", [0.5, 0.5, 0.5], "reproduced", 0.5, 0.5),
-        _row("R, wide", [0.8107, 0.8821, 0.9365], "inconclusive", 0.5, 1.3),
+        _row(
+            "layout.r.reverse_periodic",
+            "R of reverse periodic, relabelled",
+            [0.5, 0.5, 0.5],
+            "reproduced",
+            0.5,
+            0.5,
+        ),
+        _row("layout.r.wide", "R, wide", [0.8107, 0.8821, 0.9365], "inconclusive", 0.5, 1.3),
     ]
     (chapter / "paper_vs_book_gpu.json").write_text(json.dumps({"rows": own}))
     (chapter / "paper_vs_book_wholemodel_gpu.json").write_text(json.dumps({"rows": extra}))
@@ -158,9 +174,10 @@ def test_plan_file(tmp_path: Path) -> None:
     main(["plan", "--results", str(tmp_path), "--out", str(out)])
     record = json.loads(out.read_text())
     assert record == {**plan(tmp_path), "provenance": record["provenance"]}
-    rows = {r["row"]: r for r in record["rules"]}
-    assert list(rows) == ["R, reverse_periodic", "R, stored without runs", "R, wide"]
-    first = rows["R, reverse_periodic"]
+    rows = {r["id"]: r for r in record["rules"]}
+    assert list(rows) == ["layout.r.reverse_periodic", "layout.r.stored", "layout.r.wide"]
+    assert [r["row"] for r in rows.values()] == ["R, reverse_periodic", "R, stored without runs", "R, wide"]
+    first = rows["layout.r.reverse_periodic"]
     assert (first["runs"], first["planned"], first["min_replicates"], first["source"]) == (
         3,
         5,
@@ -168,8 +185,8 @@ def test_plan_file(tmp_path: Path) -> None:
         "paper_vs_book_gpu.json",
     )
     assert first["status"] == "inconclusive at 3 of 5 planned runs"
-    assert rows["R, stored without runs"]["reason"] == "unplannable: no per-run values stored"
-    wide = rows["R, wide"]
+    assert rows["layout.r.stored"]["reason"] == "unplannable: no per-run values stored"
+    wide = rows["layout.r.wide"]
     assert wide["interval_wider_than_t"] and wide["status"].endswith(
         "resampling within runs widens the interval)"
     )
@@ -187,6 +204,7 @@ def _rule(direction: int = 1, minimum: int = 3) -> Rule:
         Tolerance(0.5, 2.0, "within 2x of the paper's 1.0"),
         minimum,
         1.0 * direction,
+        id="test.planning.rule_182",
     )
 
 
@@ -229,7 +247,9 @@ def test_stored_rule_reads_the_direction_back(direction):
     values = [direction * v for v in (1.0, 1.2, 0.8)]
     stored = _rule(direction).judge_repeats(values).to_dict()
     assert planning.stored_rule(stored) == _rule(direction)
-    free = Rule("c", "m", "seed", direction, Tolerance.any_magnitude("direction"), 3)
+    free = Rule(
+        "c", "m", "seed", direction, Tolerance.any_magnitude("direction"), 3, id="test.planning.rule_232"
+    )
     for vals in (
         values,
         [direction * v for v in (1.0, -0.2, 0.5)],

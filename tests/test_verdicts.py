@@ -18,13 +18,17 @@ from hybridlib.verdicts import (
     Tolerance,
     Verdict,
     binds,
+    claim_ids,
     distinct,
     hierarchical_bootstrap,
     hierarchical_samples,
     paired_bootstrap,
+    qualified,
     repeat_bootstrap,
     rule_change,
+    slug,
     t_quantile,
+    under,
 )
 
 
@@ -48,6 +52,7 @@ R_RULE = Rule(
     paper_value=0.697,
     null=1.0,
     tolerance=Tolerance.within_factor(0.697, 2.0, "scale differs from the paper's by 30x", null=1.0),
+    id="test.verdicts.rule_42",
 )
 
 
@@ -178,6 +183,7 @@ def test_three_runs_without_an_effect_rarely_reproduce():
         unit="training run (seed)",
         direction=1,
         tolerance=Tolerance.any_magnitude("sign only"),
+        id="test.verdicts.rule_175",
     )
     rng = np.random.default_rng(11)
     studies = [[rng.normal(rng.normal(0.0, 1.0), 0.1, 20) for _ in range(3)] for _ in range(400)]
@@ -310,6 +316,7 @@ def test_judge_repeats_for_benchmark_ratios():
         min_replicates=3,
         paper_value=4.56,
         tolerance=Tolerance(1.5, math.inf, "any clear speed-up; the paper's 61.5 h / 13.5 h is end-to-end"),
+        id="test.verdicts.rule_304",
     )
     assert rule.judge_repeats([2.1, 2.0, 2.2]).outcome is Outcome.REPRODUCED
     assert rule.judge_repeats([1.20, 1.22, 1.21]).outcome is Outcome.DIRECTION_ONLY
@@ -327,6 +334,7 @@ def test_judge_paired_direction_from_run_level_differences():
         direction=-1,
         paper_value=-0.026,
         tolerance=Tolerance.any_magnitude("only the sign is compared at this scale"),
+        id="test.verdicts.rule_323",
     )
     base = make_runs([0.6, 0.9, 0.7], doc_sd=0.3)
     better = [b - 0.05 for b in base]
@@ -340,7 +348,12 @@ def test_verdict_json_round_trip():
     assert data["outcome"] == "reproduced" and data["paper_value"] == 0.697
     assert Verdict.from_dict(data) == verdict
     open_ended = Rule(
-        claim="c", metric="m", unit="document", direction=1, tolerance=Tolerance.any_magnitude("sign only")
+        claim="c",
+        metric="m",
+        unit="document",
+        direction=1,
+        tolerance=Tolerance.any_magnitude("sign only"),
+        id="test.verdicts.rule_342",
     ).judge(make_runs([0.2, 0.3, 0.1]), n_boot=50)
     data = json.loads(open_ended.to_json())
     assert data["tolerance"]["low"] is None and Verdict.from_dict(data) == open_ended
@@ -375,6 +388,7 @@ def test_outcome_words_and_tolerance_factor():
 )
 def test_rule_rejects_bad_parameters(kwargs, message):
     params = {
+        "id": "test.bad_parameters",
         "claim": "c",
         "metric": "R",
         "unit": "training run (seed)",
@@ -428,28 +442,68 @@ def test_a_bounded_metric_keeps_its_interval_inside_its_range():
     """Shares near 1 over 3 runs: the t-widened interval passes 1 unless the rule's bounds clip it."""
     shares = [0.95, 1.0, 0.91]
     args = ("most languages improve", "share improved", "run", +1, Tolerance.any_magnitude("test"))
-    free = Rule(*args, null=0.5).judge_repeats(shares, n_boot=500, seed=0)
-    clipped = Rule(*args, null=0.5, bounds=(0.0, 1.0)).judge_repeats(shares, n_boot=500, seed=0)
+    free = Rule(*args, null=0.5, id="test.bounded").judge_repeats(shares, n_boot=500, seed=0)
+    clipped = Rule(*args, null=0.5, bounds=(0.0, 1.0), id="test.bounded").judge_repeats(
+        shares, n_boot=500, seed=0
+    )
     assert free.high > 1.0
     assert clipped.high == 1.0 and clipped.low == free.low
     assert clipped.outcome == free.outcome == Outcome.REPRODUCED
     with pytest.raises(ValueError, match=r"bounds=\(0.6, 1.0\) must hold null=0.5 strictly inside"):
-        Rule(*args, null=0.5, bounds=(0.6, 1.0))
+        Rule(*args, null=0.5, bounds=(0.6, 1.0), id="test.bounded")
 
 
 def test_a_rule_change_marks_rows_of_earlier_runs_where_its_precondition_failed():
-    """Rows of the claim, from runs before the change, in which the changed case arose (the precondition failed)."""
-    change = RuleChange("speed-up, ", "2026-11-30T16:09:54+00:00", "made it not tested", "speed-up measured")
+    """Rows of the rule (its id and the ids under it), from runs before the change, in which the changed case arose
+    (the precondition failed)."""
+    change = RuleChange(
+        "layout.speedup", "2026-11-30T16:09:54+00:00", "made it not tested", "speed-up measured"
+    )
     before, after = "2026-11-30T14:55:12+00:00", "2026-11-30T16:10:00+00:00"
     failed = ["speed-up measured", "replicates"]
-    assert rule_change([change], "speed-up, endpoint_spread", before, failed) is change
+    assert rule_change([change], "layout.speedup.endpoint_spread", before, failed) is change
     assert (
-        rule_change([change], "speed-up, endpoint_spread", after, failed) is None
+        rule_change([change], "layout.speedup.endpoint_spread", after, failed) is None
     )  # judged by the current rule
     assert (
-        rule_change([change], "speed-up, sandwich", before, ["replicates"]) is None
+        rule_change([change], "layout.speedup.sandwich", before, ["replicates"]) is None
     )  # both rules agree there
-    assert rule_change([change], "R, endpoint_spread", before, failed) is None  # another claim
-    assert rule_change([change], "speed-up, endpoint_spread", None, failed) is None  # a run without a date
-    anywhere = RuleChange("speed-up, ", "2026-11-30T16:09:54", "changed")  # naive stamps are UTC
-    assert rule_change([anywhere], "speed-up, sandwich", "2026-11-30T16:09:53+00:00") is anywhere
+    assert rule_change([change], "layout.r.endpoint_spread", before, failed) is None  # another claim
+    assert (
+        rule_change([change], "layout.speedups.sandwich", before, failed) is None
+    )  # an id merely starting alike
+    assert (
+        rule_change([change], "layout.speedup.endpoint_spread", None, failed) is None
+    )  # a run without a date
+    anywhere = RuleChange("layout.speedup", "2026-11-30T16:09:54", "changed")  # naive stamps are UTC
+    assert rule_change([anywhere], "layout.speedup.sandwich", "2026-11-30T16:09:53+00:00") is anywhere
+
+
+# --- ids ---------------------------------------------------------------------------------------------------
+
+
+def test_a_rule_needs_a_well_formed_id_and_its_verdicts_carry_it():
+    args = ("c", "m", "run", +1, Tolerance.any_magnitude("test"))
+    with pytest.raises(TypeError, match="id"):
+        Rule(*args)
+    for bad in ("", "layout", "Layout.r", "layout.R, sandwich", "layout..r", "layout.r.", 3):
+        with pytest.raises(ValueError, match="a rule id is"):
+            Rule(*args, id=bad)
+    rule = Rule(*args, id="layout.r")
+    verdict = rule.at("sandwich").judge_repeats([1.0, 2.0, 3.0], n_boot=100)
+    assert verdict.id == "layout.r.sandwich"
+    assert verdict.to_dict()["id"] == "layout.r.sandwich"
+    assert Verdict.from_dict(verdict.to_dict()) == verdict
+    assert verdict.at("seen in distillation").id == "layout.r.sandwich.seen_in_distillation"
+    assert rule.id == "layout.r"  # at() leaves the shared rule as it is
+
+
+def test_ids_qualify_by_slugs_and_a_row_of_coinciding_arms_stands_for_each():
+    assert slug("LoRA lr 0.001") == "lora_lr_0_001"
+    assert slug(", gemma3-270m, window 64") == "gemma3_270m_window_64"
+    assert slug("standard_periodic+swa") == "standard_periodic+swa"
+    assert qualified("layout.r", ("sandwich", "endpoint_spread")) == "layout.r.sandwich=endpoint_spread"
+    assert claim_ids("layout.r.sandwich=endpoint_spread") == ["layout.r.sandwich", "layout.r.endpoint_spread"]
+    assert claim_ids("layout.r.sandwich") == ["layout.r.sandwich"]
+    assert under("layout.speedup.sandwich", "layout.speedup") and under("layout.speedup", "layout.speedup")
+    assert not under("layout.speedups", "layout.speedup")

@@ -13,7 +13,12 @@ from hybridlib.verdicts import (
 )
 
 RULE = SignTestRule(
-    "A beats B", "share of discordant pairs with A > B", "pair", +1, Tolerance.any_magnitude("sign")
+    "A beats B",
+    "share of discordant pairs with A > B",
+    "pair",
+    +1,
+    Tolerance.any_magnitude("sign"),
+    id="test.verdicts_sign_test.rule_15",
 )
 
 
@@ -58,12 +63,26 @@ def test_sign_test_rule_numbers_reasons_and_magnitude():
     assert "2 of 5 discordant pairs go the paper's way (5 of 10 pairs tied, dropped)" in v.reason
     assert "fewer than 6 discordant pairs" in v.reason and "takes >= 12 pairs" in v.reason
     assert "no pair is discordant" in RULE.judge([0, 0, 0]).reason
-    b_wins = SignTestRule("B beats A", "share", "pair", -1, Tolerance.any_magnitude("sign"))
+    b_wins = SignTestRule(
+        "B beats A",
+        "share",
+        "pair",
+        -1,
+        Tolerance.any_magnitude("sign"),
+        id="test.verdicts_sign_test.rule_61",
+    )
     assert (
         b_wins.judge([-1] * 6).outcome == Outcome.REPRODUCED
         and b_wins.judge([1] * 6).outcome == Outcome.CONTRADICTED
     )
-    strict = SignTestRule("A beats B", "share", "pair", +1, Tolerance(0.5, 0.9, "most, not all"))
+    strict = SignTestRule(
+        "A beats B",
+        "share",
+        "pair",
+        +1,
+        Tolerance(0.5, 0.9, "most, not all"),
+        id="test.verdicts_sign_test.rule_66",
+    )
     assert (
         strict.judge([1] * 9 + [-1]).outcome == Outcome.REPRODUCED
     )  # 9 of 10 = 0.9 (bound inclusive), p = 0.021
@@ -71,7 +90,15 @@ def test_sign_test_rule_numbers_reasons_and_magnitude():
     assert strict.judge([1] * 14 + [-1] * 2).outcome == Outcome.REPRODUCED  # 14 of 16 = 0.875, p = 0.0042
     assert v.to_dict()["replicate_values"][0] == 0.5
     with pytest.raises(ValueError, match="paper's side"):
-        SignTestRule("x", "m", "pair", +1, Tolerance.any_magnitude("r"), paper_value=0.3)
+        SignTestRule(
+            "x",
+            "m",
+            "pair",
+            +1,
+            Tolerance.any_magnitude("r"),
+            paper_value=0.3,
+            id="test.verdicts_sign_test.rule_74",
+        )
 
 
 def test_a_contrast_needs_its_other_side_established():

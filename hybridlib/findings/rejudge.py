@@ -9,7 +9,8 @@ the same record), and the LoLCATs chapter's rows judged on per-document data (``
 orderings compared with Table 5 or marked without a paper number) and a row repeating another's claim on the same
 data (the LoRA learning-rate sweep's swap vs transfer) dropped, under the record's ``dropped_rows``. Every other row,
 the run's provenance and its metric names stay; a re-judged row says that its rule changed after the run and keeps
-the earlier verdict under ``rejudged``; the chapter's tally follows. Idempotent.
+the earlier verdict under ``rejudged``; the chapter's tally follows. Rows are matched by their rule's id (a re-judged
+row keeps its id). Idempotent.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import re
 import subprocess
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -30,12 +32,10 @@ from hybridlib.findings.efficiency import report as efficiency
 from hybridlib.findings.first_fa import report as first_fa
 from hybridlib.findings.lolcats import report as lolcats
 from hybridlib.paths import REPO_ROOT
-from hybridlib.verdicts import Interval, Outcome, Precondition, Verdict
+from hybridlib.verdicts import Interval, Outcome, Precondition, Verdict, under
 
 RESULTS = REPO_ROOT / "data" / "results"
 CHANGED = "rule changed after this run (issue 47); re-judged on a CPU from the run's committed data"
-NEEDLE = "English vs non-English needle"
-MQAR = "hybrid recall deficit shrinks with context"
 _FIRST = re.compile(r"^(.*)'s first FA layer is (\d+)")
 _TALLY = re.compile(r"(\d+) pre-registered rules: ([^.]*)\.")
 
@@ -50,7 +50,10 @@ def _head() -> str:
 
 def rejudged_row(row: Row, verdict: Verdict, note: str, book: str | None = None) -> Row:
     """``row`` (a stored paper-vs-book row) judged by ``verdict``; ``note``: the row's note without any verdict's
-    reason; the earlier verdict (the run's, kept across re-judgings) goes under ``rejudged``."""
+    reason; the earlier verdict (the run's, kept across re-judgings) goes under ``rejudged``. The verdict must be
+    of the row's rule (its id)."""
+    if verdict.id != row["id"]:
+        raise ValueError(f"row {row['id']!r} cannot be judged by a verdict of {verdict.id!r}")
     earlier = row.get("rejudged", {}).get("earlier") or {
         "verdict": row["verdict"],
         "reason": (row.get("rule") or {}).get("reason"),
@@ -139,7 +142,7 @@ def efficiency_record(record: Row, summary: Mapping[str, Any]) -> Row:
     )
 
     def judge(row: Row) -> Row | None:
-        if row["metric"].startswith(NEEDLE):
+        if row["id"] == efficiency.NEEDLE_LANGUAGE.id:
             v = efficiency.needle_verdict(needle, budget)
             note = (
                 f"Gemma 3 270M (itself a sliding-window hybrid); {efficiency.MODELS_NOTE}; "
@@ -148,7 +151,7 @@ def efficiency_record(record: Row, summary: Mapping[str, Any]) -> Row:
             return rejudged_row(
                 row, v, note, f"{eng:.0%} vs {oth:.0%} at {budget} tokens; {efficiency.needle_text(v)}"
             )
-        if row["metric"].startswith(MQAR):
+        if row["id"] == efficiency.MQAR_DEFICIT.id:
             note = (
                 f"MQAR, tiny models trained at {int(mqar['seq_len'].min())} tokens only: the paper's claim (a deficit "
                 "that shrinks at contexts both arms handle) is not tested; the gaps beyond training measure how far "
@@ -175,12 +178,12 @@ def first_fa_record(record: Row) -> Row:
     events: dict[int, dict[str, Verdict]] = {}
     for row in record["rows"]:
         rule = row.get("rule")
-        if rule and rule["metric"] == first_fa.EVENT_RULE.metric and (where := _first_layer(rule)):
+        if rule and under(row["id"], first_fa.EVENT_RULE.id) and (where := _first_layer(rule)):
             events.setdefault(where[1], {})[where[0]] = Verdict.from_dict(rule)
 
     def judge(row: Row) -> Row | None:
         rule = row.get("rule")
-        if not rule or rule["metric"] != first_fa.SWA_NONE_RULE.metric:
+        if not rule or not under(row["id"], first_fa.SWA_NONE_RULE.id):
             return None
         layer = _first_layer(rule)[1]
         contrast = first_fa.gdn_event(events.get(layer, {}), layer)
@@ -195,7 +198,7 @@ def first_fa_record(record: Row) -> Row:
             tuple(rule["replicate_values"]),
             rule["n_documents"],
         )
-        verdict = first_fa.SWA_NONE_RULE.decide(measured, [*kept, contrast])
+        verdict = replace(first_fa.SWA_NONE_RULE, id=row["id"]).decide(measured, [*kept, contrast])
         return rejudged_row(row, verdict, f"first FA layer: {layer}")
 
     return _apply(record, judge)
@@ -292,10 +295,10 @@ def lolcats_rows(summary: Mapping[str, Any]) -> list[Row]:
 def lolcats_record(record: Row, summary: Mapping[str, Any]) -> Row:
     """The LoLCATs chapter's ``paper_vs_book_gpu.json`` ``record`` with its rows on per-document data re-judged from
     the run's ``summary`` (:func:`lolcats_rows`) and the rows repeating a claim dropped (:data:`LOLCATS_REPEAT`)."""
-    fresh = {r["metric"]: r for r in lolcats_rows(summary)}
+    fresh = {r["verdict"].id: r for r in lolcats_rows(summary)}
 
     def judge(row: Row) -> Row | None:
-        new = fresh.get(row["metric"])
+        new = fresh.get(row["id"])
         if new is None:
             return None
         what = [_CROSSED, *([_WINDOW] if new["paper"] != row["paper"] else [])]

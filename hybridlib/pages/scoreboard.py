@@ -2,10 +2,9 @@
 
 ``python -m hybridlib.pages.scoreboard`` writes ``book/scoreboard.md`` from the files
 :func:`hybridlib.notebook.provenance_table` leaves in ``data/results/<chapter>/paper_vs_book_<preset>.json``:
-one table per chapter, one row per claim (matched by its metric across presets), the paper's number, ours on each
-preset (with the rule's interval and replicate count) and each verdict. A preset without such a file says so; for
-``gpu`` the verdicts an earlier run printed under the old rules (the verdict boxes of the executed notebook in
-``book/gpu/``) are shown beside it, marked as such. A row judged by a rule that changed after its run
+one table per chapter, one row per claim (matched by its rule's id across presets,
+:data:`hybridlib.verdicts.RULE_ID`), the paper's number, ours on each preset (with the rule's interval and replicate
+count) and each verdict. A preset without such a file says so. A row judged by a rule that changed after its run
 (:data:`hybridlib.findings.RULE_CHANGES`) is marked "(earlier rule)" and says what that rule did. On top, a chart
 of each chapter's rules per outcome (:data:`CHART`). It also writes ``book/summaries/<chapter>.md``, the box each
 chapter page opens with (a markdown cell ```{include} <path>/book/summaries/<chapter>.md```), and the verdict
@@ -19,7 +18,6 @@ import argparse
 import json
 import re
 from collections.abc import Mapping, Sequence
-from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,7 @@ from hybridlib.pages import equivalence
 from hybridlib.params import ChapterSpec
 from hybridlib.paths import REPO_ROOT
 from hybridlib.planning import split_half, stored_rule
-from hybridlib.verdicts import Precondition, RuleChange, Verdict, rule_change
+from hybridlib.verdicts import Precondition, RuleChange, Verdict, claim_ids, rule_change
 
 #: (preset, how the page names it), in column order: the headline run first.
 PRESETS: tuple[tuple[str, str], ...] = (("gpu", "on one H200"), ("seminar", "seminar preset on a CPU"))
@@ -60,16 +58,15 @@ UNITS = {
     "fraction of items": " (share of items)",
     "SoftCKA": " SoftCKA",
 }
-_OLD_VERDICT = re.compile(r'<p class="admonition-title">Verdict: ([^<]+)</p>')
 _TALLY = re.compile(r"(\d+) pre-registered rules: ([^.]*)\.")
 _NOUN = re.compile(r"(\([^()]*\)\s*)?[^(;]*")  # "conversion run (seed); ..." -> "conversion run "
 
 
 def load(results: Path, chapter: str, preset: str) -> dict[str, Any] | None:
     """The chapter's ``paper_vs_book_<preset>.json`` under ``results`` with the rows of its separate runs
-    (``paper_vs_book_<run>_<preset>.json``, e.g. the whole-model run) after its own, a claim the page reports
-    itself winning, and their pages (``pages``: each run's ``page``, ``{"doc", "title"}`` relative to ``book/``);
-    None where there is neither. A record made only of separate runs has no chapter status."""
+    (``paper_vs_book_<run>_<preset>.json``, e.g. the whole-model run) after its own, a claim (rule id) the page
+    reports itself winning, and their pages (``pages``: each run's ``page``, ``{"doc", "title"}`` relative to
+    ``book/``); None where there is neither. A record made only of separate runs has no chapter status."""
     folder = results / chapter
     path = folder / f"paper_vs_book_{preset}.json"
     record = json.loads(path.read_text()) if path.exists() else None
@@ -77,27 +74,10 @@ def load(results: Path, chapter: str, preset: str) -> dict[str, Any] | None:
     if not parts:
         return record
     record = record or {"chapter": chapter, "status": None, "rows": []}
-    own = {row["metric"] for row in record["rows"]}
-    extra = [row for part in parts for row in part["rows"] if row["metric"] not in own]
+    own = {row["id"] for row in record["rows"]}
+    extra = [row for part in parts for row in part["rows"] if row["id"] not in own]
     pages = [part["page"] for part in parts if part.get("page")]
     return {**record, "rows": [*record["rows"], *extra], "pages": pages}
-
-
-def old_verdict(notebook: Path) -> str | None:
-    """What an executed notebook's verdict boxes said: the one word, or a tally when it printed several (one per
-    table); None without a notebook or a box."""
-    if not notebook.exists():
-        return None
-    html = [
-        "".join(out.get("data", {}).get("text/html", ""))
-        for cell in json.loads(notebook.read_text())["cells"]
-        for out in cell.get("outputs", [])
-    ]
-    found = [v for text in html for v in _OLD_VERDICT.findall(text)]
-    words = [unescape(v).strip() for v in found]
-    if len(set(words)) <= 1:
-        return words[0] if words else None
-    return f"{len(words)} verdicts: " + ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(words))
 
 
 def badge(word: str) -> str:
@@ -173,28 +153,26 @@ def _result(row: Mapping[str, Any]) -> str:
     return book if _single(rule) else f"{book} ({ours})"
 
 
-def _status(record: Mapping[str, Any] | None, preset: str, old: str | None) -> str:
+def _status(record: Mapping[str, Any] | None, preset: str) -> str:
     if record is None or not record.get("status"):
-        return MISSING[preset] + (f"; earlier run: *{old}* (old rules)" if old else "")
+        return MISSING[preset]
     return badge(record["status"]["status"])
 
 
-def _glance(record: Mapping[str, Any] | None, preset: str, old: str | None) -> str:
+def _glance(record: Mapping[str, Any] | None, preset: str) -> str:
     """The at-a-glance cell: the chapter's verdict and, under it, its rules' tally (the first sentence of the
     reason :func:`hybridlib.notebook.verdict_summary` wrote, "N pre-registered rules: ...")."""
     reason = ((record or {}).get("status") or {}).get("reason", "")
     tally = reason.split(". ")[0].rstrip(".") if "pre-registered rules:" in reason else ""
-    return _status(record, preset, old) + (f"<br>{table_cell(tally)}" if tally else "")
+    return _status(record, preset) + (f"<br>{table_cell(tally)}" if tally else "")
 
 
-def _collect(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> tuple[dict[str, Any], str | None]:
-    """The chapter's records by preset and the old verdict of its committed H200 notebook."""
-    return {p: load(results, chapter.name, p) for p, _ in PRESETS}, old_verdict(gpu_pages / chapter.notebook)
+def _collect(chapter: ChapterSpec, results: Path) -> dict[str, Any]:
+    """The chapter's records by preset."""
+    return {p: load(results, chapter.name, p) for p, _ in PRESETS}
 
 
-def _status_lines(
-    records: Mapping[str, Any], old: str | None, changes: Sequence[RuleChange] = ()
-) -> list[str]:
+def _status_lines(records: Mapping[str, Any], changes: Sequence[RuleChange] = ()) -> list[str]:
     """``- On one H200: <verdict>. <reason>`` and the same for the seminar preset, naming the rows judged by a rule
     changed since their run (:func:`_earlier`)."""
     lines = []
@@ -207,9 +185,7 @@ def _status_lines(
                 f" Judged by a rule changed since this run: {', '.join(earlier)} (the scoreboard's row says "
                 "how; the next run is judged by the current rule)."
             )
-        lines.append(
-            f"- {name[0].upper() + name[1:]}: {_status(record, p, old if p == 'gpu' else None)}.{reason}"
-        )
+        lines.append(f"- {name[0].upper() + name[1:]}: {_status(record, p)}.{reason}")
     return lines
 
 
@@ -220,43 +196,28 @@ def _earlier(
     if record is None or row is None:
         return None
     failed = [c["name"] for c in (row.get("rule") or {}).get("preconditions", []) if not c["holds"]]
-    return rule_change(changes, row["metric"], (record.get("provenance") or {}).get("date_utc"), failed)
-
-
-#: Run-dependent numbers that older rows put in their metric (now in their note or result): until 2026-12-01 the
-#: first-FA rows named their layer (it differs between teachers of other depths) and the needle row its longest
-#: haystack (it differs between presets); a row stored before then stands for the claim without them.
-_OLD_NAMES = (
-    (re.compile(r" \(layer \d+\)"), ""),
-    (re.compile(r"\bat layer \d+:"), "at the first FA layer:"),
-    (re.compile(r"\(longest haystack, \d+ tokens\)"), "(longest haystack)"),
-)
-
-
-def claim(metric: str) -> str:
-    """``metric`` without the run-dependent numbers of an older row (:data:`_OLD_NAMES`)."""
-    for pattern, text in _OLD_NAMES:
-        metric = pattern.sub(text, metric)
-    return metric
-
-
-def aliases(metric: str) -> list[str]:
-    """The claims one row stands for: ``"R, a = b"`` (arms that coincide in that run) -> ``["R, a", "R, b"]``."""
-    head, sep, tail = metric.rpartition(", ")
-    return [f"{head}, {name}" for name in tail.split(" = ")] if sep and " = " in tail else [metric]
+    return rule_change(changes, row["id"], (record.get("provenance") or {}).get("date_utc"), failed)
 
 
 def _claims(records: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]]]:
-    """Each claim (metric) with its row on each preset that reported it, in reporting order. A row whose arms
-    coincide (:func:`aliases`) fills each arm's claim that another preset reports on its own."""
+    """Each claim (rule id) with its row on each preset that reported it, in reporting order. A row whose arms
+    coincide in its run (:func:`~hybridlib.verdicts.claim_ids`) fills each arm's claim that another preset reports
+    on its own."""
     reported = [(p, row) for p, _ in PRESETS for row in (records[p] or {}).get("rows", [])]
-    metrics = {claim(row["metric"]) for _, row in reported}
+    ids = {row["id"] for _, row in reported}
     rows: dict[str, dict[str, Mapping[str, Any]]] = {}
     for p, row in reported:
-        metric = claim(row["metric"])
-        for name in [a for a in aliases(metric) if a in metrics] or [metric]:
-            rows.setdefault(name, {})[p] = row
+        for rule_id in [c for c in claim_ids(row["id"]) if c in ids] or [row["id"]]:
+            rows.setdefault(rule_id, {})[p] = row
     return rows
+
+
+def label(rule_id: str, by_preset: Mapping[str, Mapping[str, Any]]) -> str:
+    """The claim column of ``rule_id``: the label (``metric``) of each preset's row of exactly that id, in preset
+    order, each once (joined by " / " where a run names its own window or length); the first row's label where
+    every row stands for it with coinciding arms."""
+    own = [row["metric"] for row in by_preset.values() if row["id"] == rule_id]
+    return " / ".join(dict.fromkeys(own)) or next(iter(by_preset.values()))["metric"]
 
 
 def _verdict(
@@ -269,12 +230,12 @@ def _verdict(
 
 
 def load_plan(results: Path) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """The H200 replicate plan (``results/replicate_plan.json``, :mod:`hybridlib.planning`) by (chapter, row
-    label); empty without one."""
+    """The H200 replicate plan (``results/replicate_plan.json``, :mod:`hybridlib.planning`) by (chapter, rule
+    id); empty without one."""
     path = results / PLAN_FILE
     if not path.is_file():
         return {}
-    return {(r["chapter"], r["row"]): r for r in json.loads(path.read_text())["rules"]}
+    return {(r["chapter"], r["id"]): r for r in json.loads(path.read_text())["rules"]}
 
 
 def _planned(entry: Mapping[str, Any] | None, row: Mapping[str, Any]) -> str:
@@ -389,7 +350,7 @@ def _caption(counts: Mapping[str, Mapping[str, Mapping[str, int]]]) -> str:
 def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> str:
     """The scoreboard's markdown for ``chapters`` (reading order), page links relative to ``book/``; the verdict
     chart (:func:`draw_chart`) is expected at :data:`CHART`."""
-    board = {c.name: _collect(c, results, gpu_pages) for c in chapters}
+    board = {c.name: _collect(c, results) for c in chapters}
     plan = load_plan(results)
     history = rule_history.load(results)
     order = ", ".join(VERDICTS)
@@ -424,14 +385,14 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
         "|---|---|---|",
     ]
     for c in chapters:
-        records, old = board[c.name]
+        records = board[c.name]
         lines.append(
             f"| {{ref}}`{table_cell(c.title)} <scoreboard-{c.name}>` | "
-            + " | ".join(_glance(records[p], p, old if p == "gpu" else None) for p, _ in PRESETS)
+            + " | ".join(_glance(records[p], p) for p, _ in PRESETS)
             + " |"
         )
     for c in chapters:
-        records, old = board[c.name]
+        records = board[c.name]
         changes = RULE_CHANGES.get(c.name, ())
         stem = Path(c.notebook).stem
         pages = [f"{{doc}}`seminar preset on a CPU <../notebooks/{stem}>`"]
@@ -445,7 +406,7 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
             "",
             "Pages: " + " · ".join(pages) + ".",
             "",
-            *_status_lines(records, old, changes),
+            *_status_lines(records, changes),
         ]
         claims = _claims(records)
         if not claims:
@@ -455,8 +416,11 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
             "| claim | paper | H200 verdict | H200 result | CPU verdict | CPU result |",
             "|---|---|---|---|---|---|",
         ]
-        for metric, by_preset in claims.items():
-            cells = [table_cell(metric), table_cell(next(r.get("paper") for r in by_preset.values()))]
+        for rule_id, by_preset in claims.items():
+            cells = [
+                table_cell(label(rule_id, by_preset)),
+                table_cell(next(r.get("paper") for r in by_preset.values())),
+            ]
             for p, _ in PRESETS:
                 row = by_preset.get(p)
                 cells += [
@@ -466,8 +430,8 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
                         p,
                         row,
                         changes,
-                        plan.get((c.name, row["metric"])) if p == "gpu" else None,
-                        history.get((c.name, row["metric"])) if p == "gpu" else None,
+                        plan.get((c.name, row["id"])) if p == "gpu" else None,
+                        history.get((c.name, row["id"])) if p == "gpu" else None,
                     )
                     if row
                     else "",
@@ -476,10 +440,10 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
     return "\n".join(lines) + "\n"
 
 
-def render_summary(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> str:
+def render_summary(chapter: ChapterSpec, results: Path) -> str:
     """The box a chapter opens with (``book/summaries/<chapter>.md``, pulled in by an ``{include}``): its verdict
     on each preset and each claim's verdicts, linking to the scoreboard for the numbers."""
-    records, old = _collect(chapter, results, gpu_pages)
+    records = _collect(chapter, results)
     changes = RULE_CHANGES.get(chapter.name, ())
     lines = [
         f"% {GENERATED}",
@@ -487,16 +451,16 @@ def render_summary(chapter: ChapterSpec, results: Path, gpu_pages: Path) -> str:
         ":::{admonition} Scoreboard",
         ":class: tip",
         "",
-        *_status_lines(records, old, changes),
+        *_status_lines(records, changes),
     ]
     claims = _claims(records)
     if claims:
         lines += ["", "| claim | on one H200 | seminar preset on a CPU |", "|---|---|---|"]
         lines += [
-            f"| {table_cell(metric)} | "
+            f"| {table_cell(label(rule_id, by_preset))} | "
             + " | ".join(_verdict(records, p, by_preset.get(p), changes) for p, _ in PRESETS)
             + " |"
-            for metric, by_preset in claims.items()
+            for rule_id, by_preset in claims.items()
         ]
     lines += _fast_path_note(chapter, equivalence.load_judged(results / "benchmarks"))
     lines += [
@@ -542,12 +506,7 @@ def write(root: Path = REPO_ROOT) -> list[Path]:
     results, gpu_pages = root / "data" / "results", root / "book" / "gpu"
     draw_chart(chart_counts(chapters, results), root / CHART)
     pages = {root / "book" / "scoreboard.md": render(chapters, results, gpu_pages), root / CSS: verdict_css()}
-    pages.update(
-        {
-            root / "book" / "summaries" / f"{c.name}.md": render_summary(c, results, gpu_pages)
-            for c in chapters
-        }
-    )
+    pages.update({root / "book" / "summaries" / f"{c.name}.md": render_summary(c, results) for c in chapters})
     for path, text in pages.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)

@@ -96,6 +96,7 @@ INFLATION_YORUBA = Rule(
         "possibly not Qwen3.5's exact tokenizer: the excess over 1 within a factor 1.3",
         null=1.0,
     ),
+    id="efficiency.inflation.yoruba_qwen",
 )
 INFLATION_MAX = Rule(
     claim="English-centric tokenizers inflate some non-Latin-script languages up to ~10x",
@@ -111,6 +112,7 @@ INFLATION_MAX = Rule(
         "a maximum over other tokenizers (not OLMo's) and other texts: the excess over 1 within a factor 2",
         null=1.0,
     ),
+    id="efficiency.inflation.max",
 )
 _completed = {m: (k, n) for m, k, n in PAPER.completed_128k}
 MEMORY_128K = Rule(
@@ -127,6 +129,7 @@ MEMORY_128K = Rule(
         "which points are discordant depends on the card, the model size and the harness, not the claim"
     ),
     bounds=(-1.0, 1.0),
+    id="efficiency.memory_128k",
 )
 TIME_64K = Rule(
     claim="at 64K tokens full attention takes several times the hybrid's time",
@@ -144,6 +147,7 @@ TIME_64K = Rule(
         "the wall time of Granite's whole evaluation: within a factor 1.5 either way "
         "(the cut-off the chapter used before it had repeats)",
     ),
+    id="efficiency.time_64k.predicted",
 )
 TIME_64K_WHOLE = replace(  # the same claim, measured on whole models
     TIME_64K,
@@ -156,6 +160,7 @@ TIME_64K_WHOLE = replace(  # the same claim, measured on whole models
         reason="Granite's whole 64K evaluation (a 9:1 hybrid) against one prefill of a small 3:1 student whose MLPs "
         "and projections are timed too: within a factor 1.5 either way, as the mixer-only row",
     ),
+    id="efficiency.time_64k.whole_models",
 )
 NEEDLE_LANGUAGE = SignTestRule(
     claim="an English needle is retrieved less often from non-English haystacks than from English ones",
@@ -168,6 +173,7 @@ NEEDLE_LANGUAGE = SignTestRule(
         "the paper's gap is OneRULER's (needle in the haystack's language) for a 3B "
         "hybrid at 64K; ours is one small model, an English needle, shorter haystacks"
     ),
+    id="efficiency.needle.language",
 )
 """A cell is a tie when English and every non-English haystack agree (all retrieve or none). The sign test needs at
 least ``min_discordant()`` = 6 discordant cells to reach p < 0.05 whatever their split; with half the cells tied
@@ -182,6 +188,7 @@ MQAR_DEFICIT = Rule(
     tolerance=Tolerance.any_magnitude(
         "the paper measures needle accuracy of pretrained models, not MQAR: only the direction carries over"
     ),
+    id="efficiency.mqar.deficit_shrinks",
 )
 """Lengths beyond training measure length extrapolation, not recall at a context the arms learned: the chapter trains
 at one length (``MQARBatches`` takes one ``seq_len``), so the rule is *not tested* there (:func:`mqar_verdict`)."""

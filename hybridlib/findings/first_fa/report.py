@@ -60,6 +60,7 @@ EVENT_RULE = Rule(
     UNIT,
     1,
     Tolerance.any_magnitude(_NO_SIZE),
+    id="first_fa.event",
 )
 SWA_RULE = Rule(
     "the GDN hybrid's event at its first FA layer is larger than the SWA hybrid's at that layer",
@@ -67,6 +68,7 @@ SWA_RULE = Rule(
     UNIT,
     1,
     Tolerance.any_magnitude(_NO_SIZE),
+    id="first_fa.event_vs_swa",
 )
 SWA_NONE_RULE = Rule(
     "a sliding-window hybrid has no largest event at its first full-attention layer, where a GDN hybrid has one",
@@ -74,6 +76,7 @@ SWA_NONE_RULE = Rule(
     UNIT,
     -1,
     Tolerance.any_magnitude(_NO_SIZE),
+    id="first_fa.swa_no_event",
 )
 LOCALITY_RULE = Rule(
     "full-attention layers in hybrids attend more locally than in the non-hybrid",
@@ -83,6 +86,7 @@ LOCALITY_RULE = Rule(
     Tolerance.any_magnitude(
         "the paper compares different pre-trained models; our probes are short, which bounds every distance"
     ),
+    id="first_fa.locality",
 )
 """The control is the teacher itself: an all-attention student distilled with the same recipe starts at the teacher's
 weights, where the forward KL and its gradient are zero, so it stays the teacher (up to weight decay)."""
@@ -92,6 +96,7 @@ DETOK_RULE = Rule(
     UNIT,
     1,
     Tolerance.any_magnitude("a hypothesis the paper states without a number"),
+    id="first_fa.detokenisation",
 )
 
 
@@ -203,7 +208,7 @@ def judge_events(
             + ("; the teacher's layer 0 is full attention too" if first == 0 else ""),
         )
         verdict = _decide(
-            EVENT_RULE,
+            EVENT_RULE.at(label),
             [[al] for al in reps],
             lambda p, f=first: event_margin(p[..., 0, :], f),
             [follows],
@@ -228,7 +233,7 @@ def judge_events(
                 f"{len(reps)} GDN and {len(students[swa])} SWA replicates",
             )
             verdict = _decide(
-                SWA_RULE,
+                SWA_RULE.at(label),
                 pairs,
                 lambda p, f=first: np.abs(p[..., 0, f]) - np.abs(p[..., 1, f]),
                 [control, same, follows],
@@ -250,7 +255,7 @@ def judge_events(
             "first FA layer follows recurrent layers", first > 0, f"{swa}'s first FA layer is {first}"
         )
         verdict = _decide(
-            SWA_NONE_RULE,
+            SWA_NONE_RULE.at(swa),
             [[al] for al in students[swa]],
             lambda p: event_margin(p[..., 0, :], first),
             [control, follows, gdn_event(events.get(first, {}), first)],
@@ -299,7 +304,7 @@ def judge_locality(distances: Mapping[str, Sequence[float]], n_boot: int = 2000,
             "paper": "FA layers in hybrids attend more locally",
             "note": "",
             "paper_claim": True,
-            "verdict": LOCALITY_RULE.judge_repeats(list(values), n_boot=n_boot, seed=seed),
+            "verdict": LOCALITY_RULE.at(label).judge_repeats(list(values), n_boot=n_boot, seed=seed),
         }
         for label, values in distances.items()
     ]

@@ -53,6 +53,7 @@ from hybridlib.verdicts import (
     binds,
     crossed_bootstrap,
     crossed_paired_bootstrap,
+    qualified,
 )
 
 PAPER_MODEL = "Llama 3 8B base in bf16, converted on Alpaca-clean (40M tokens)"
@@ -123,12 +124,13 @@ def table2_rule(feature_map: str, better: str, worse: str, claim: str) -> Rule:
         Tolerance.within_factor(effect, _TABLE2_FACTOR, _TABLE2_REASON),
         MIN_SEEDS,
         effect,
+        id=qualified("lolcats.table2", feature_map, f"{better}_over_{worse}"),
     )
 
 
-def direction_rule(claim: str, metric: str) -> Rule:
+def direction_rule(claim: str, metric: str, rule_id: str) -> Rule:
     """A rule on a metric without a counterpart on the paper's scale: direction only."""
-    return Rule(claim, metric, UNIT, +1, Tolerance.any_magnitude(_ACCURACY_ONLY), MIN_SEEDS)
+    return Rule(claim, metric, UNIT, +1, Tolerance.any_magnitude(_ACCURACY_ONLY), MIN_SEEDS, id=rule_id)
 
 
 def select(rows: Sequence[Row], field: str, **where: Any) -> dict[int, list[float]]:
@@ -207,7 +209,9 @@ def _window_rule(
     """Rule, paper column and preconditions of a Table 2 ordering for window + linear students: Table 5's
     window arms where it has the ordering (direction only), else *not tested* (no paper counterpart)."""
     rule = direction_rule(
-        f"Table 2 ({feature_map}, window {window} + linear): {claim}", _nll_metric(better, worse)
+        f"Table 2 ({feature_map}, window {window} + linear): {claim}",
+        _nll_metric(better, worse),
+        rule_id=qualified("lolcats.table2", feature_map, f"{better}_over_{worse}"),
     )
     keys = _TABLE5_OF_TABLE2.get((better, worse))
     if keys is None:
@@ -245,7 +249,7 @@ def table2_rows(
             rule, checks = table2_rule(feature_map, better, worse, claim), []
             paper_text = f"ppl {paper[worse]} -> {paper[better]} (ln ratio {rule.paper_value:.2f})"
         v = judge_pair(
-            rule,
+            rule.at(label) if label else rule,  # id: a run beside the main one (its label) is its own claim
             rows,
             "nll",
             {**where, "feature_map": feature_map, "stage": better},
@@ -259,6 +263,14 @@ def table2_rows(
             )
         )
     return out
+
+
+#: The slug of each Table 5 claim in its rule's id.
+_TABLE5_IDS = {
+    "the window helps (with transfer)": "window_helps",
+    "transfer helps (with the window)": "transfer_helps",
+    "window + transfer beat neither (verse cloze)": "beats_neither_cloze",
+}
 
 
 def table5_rows(
@@ -305,7 +317,11 @@ def table5_rows(
     out = []
     for claim, field, (b_name, better, b_key), (w_name, worse, w_key) in claims:
         metric = (_nll_metric if field == "nll" else _cloze_metric)(b_name, w_name)
-        rule = direction_rule(f"Table 5 ({feature_map}, {kind} window {window}): {claim}", metric)
+        rule = direction_rule(
+            f"Table 5 ({feature_map}, {kind} window {window}): {claim}",
+            metric,
+            rule_id=qualified("lolcats.table5", feature_map, _TABLE5_IDS[claim]),
+        )
         v = judge_pair(rule, rows, field, better, worse)
         note = _ppl_note(rows, {w_name: worse, b_name: better}) if field == "nll" else ""
         (pb, mb), (pw, mw) = p[b_key], p[w_key]
@@ -340,6 +356,7 @@ def table18_rows(
                 direction_rule(
                     f"Table 18 ({feature_map}): terraced window {window} beats sliding",
                     _nll_metric("terraced", "sliding"),
+                    rule_id=qualified("lolcats.table18", feature_map, "terraced_beats_sliding"),
                 ),
                 rows,
                 "nll",
@@ -352,6 +369,7 @@ def table18_rows(
     small_rule = direction_rule(
         f"Table 18 ({feature_map}): a smaller window loses to window {window}",
         _nll_metric(f"window {window}", "smaller window"),
+        rule_id=qualified("lolcats.table18", feature_map, "smaller_window_loses"),
     )
     has_small = binds("sweep holds a smaller window", lo is not None, f"sweep {list(sweep)}, window {window}")
     out.append(
@@ -366,6 +384,7 @@ def table18_rows(
     large_rule = direction_rule(
         f"Table 18 ({feature_map}): a larger window loses to window {window} (verse cloze)",
         _cloze_metric(f"window {window}", "larger window"),
+        rule_id=qualified("lolcats.table18", feature_map, "larger_window_loses_cloze"),
     )
     checks = [
         binds("sweep holds a larger window", hi is not None, f"sweep {list(sweep)}, window {window}"),
@@ -407,6 +426,7 @@ def table23_row(
     rule = direction_rule(
         f"Table 23 ({feature_map}): the first {s} transfer steps give most of the gain of {transfer_steps}",
         "[nll(0 steps) - nll(s)] - [nll(s) - nll(T)] per held-out sequence after LoRA (nats/token)",
+        rule_id=qualified("lolcats.table23", feature_map, "first_steps_most_gain"),
     )
     has_mid = binds(
         "sweep holds a step count between 0 and transfer_steps",
@@ -450,6 +470,7 @@ def fig7_row(
             "the paper's Fig. 7 is a plot with no stated ratio; the claim is 'lower in every layer'"
         ),
         MIN_SEEDS,
+        id=qualified("lolcats.fig7", feature_map, "every_layer_lower_mse"),
     )
     label = f"Fig. 7 {feature_map}: window {window} + linear lower MSE in every layer"
     same = binds(
@@ -497,6 +518,7 @@ def table21_row(
         Tolerance(0.5, 1.0, "the paper's gap is the whole scale (0% vs 100%); at least half of it"),
         MIN_SEEDS,
         1.0,
+        id="lolcats.table21.passkey_conversion_data",
     )
     teacher_acc = float(np.mean(teacher)) if len(teacher) else math.nan
     checks = [
@@ -557,6 +579,7 @@ def fig8_row(
         MIN_SEEDS,
         PAPER_FIG8_SPEEDUP,
         null=1.0,
+        id="lolcats.fig8.decode_throughput",
     )
     checks = [
         binds("measured", bool(speedups), f"{len(speedups)} benchmark repeats"),

@@ -95,6 +95,7 @@ LOWER = Rule(
         "the paper counts languages (10/13, 11/13) and gives no size on this scale; "
         "SoftCKA levels of FLORES on pre-trained models and of UDHR on our students differ"
     ),
+    id="softcka.lower",
 )
 JAGGED = Rule(
     claim="hybrid SoftCKA curves are more jagged than the full-attention teacher's",
@@ -104,6 +105,7 @@ JAGGED = Rule(
     direction=+1,
     min_replicates=MIN_STUDENTS,
     tolerance=Tolerance.any_magnitude("the paper shows curves, not a jaggedness number"),
+    id="softcka.jagged",
 )
 JAGGED_VS_SWA = Rule(
     claim="GDN hybrid curves are more jagged than the sliding-window hybrid's",
@@ -112,6 +114,7 @@ JAGGED_VS_SWA = Rule(
     direction=+1,
     min_replicates=MIN_STUDENTS,
     tolerance=Tolerance.any_magnitude("the paper shows curves (SWA hybrids smooth), not a jaggedness number"),
+    id="softcka.jagged_vs_swa",
 )
 
 
@@ -123,6 +126,7 @@ JUMPS = Rule(
     direction=+1,
     min_replicates=MIN_STUDENTS,
     tolerance=Tolerance.any_magnitude("the paper shows jumps at FA layers, not a jump size on this scale"),
+    id="softcka.jumps",
 )
 JUMPS_VS_SWA = Rule(
     claim="GDN hybrid curves jump at their FA layers more than the sliding-window hybrid's at its FA layers",
@@ -132,6 +136,7 @@ JUMPS_VS_SWA = Rule(
     direction=+1,
     min_replicates=MIN_STUDENTS,
     tolerance=Tolerance.any_magnitude("the paper shows curves (SWA hybrids smooth), not a jump size"),
+    id="softcka.jumps_vs_swa",
 )
 PRIMARY: dict[str, tuple[str, str]] = {
     LOWER.claim: (BASELINE, "seen in distillation"),
@@ -385,11 +390,14 @@ def verdicts(
             continue
         for name, group in groups.items():
             swa_args = dict(window=window, probe_tokens=probe_tokens)
-            rows.append((label, name, lower_verdict(teacher, students, group)))
-            rows.append((label, name, jagged_verdict(teacher, students, group)))
-            rows.append((label, name, jagged_vs_swa_verdict(teacher, students, swa, group, **swa_args)))
-            rows.append((label, name, jumps_verdict(teacher, students, group)))
-            rows.append((label, name, jumps_vs_swa_verdict(teacher, students, swa, group, **swa_args)))
+            for v in (
+                lower_verdict(teacher, students, group),
+                jagged_verdict(teacher, students, group),
+                jagged_vs_swa_verdict(teacher, students, swa, group, **swa_args),
+                jumps_verdict(teacher, students, group),
+                jumps_vs_swa_verdict(teacher, students, swa, group, **swa_args),
+            ):
+                rows.append((label, name, v.at(label, name)))  # id: the rule's, the student's, the group's
     return secondary_holm(rows)
 
 
