@@ -2,16 +2,15 @@
 hand).
 
 ``python -m hybridlib.pages.speed`` reads ``data/results/benchmarks/``: :data:`STEP_FILE` (every
-``step_profile_cuda*.json`` of ``python -m benchmarks.distill_step`` the page shows, curated by ``python -m
-benchmarks.promote --curate``), the judged equivalence file (:data:`~hybridlib.pages.equivalence.JUDGED_FILE`) and
-the kernel benchmarks :data:`SDPA_LAYOUTS_FILE` and :data:`CONV_CHUNKS_FILE`. It writes ``book/gpu/distill_speed.md``
-with one figure: the distillation step on one H200 variant by variant (ms per phase, tokens/s, MFU), where its GPU
-time goes by kernel family, causal SDPA at the step's shape in each input layout, the fast path's equivalence test
-against eager (:mod:`hybridlib.train.equivalence`; the figure: its loss curves seed by seed), the earlier loss
-curves of the variants against eager, the two-GPU runs of the trainer (``--train-steps``, DDP and FSDP, checkpoints
-across world sizes) and the command behind each file. The targets (:data:`TARGET_MFU`, :data:`TARGET_TOKENS_PER_S`,
-the fast path's equivalence (:data:`EQUIVALENCE_TARGET`), :data:`TARGET_SPEEDUP`) are checked by :func:`checks`:
-``met``, ``not met`` or ``not measured``.
+``step_profile_cuda*.json`` of ``python -m benchmarks.distill_step`` kept, each with its provenance and command,
+curated by ``python -m benchmarks.promote --curate``) and the judged equivalence file
+(:data:`~hybridlib.pages.equivalence.JUDGED_FILE`). It writes ``book/gpu/distill_speed.md`` with one figure: the
+targets, what limits the step now (:func:`limits_frame`: the targets' best steps and the chapters' path, phase by
+phase, with the profiler's GPU and host time), the fast path's equivalence test against eager
+(:mod:`hybridlib.train.equivalence`; the figure: its loss curves seed by seed, the fast run against eager's repeats
+and eager runs from rounding-perturbed weights) and the two-GPU runs of the trainer. The targets
+(:data:`TARGET_MFU`, :data:`TARGET_TOKENS_PER_S`, the fast path's equivalence (:data:`EQUIVALENCE_TARGET`),
+:data:`TARGET_SPEEDUP`) are checked by :func:`checks`: ``met``, ``not met`` or ``not measured``.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from matplotlib import ticker
 
 from hybridlib import style
 from hybridlib.atomic import atomic_path, write_text
-from hybridlib.findings.layout import distill
 from hybridlib.pages import equivalence as judging
 from hybridlib.pages.equivalence import (
     EQUIVALENCE,
@@ -43,7 +41,7 @@ from hybridlib.pages.equivalence import (
 )
 from hybridlib.pages.tables import markdown_table
 from hybridlib.paths import REPO_ROOT, results_dir
-from kernels.ops import short_conv
+from hybridlib.train import distill
 
 PAGE = Path("book/gpu/distill_speed.md")
 FIGURE = Path("book/gpu/figures/distill_speed_curves.png")
@@ -56,48 +54,42 @@ ONE_GPU_TARGETS = {"smollm2-135m": TARGET_TOKENS_PER_S, "gemma3-270m": None}
 TARGET_SPEEDUP = 1.8  # tokens/s on two GPUs over one, the same global batch
 #: bf16 keeps 8 significant bits (relative rounding 2^-8 = 0.4%): two curves closer than this differ by rounding
 CURVE_FLOOR = 0.005
-#: the last steps over which a curve's mean offset to eager's is taken (a lasting offset, not one step's jump)
-CURVE_TAIL = 50
-#: what two eager curves must share to count as one run repeated (their files' ``loss_curves`` fields; the seed
-#: picks the batches, 0 in files written before it was recorded)
-CURVE_SETUP = ("teacher", "steps", "batch_size", "seq_len", "lr", "precision", "seed")
 #: a two-GPU curve within NOISE_FACTOR x the gap between two one-GPU runs is within their noise (:func:`noise_bound`)
 NOISE_FACTOR = 2
-#: the bench's phases and their column heads
+#: the bench's phases and their names on the page
 PHASES = {
-    "teacher_forward": "teacher fwd",
-    "student_forward": "student fwd",
+    "teacher_forward": "teacher forward",
+    "student_forward": "student forward",
     "kl": "KL",
     "backward": "backward",
     "optimizer": "AdamW",
 }
-FAMILY_TOTALS = ("GPU ms a step (all)", "host ms a step", "kernels a step")
+#: the profiler's totals a step (``profile``: GPU busy, host, kernel launches) and their names on the page
+PROFILE = {
+    "gpu_ms_per_step": "GPU busy ms (profiler)",
+    "host_ms_per_step": "host ms (profiler)",
+    "kernels_per_step": "kernels launched",
+}
+#: the variant the chapters train on since the fast path failed its equivalence test: eager backbones, the fused KL
+#: (``Recipe.compiled`` false)
+CHAPTERS_VARIANT = "fused"
+#: a step whose GPU is busy less than this share of it waits for the host (:func:`_limit`)
+BUSY = 0.9
 SCALING_RUNS = ("train1", "train1_repeat", "train2", "train2_fsdp", "train2to1", "train1to2")
 SCALING_COMMAND = "bash tools/offline_gpu/scaling.sh"
-#: the curated step benchmarks (``python -m benchmarks.promote --curate``): every timing, profile, loss curve and
-#: probe the page shows, each source file whole under its name; the judged file is curated apart
+#: the curated step benchmarks (``python -m benchmarks.promote --curate``): every timing and probe, each source file
+#: whole under its name with its provenance; the judged file is curated apart
 #: (:data:`~hybridlib.pages.equivalence.JUDGED_FILE`: the scoreboard reads it too)
 STEP_FILE = "distill_step.json"
-#: ``python -m benchmarks.ops --sdpa-layouts-batch 32`` on the H200: causal SDPA at the step's shape in each input
-#: layout
-SDPA_LAYOUTS_FILE = results_dir("benchmarks") / "sdpa_layouts_cuda.json"
-#: ``python -m benchmarks.ops --conv-chunks`` on the H200: fla's short convolution at the step's shape, tokens per
-#: program
-CONV_CHUNKS_FILE = results_dir("benchmarks") / "conv_chunks_cuda.json"
-
-
-def _random_teacher(run: Mapping[str, Any]) -> bool:
-    """Whether the run's teacher had random weights (its shapes only: its loss is not a real model's)."""
-    return bool(((run.get("provenance") or {}).get("params") or {}).get("random_weights"))
 
 
 def _name(tag: str) -> str:
-    """A file's tag as the tables show it: words that wrap ('compile nograph'); '-' for the untagged file."""
+    """A file's tag as the page shows it: words that wrap ('final fla alone'); '-' for the untagged file."""
     return tag.replace("_", " ") or "-"
 
 
 def load(folder: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Every step benchmark the page shows, from the curated files in ``folder`` (default:
+    """Every step benchmark the page reads, from the curated files in ``folder`` (default:
     ``data/results/benchmarks``): the sources of :data:`STEP_FILE` and the judged file
     (:func:`~hybridlib.pages.equivalence.load_judged`), by tag (``step_profile_cuda_<tag>.json``; '' for the
     untagged file), in file-name order."""
@@ -113,27 +105,29 @@ def load(folder: Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per timed step (not the trainer runs): file tag, teacher (``(random)``: random weights), variant
-    (:func:`_variant`), layout, ms a step, tokens/s, MFU (%), seconds of the first steps (compiling) and ms per
-    phase (:data:`PHASES`)."""
+    """One row per timed step (not the trainer runs): file tag, its commit (7 characters), teacher (``(random)``:
+    random weights), variant (:func:`_variant`), ms a step, tokens/s, MFU (%), ms per phase (:data:`PHASES`) and the
+    profiler's totals a step (:data:`PROFILE`; None where the step was not profiled)."""
     out = []
     for tag, run in runs.items():
-        params = (run.get("provenance") or {}).get("params") or {}
+        prov = run.get("provenance") or {}
+        params = prov.get("params") or {}
         for r in run.get("rows", []):
             if "phase_ms" not in r:
                 continue
+            profile = r.get("profile") or {}
             out.append(
                 {
                     "file": _name(tag),
+                    "commit": str(prov.get("git_commit") or "")[:7],
                     "teacher": r["teacher"] + (" (random)" if r.get("random_weights") else ""),
                     "variant": _variant(r, params),
-                    "layout": r.get("layout", "standard_periodic").replace("_", " "),
                     "ms": r["step_ms"],
                     "tokens/s": r["tokens_per_s"],
                     "MFU %": 100 * r["mfu"] if r.get("mfu") is not None else None,
-                    "compile (s)": r.get("warmup_s"),
                 }
                 | {head: r["phase_ms"].get(p) for p, head in PHASES.items()}
+                | {head: profile.get(key) for key, head in PROFILE.items()}
             )
     return pd.DataFrame(out)
 
@@ -179,420 +173,117 @@ def _graphs(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     return "no" if params.get("no_cuda_graphs") else "yes" if "no_cuda_graphs" in params else "not recorded"
 
 
-def family_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """GPU ms a step by kernel family for every profiled step (columns: file/variant rows), with host ms and
-    kernels a step; families in order of their largest time."""
-    cols = {}
-    for tag, run in runs.items():
-        for r in run.get("rows", []):
-            prof = r.get("profile")
-            if not prof:
-                continue
-            name = f"{_name(tag)}: {r.get('variant', 'eager')}"
-            totals = (prof["gpu_ms_per_step"], prof["host_ms_per_step"], prof["kernels_per_step"])
-            cols[name] = dict(prof["gpu_ms_by_family"]) | dict(zip(FAMILY_TOTALS, totals))
-    frame = pd.DataFrame(cols)
-    if frame.empty:
-        return frame
-    families = frame.drop(index=list(FAMILY_TOTALS)).max(axis=1).sort_values(ascending=False).index
-    frame = frame.loc[[*families, *FAMILY_TOTALS]]
-    frame.index.name = "kernel family"
+def _base(variant: str) -> str:
+    """``"fast (fla conv, tuned kernels)"`` -> ``"fast"``."""
+    return variant.split(" (")[0]
+
+
+def best_fast(steps: pd.DataFrame, teacher: str) -> pd.Series | None:
+    """The fastest-by-MFU step of the ``fast`` path (the targets' path, any convolution) with the pretrained
+    ``teacher``; None without one."""
+    if steps.empty:
+        return None
+    real = steps[(steps["teacher"] == teacher) & (steps["variant"].map(_base) == FAST)]
+    if real.empty or real["MFU %"].isna().all():
+        return None
+    return real.loc[real["MFU %"].idxmax()]
+
+
+def chapters_step(steps: pd.DataFrame, teacher: str = "smollm2-135m") -> pd.Series | None:
+    """The fastest timing of the chapters' path (:data:`CHAPTERS_VARIANT`) with ``teacher``, its weights pretrained
+    or random (the step's cost is the same); None without one."""
+    if steps.empty:
+        return None
+    rows = steps[(steps["variant"] == CHAPTERS_VARIANT) & (steps["teacher"].str.split(" ").str[0] == teacher)]
+    return None if rows.empty else rows.loc[rows["ms"].idxmin()]
+
+
+def limits_steps(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, pd.Series]:
+    """The steps :func:`limits_frame` shows, by column head: the best fast step of each teacher of
+    :data:`ONE_GPU_TARGETS` (the targets' figures) and the chapters' path (:func:`chapters_step`)."""
+    steps = step_frame(runs)
+    out = {f"fast, {t}": best for t in ONE_GPU_TARGETS if (best := best_fast(steps, t)) is not None}
+    if (chapters := chapters_step(steps)) is not None:
+        out[f"eager backbones ({CHAPTERS_VARIANT}), {chapters['teacher'].split(' ')[0]}"] = chapters
+    return out
+
+
+def limits_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """What limits each of :func:`limits_steps`: per phase its ms and share of the step, the step's ms, tokens/s and
+    MFU, and the profiler's GPU-busy and host ms and kernels a step (blank where not profiled); rows: those
+    quantities, columns: the steps. Empty without a step."""
+    columns = {}
+    for head, s in limits_steps(runs).items():
+        cells = {p: f"{s[p]:.3g} ({s[p] / s['ms']:.0%})" for p in PHASES.values()}
+        cells |= {
+            "step ms": f"{s['ms']:.3g}",
+            "tokens/s": f"{s['tokens/s']:,.0f}",
+            "MFU": f"{s['MFU %']:.1f}%",
+        }
+        gpu, host, kernels = (s[h] for h in PROFILE.values())
+        cells |= {
+            PROFILE["gpu_ms_per_step"]: "" if pd.isna(gpu) else f"{gpu:.3g}",
+            PROFILE["host_ms_per_step"]: "" if pd.isna(host) else f"{host:.3g}",
+            PROFILE["kernels_per_step"]: "" if pd.isna(kernels) else f"{kernels:,.0f}",
+        }
+        columns[head] = cells
+    frame = pd.DataFrame(columns)
+    frame.index.name = "a step"
     return frame
 
 
-def curve_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """Per file with loss curves and per variant: steps, the largest relative gap of its curve to eager's and its
-    mean signed offset over the last :data:`CURVE_TAIL` steps (None without the losses); then one row per pair of
-    files whose eager curves repeat one run or perturb it at bf16 rounding (:func:`eager_repeats`), eager's own
-    run-to-run noise."""
-    out = []
-    for tag, run in runs.items():
-        curves = run.get("loss_curves")
-        if not curves:
-            continue
-        losses = curves.get("losses") or {}
-        for variant, gap in curves["max_rel_gap_to_first"].items():
-            if variant == "eager":
-                continue
-            offset = _offset(losses[variant], losses["eager"]) if "eager" in losses else None
-            out.append(
-                {
-                    "file": _name(tag),
-                    "variant": variant,
-                    "seed": _setting(curves, "seed"),
-                    "conv": curves.get("conv_impl", "torch"),
-                    "CUDA graphs": "no" if curves.get("cuda_graphs") is False else "yes",
-                    "precision": curves.get("precision", "bf16"),
-                    "steps": curves["steps"],
-                    "largest gap to eager %": 100 * gap,
-                    f"mean offset, last {CURVE_TAIL} steps %": None if offset is None else 100 * offset,
-                }
-            )
-    for r in eager_repeats(runs):
-        out.append(
-            {
-                "file": f"{r['files'][0]} / {r['files'][1]}",
-                "variant": f"eager, {r['kind']}",
-                "seed": r["seed"],
-                "conv": "torch",
-                "CUDA graphs": "no",
-                "precision": r["precision"],
-                "steps": r["steps"],
-                "largest gap to eager %": 100 * r["gap"],
-                f"mean offset, last {CURVE_TAIL} steps %": 100 * r["offset"],
-            }
+def _limit(s: pd.Series) -> str:
+    """``"backward 50% of its 78.2 ms; the GPU busy 77.2 ms of it: its work limits the step"``: a step's largest
+    phase, and whether the GPU's work limits it or the GPU idles (busy less than :data:`BUSY` of the step: it waits
+    for the host's kernel launches)."""
+    phases = s[list(PHASES.values())].astype(float)
+    largest = f"{phases.idxmax()} {phases.max() / s['ms']:.0%} of its {s['ms']:.3g} ms"
+    gpu, host = s[PROFILE["gpu_ms_per_step"]], s[PROFILE["host_ms_per_step"]]
+    if pd.isna(gpu) or pd.isna(host):
+        return largest
+    if gpu < BUSY * s["ms"]:
+        return (
+            f"{largest}; the GPU busy only {gpu:.3g} ms of it ({gpu / s['ms']:.0%}): it waits for the host, which "
+            f"launches {s[PROFILE['kernels_per_step']]:,.0f} kernels a step ({host:.3g} ms under the profiler)"
         )
-    return pd.DataFrame(out)
+    return (
+        f"{largest}; the GPU busy {gpu:.3g} ms of it, the host {host:.3g} ms: the GPU's work limits the step"
+    )
 
 
-#: the steps whose loss :func:`first_steps_frame` shows: before any update, after one and after two
-FIRST_STEPS = (0, 1, 2)
-
-
-def first_steps_frame(
-    runs: Mapping[str, Mapping[str, Any]], steps: Sequence[int] = FIRST_STEPS
-) -> pd.DataFrame:
-    """The loss at each of ``steps`` per file with loss curves of the pretrained teacher and per variant (eager
-    included), with its batch seed and whether its weights were perturbed: at one seed every unperturbed variant
-    starts from the same weights on the same batches, so before any update (step 0) they differ by their forward's
-    rounding and after one AdamW update (step 1) by one gradient's, before training's sensitivity to small
-    differences amplifies them."""
-    out = []
-    for tag, run in runs.items():
-        curves = run.get("loss_curves") or {}
-        if not curves.get("losses") or _random_teacher(run):
-            continue
-        for variant, losses in curves["losses"].items():
-            out.append(
-                {
-                    "file": _name(tag),
-                    "variant": variant,
-                    "seed": _setting(curves, "seed"),
-                    "perturbed": "yes" if _setting(curves, "perturb") else "no",
-                    "conv": "torch" if variant == "eager" else curves.get("conv_impl", "torch"),
-                    "precision": curves.get("precision", "bf16"),
-                    **{f"step {k}": losses[k] if k < len(losses) else None for k in steps},
-                }
-            )
-    return pd.DataFrame(out)
-
-
-def probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """From files with a ``first_step`` probe (:func:`benchmarks.distill_probes.first_step_probe`): per
-    file and variant, the loss after one update by its own step and by the common evaluator; per file, variant
-    (eager excluded) and parameter kind, the common loss of eager's weights with that kind from the variant,
-    the update's relative difference to eager's and the fraction of its elements with the other sign."""
-    scores, kinds = [], []
-    for tag, run in runs.items():
-        probe = run.get("first_step")
-        # a judged file's probes are by precision (:func:`_equivalence_section`)
-        if not probe or _judged(run):
-            continue
-        for variant, own in probe["own"].items():
-            scores.append(
-                {
-                    "file": _name(tag),
-                    "variant": variant,
-                    "precision": probe["precision"],
-                    "own step": own,
-                    "common evaluator": probe["common"][variant],
-                }
-            )
-        for variant, swapped in probe["swap"].items():
-            for kind, loss in swapped.items():
-                change = probe["update"][variant][kind]
-                kinds.append(
-                    {
-                        "file": _name(tag),
-                        "variant": variant,
-                        "kind": kind,
-                        "parameters": probe["kinds"][kind],
-                        "eager's weights, this kind the variant's": loss,
-                        "update vs eager's %": 100 * change["rel_diff"],
-                        "signs flipped %": 100 * change["sign_flips"],
-                    }
-                )
-    return pd.DataFrame(scores), pd.DataFrame(kinds)
-
-
-def grad_probe_frames(runs: Mapping[str, Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """From files with a ``grad_probe`` (:func:`benchmarks.distill_probes.gradient_probe`): per file and
-    variant, the one-step gradient's relative error (%) against eager backbones' float32 gradient by parameter kind
-    (columns), and the relative error (%) of each decoder layer's gradient (columns: layer index and mixer, ``GDN``
-    or ``FA``)."""
-    kinds, layers = [], []
-    for tag, run in runs.items():
-        probe = run.get("grad_probe")
-        if not probe:
-            continue
-        heads = [f"{i} {'GDN' if 'GatedDeltaNet' in m else 'FA'}" for i, m in enumerate(probe["mixers"])]
-        for variant, by_kind in probe["by_kind"].items():
-            base = {"file": _name(tag), "variant": variant, "seed": probe.get("seed", 0)}
-            kinds.append(base | {kind: 100 * e["rel_err"] for kind, e in by_kind.items()})
-            layers.append(base | {h: 100 * e for h, e in zip(heads, probe["by_layer"][variant])})
-    return pd.DataFrame(kinds), pd.DataFrame(layers)
-
-
-def grad_probe_summary(runs: Mapping[str, Mapping[str, Any]], against: str = "fused") -> pd.DataFrame:
-    """Per probe file and variant other than ``against`` (eager backbones in bf16): in how many decoder layers (of
-    ``layers``) its gradient is further from the float32 reference than ``against``'s, the median over layers of
-    the ratio of the two relative errors, both relative errors (%) in the first and the last layer, and the share
-    of the reference's signs each gradient flips over all parameters (%, AdamW's first update is nearly the sign;
-    None in probes that did not record it)."""
-    out = []
-    for tag, run in runs.items():
-        probe = run.get("grad_probe")
-        if not probe or against not in probe["by_layer"]:
-            continue
-        base = probe["by_layer"][against]
-        # % of float32's signs each variant flips (files before signs_flipped have no "overall")
-        flips = {v: 100 * o["signs_flipped"] for v, o in (probe.get("overall") or {}).items()}
-        for variant, errors in probe["by_layer"].items():
-            if variant == against:
-                continue
-            ratios = pd.Series(errors) / pd.Series(base)
-            out.append(
-                {
-                    "file": _name(tag),
-                    "variant": variant,
-                    "seed": probe.get("seed", 0),
-                    "layers": len(ratios),
-                    f"further than {against}": int((ratios > 1).sum()),
-                    f"median ratio to {against}": float(ratios.median()),
-                    "first layer %": 100 * errors[0],
-                    f"first layer, {against} %": 100 * base[0],
-                    "last layer %": 100 * errors[-1],
-                    f"last layer, {against} %": 100 * base[-1],
-                    "signs flipped %": flips.get(variant),
-                    f"signs flipped, {against} %": flips.get(against),
-                }
-            )
-    return pd.DataFrame(out)
-
-
-def _grad_probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The gradient probe's summary and tables under their explanation (no lines without a probe)."""
-    summary = grad_probe_summary(runs)
-    if summary.empty:
+def _limits_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What limits the step, under its reading (no lines without a timed step)."""
+    steps = limits_steps(runs)
+    if not steps:
         return []
-    n, total, ratios = (
-        summary["further than fused"].sum(),
-        summary["layers"].sum(),
-        summary["median ratio to fused"],
+    where = "; ".join(
+        f"{head}: `{s['file']}` ({s['commit']}{', a teacher with random weights' * s['teacher'].endswith('(random)')})"
+        for head, s in steps.items()
     )
-    intro = (
-        "One step's gradient of each variant from the same weights on the same batch, against eager backbones' "
-        "gradient in float32 (the same GPU kernels). bf16 rounding alone gives eager backbones' (`fused`) error; "
-        "a variant that loses precision is further from the reference than they are. Over "
-        f"{len(summary)} probe{'s' * (len(summary) > 1)} ({', '.join(sorted(set(summary['variant'])))}), a "
-        f"variant's layer gradient is further from float32 than eager backbones' in {n} of {total} layers (median "
-        f"ratio of the errors {ratios.min():.2f}-{ratios.max():.2f}); both errors grow from the last layer to the "
-        "first, as rounding accumulates through the backward, to about the gradient's own size in the first "
-        "layers: the probe compares the two bf16 paths' distances to one float32 gradient, not their accuracy. "
-        "AdamW's first update is nearly each component's sign: `signs flipped` is the share of the float32 "
-        "gradient's signs a path flips over all parameters (blank where a probe did not record it):"
+    reading = [f"{head}: {_limit(s)}." for head, s in steps.items()]
+    fast = [s for head, s in steps.items() if head.startswith(f"{FAST}, ")]
+    chapters = [s for head, s in steps.items() if not head.startswith(f"{FAST}, ")]
+    ratio = (
+        f" The chapters' step takes {chapters[0]['ms'] / fast[0]['ms']:.1f}x the best fast one."
+        if fast and chapters
+        else ""
     )
-    lines = [intro, "", markdown_table(_decimals(summary.set_index("file"), 2)), ""]
-    caption = "Relative error (%) of each decoder layer's gradient (layer index and mixer):"
-    return lines + _tables(
-        "Relative error (%) by kind of parameter:", grad_probe_frames(runs), (1, 1), caption
-    )
-
-
-def sdpa_layout_frame(path: Path = SDPA_LAYOUTS_FILE) -> pd.DataFrame:
-    """Milliseconds of causal SDPA at the step's shape in each input layout (``kernels.bench
-    --sdpa-layouts-batch``; rows: layout, or backend and layout where the file times other backends than SDPA's own
-    choice (``--sdpa-backends``); columns: forward, forward + backward; NaN: the backend has no kernel for the
-    inputs); empty without the file."""
-    if not path.exists():
-        return pd.DataFrame()
-    frame = pd.DataFrame(json.loads(path.read_text()).get("sdpa_layouts") or [])
-    frame["ms"] = pd.to_numeric(frame["ms"], errors="coerce")
-    backends = frame["backend"] if "backend" in frame else pd.Series(["auto"])
-    index = ["backend", "layout"] if set(backends) != {"auto"} else "layout"
-    return frame.pivot_table(index=index, columns="mode", values="ms", sort=False, dropna=False).rename(
-        columns={"fwd": "forward ms", "fwd_bwd": "forward + backward ms"}
-    )
-
-
-def _sdpa_layout_section(steps: pd.DataFrame, path: Path = SDPA_LAYOUTS_FILE) -> list[str]:
-    """The SDPA layout microbenchmark and the steps timed with another layout or backend (no lines without the
-    file)."""
-    frame = sdpa_layout_frame(path)
-    if frame.empty:
-        return []
-    prov = json.loads(path.read_text()).get("provenance") or {}
-    other = steps[steps["variant"].str.contains("SDPA inputs|SDPA on")] if not steps.empty else steps
-    backends = frame.index.nlevels > 1
     return [
-        "## Attention inputs' layout" + (" and SDPA's kernels" if backends else ""),
+        "## What limits the step",
         "",
-        "Causal SDPA alone at the step's shape (batch 32 x 512, SmolLM2-135M's 9 query and 3 key-value heads, "
-        f"bf16; `{prov.get('command', 'python -m kernels.bench --sdpa-layouts-batch 32')}`, "
-        f"{str(prov.get('date', ''))[:10]}, commit {str(prov.get('git_commit', ''))[:8]}) with its inputs as "
-        "Hugging Face's eager attention passes them (`hf`: transposed views), made contiguous, or with the key-value "
-        "heads repeated (`kernels.ops.SDPA_LAYOUTS`)"
-        + (
-            ", on each of SDPA's backends (`kernels.ops.SDPA_BACKENDS`; `auto`: SDPA's own choice; `unsupported`: "
-            "no kernel of that backend for these inputs)"
-            if backends
-            else ""
-        )
-        + ":",
+        "Milliseconds a step by phase (CUDA events, median of the timed steps after warm-up) and their share of the "
+        "step, with `torch.profiler`'s totals over the profiled steps. Columns: the best fast steps of the targets "
+        "and the path the chapters train on (files in `distill_step.json`: "
+        f"{where}).",
         "",
-        markdown_table(
-            _decimals(frame.reset_index(level="layout") if backends else frame, 3).fillna("unsupported")
-        ),
+        markdown_table(limits_frame(runs)),
         "",
-        *(
-            [
-                "The compiled step with its attention inputs in another layout (`--sdpa-layout`) or on one of "
-                "SDPA's backends (`--sdpa-backend`), to set against the same variant in Hugging Face's layout on "
-                "SDPA's own choice in the first table (its attention kernels' time: the kernel-family table):",
-                "",
-                markdown_table(
-                    other[["file", "teacher", "variant", "ms", "tokens/s", "MFU %"]].set_index("file")
-                ),
-                "",
-            ]
-            if not other.empty
-            else []
-        ),
-    ]
-
-
-def conv_chunk_frame(path: Path = CONV_CHUNKS_FILE) -> pd.DataFrame:
-    """Milliseconds of one call of fla's short convolution + SiLU at the step's shape per chunk (tokens a program;
-    ``kernels.bench --conv-chunks``; rows: chunk, columns: forward, forward + backward); empty without the file."""
-    if not path.exists():
-        return pd.DataFrame()
-    frame = pd.DataFrame(json.loads(path.read_text()).get("conv_chunks") or [])
-    if frame.empty:
-        return frame
-    return frame.pivot_table(index="chunk", columns="mode", values="ms", sort=True).rename(
-        columns={"fwd": "forward ms", "fwd_bwd": "forward + backward ms"}
-    )
-
-
-def _conv_chunk_section(path: Path = CONV_CHUNKS_FILE) -> list[str]:
-    """The convolution chunk microbenchmark, its fastest chunk against the one the step uses (no lines without
-    the file)."""
-    frame = conv_chunk_frame(path)
-    if frame.empty:
-        return []
-    data = json.loads(path.read_text())
-    prov, shape = data.get("provenance") or {}, (data.get("conv_chunks") or [{}])[0]
-    best = int(frame["forward + backward ms"].idxmin())
-    return [
-        "## The short convolution's chunk",
+        "Largest phase, and what limits the step:",
         "",
-        f"fla's causal convolution + SiLU alone at the step's shape (batch {shape.get('batch')} x {shape.get('T')}, "
-        f"{shape.get('C')} channels, 4 taps, bf16; one of a GDN layer's three), each chunk (tokens a program, "
-        "`kernels.ops.short_conv.FLA_CONV_CHUNK`) autotuned afresh and timed as CUDA-graph replays "
-        f"(`{prov.get('command', 'python -m kernels.bench --conv-chunks')}`, {str(prov.get('date', ''))[:10]}, commit "
-        f"{str(prov.get('git_commit', ''))[:8]}). Fastest forward + backward: chunk {best}; the step uses "
-        f"{short_conv.FLA_CONV_CHUNK}.",
-        "",
-        markdown_table(_decimals(frame, 3)),
+        *[f"- {line}" for line in reading],
+        *(["", ratio.strip()] if ratio else []),
         "",
     ]
-
-
-def _tables(
-    intro: str, frames: tuple[pd.DataFrame, pd.DataFrame], digits: tuple[int, int], caption: str = ""
-) -> list[str]:
-    """Markdown lines: ``intro``, then two frames indexed by file (floats with ``digits`` decimals), ``caption``
-    between them; none when the first frame is empty."""
-    if frames[0].empty:
-        return []
-    first, second = (markdown_table(_decimals(f.set_index("file"), d)) for f, d in zip(frames, digits))
-    return [intro, "", first, "", *([caption, ""] if caption else []), second, ""]
-
-
-def _decimals(frame: pd.DataFrame, digits: int) -> pd.DataFrame:
-    """``frame`` with every float written with ``digits`` decimals (losses that differ in the third digit); NaN
-    kept."""
-    return frame.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) and v == v else v)
-
-
-def _probe_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The first-step probe's tables under their explanation (no lines without a probe)."""
-    intro = (
-        "One update of each variant from the same weights, every result scored by one evaluator (eager's forward "
-        "and KL on the next batch): where a variant's own score and the evaluator's differ alike from eager's, "
-        "its update differs; swapping one kind of parameter at a time from the variant into eager's weights "
-        "shows which kinds carry the difference."
-    )
-    return _tables(intro, probe_frames(runs), (4, 4))
-
-
-def first_step_ranges(frame: pd.DataFrame, step: int = 1) -> str:
-    """Per batch seed of :func:`first_steps_frame`, one clause per (variant, perturbed, conv, precision): the range
-    of its loss at ``step`` over the files and how many, e.g. ``"seed 0: eager (torch conv, bf16) 6.185-6.190 over
-    4 runs, ..."`` (runs from perturbed weights marked; seeds apart: their batches differ)."""
-    column = f"step {step}"
-    seeds = []
-    rows = frame.dropna(subset=[column]).sort_values("seed", kind="stable")
-    for seed, by_seed in rows.groupby("seed", sort=True):
-        parts = []
-        keys = ["variant", "perturbed", "conv", "precision"]
-        for (variant, perturbed, conv, precision), group in by_seed.groupby(keys, sort=False):
-            values = group[column]
-            span = f"{values.min():.3f}" if len(values) == 1 else f"{values.min():.3f}-{values.max():.3f}"
-            name = f"{variant}{', perturbed' if perturbed == 'yes' else ''} ({conv} conv, {precision})"
-            parts.append(f"{name} {span} over {len(values)} run{'s' * (len(values) > 1)}")
-        seeds.append(f"seed {seed}: " + ", ".join(parts))
-    return "; ".join(seeds)
-
-
-def _offset(losses: Sequence[float], eager: Sequence[float], tail: int = CURVE_TAIL) -> float:
-    """Mean of ``losses / eager - 1`` over the last ``tail`` steps (positive: above eager's curve)."""
-    pairs = list(zip(losses, eager))[-tail:]
-    return sum(x / e - 1 for x, e in pairs) / len(pairs)
-
-
-def _setting(curves: Mapping[str, Any], key: str) -> Any:
-    """A ``loss_curves`` setting; seed and perturb are 0 in files written before they were recorded."""
-    return curves.get(key, {"seed": 0, "perturb": 0.0}.get(key))
-
-
-def eager_repeats(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs of files (in name order) whose eager loss curves share :data:`CURVE_SETUP` and the commit, with the
-    pretrained teacher: the same run twice (``kind`` "repeated"), or once from weights perturbed at bf16 rounding
-    (``kind`` "perturbed": the second file's ``perturb`` > 0, the first's 0; ``loss_curves``), so their gap is
-    eager's run-to-run noise. Each: ``files`` (tags as the tables show them), ``kind``, ``seed``, ``steps``,
-    ``gaps`` (relative gap of the second to the first, per step), ``gap`` (their largest) and ``offset``
-    (:func:`_offset`)."""
-    eager = [
-        (_name(tag), run["loss_curves"] | {"commit": (run.get("provenance") or {}).get("git_commit")})
-        for tag, run in runs.items()
-        if (run.get("loss_curves") or {}).get("losses", {}).get("eager") and not _random_teacher(run)
-    ]
-    out = []
-    for i, (a, ca) in enumerate(eager):
-        for b, cb in eager[i + 1 :]:
-            if any(_setting(ca, k) != _setting(cb, k) for k in (*CURVE_SETUP, "commit")):
-                continue
-            pa, pb = _setting(ca, "perturb"), _setting(cb, "perturb")
-            if pa and pb and pa != pb:  # two different perturbations: neither is the reference
-                continue
-            if pa > pb:  # the unperturbed run first
-                (a, ca, pa), (b, cb, pb) = (b, cb, pb), (a, ca, pa)
-            first, second = ca["losses"]["eager"], cb["losses"]["eager"]
-            gaps = [abs(y / x - 1) for x, y in zip(first, second)]
-            out.append(
-                {
-                    "files": (a, b),
-                    "kind": "repeated" if pa == pb else "perturbed",
-                    "seed": _setting(ca, "seed"),
-                    "steps": ca["steps"],
-                    "precision": ca.get("precision", "bf16"),
-                    "gaps": gaps,
-                    "gap": max(gaps),
-                    "offset": _offset(second, first),
-                }
-            )
-    return out
 
 
 def scaling_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -633,53 +324,33 @@ def noise_bound(noise: float) -> float:
     return max(NOISE_FACTOR * noise, CURVE_FLOOR)
 
 
-def _judged(run: Mapping[str, Any]) -> bool:
-    """Whether a file is :func:`~hybridlib.train.equivalence.judge_fast_path`'s (no timings, no curves of its
-    own: the judged curves and the first-step probes by precision)."""
-    return "curves" in run and "files" in run
-
-
-def _rounding_figures(judged: Mapping[str, Any] | None) -> str:
-    """``"float32 first update (tolerance 1e-4): fast failed (loss 1.4e-3 nats, median parameter 2.4e-4), ..."``;
-    '' without the probe."""
-    rounding = judging.rounding(judged)
-    if not rounding:
+def _fast_rounding(judged: Mapping[str, Any] | None) -> str:
+    """``"float32 first update (tolerance 1e-4): fast failed (loss 1.4e-3 nats, median parameter 2.4e-4)"``; ''
+    without the fast path's probe."""
+    r = judging.rounding(judged).get(FAST)
+    if not r:
         return ""
-    order = [FAST, *sorted(v for v in rounding if v != FAST)] if FAST in rounding else sorted(rounding)
-    tol = judging.tol(rounding[order[0]]["param_tol"])
-    parts = [
-        f"{v} {rounding[v]['outcome']} (loss {judging.sci(rounding[v]['loss_gap'])} nats, median parameter "
-        f"{judging.sci(rounding[v]['params_rel_median'])})"
-        for v in order
-    ]
-    return f"float32 first update (tolerance {tol}): " + ", ".join(parts)
+    return (
+        f"float32 first update (tolerance {judging.tol(r['param_tol'])}): {FAST} {r['outcome']} (loss "
+        f"{judging.sci(r['loss_gap'])} nats, median parameter {judging.sci(r['params_rel_median'])})"
+    )
 
 
 def equivalence_check(judged: Mapping[str, Any] | None) -> dict[str, str]:
     """:data:`EQUIVALENCE_TARGET` checked on the judged file (:func:`load_judged`; None: not measured): the status
-    (:func:`equivalence_status`); figures: the curve test's outcome, per metric its p-value and per seed the fast
-    run's mean distance beside eager's repeats' range, and the float32 rounding check per variant."""
+    (:func:`equivalence_status`); figures: the curve test's outcome and its p-values, the rounding null's beside it,
+    and the fast path's float32 update (the seeds' figures: the page's equivalence section)."""
     figures = []
     curves = (judged or {}).get("curves")
     if curves:
+        few = judging.curve_status(curves) != STATUS[curves["outcome"]]
         figures.append(
             f"curves ({judging.design(judged)}): {curves['outcome']} (Holm at {curves['alpha']:g}; smallest attainable "
             f"p {curves['min_p']:.4f})"
-            + (
-                f", over fewer than {EQUIVALENCE_SEEDS} seeds"
-                if judging.curve_status(curves) != STATUS[curves["outcome"]]
-                else ""
-            )
+            + (f", over fewer than {EQUIVALENCE_SEEDS} seeds" if few else "")
+            + f", largest gap p = {curves['p']['max_gap']:.4f}, tail offset (last {curves['tail']} steps) p = "
+            f"{curves['p']['tail_offset']:.4f}"
         )
-        for metric, name in (
-            ("max_gap", "largest gap"),
-            ("tail_offset", f"tail offset, last {curves['tail']} steps"),
-        ):
-            per_seed = ", ".join(
-                f"seed {seed} {100 * row[metric]['fast']:.2f}% vs {judging.pct(row[metric]['eager'])}"
-                for seed, row in curves["seeds"].items()
-            )
-            figures.append(f"{name} p = {curves['p'][metric]:.4f} (fast vs eager: {per_seed})")
     elif judged is not None:
         figures.append("no loss curves judged")
     if null := (judged or {}).get("curves_vs_rounding"):
@@ -688,7 +359,7 @@ def equivalence_check(judged: Mapping[str, Any] | None) -> dict[str, str]:
             f"a diagnostic beside the target's test): {null['outcome']}, largest gap p = {null['p']['max_gap']:.4f}, "
             f"tail offset p = {null['p']['tail_offset']:.4f}"
         )
-    if rounding := _rounding_figures(judged):
+    if rounding := _fast_rounding(judged):
         figures.append(rounding)
     return {"target": EQUIVALENCE_TARGET, "status": equivalence_status(judged), "figures": "; ".join(figures)}
 
@@ -812,8 +483,7 @@ def _equivalence_reading(judged: Mapping[str, Any], runs: Mapping[str, Mapping[s
                     f" one update of the compiled paths ({_and(list(compiled))}) lands {min(ratios):.0f}-"
                     f"{max(ratios):.0f}x closer to eager's loss than the compiled path's bf16 update "
                     f"({_and([judging.sci(r['loss_gap']) for r in compiled.values()])} against "
-                    f"{abs(bf16[1]):.3f} nats: "
-                    f"`step_profile_cuda_{bf16[0]}.json`, commit {bf16[2]})"
+                    f"{abs(bf16[1]):.3f} nats, commit {bf16[2]})"
                 )
         failed = {v: r for v, r in rounding.items() if r["outcome"] == "failed"}
         if failed:
@@ -839,10 +509,10 @@ def _equivalence_reading(judged: Mapping[str, Any], runs: Mapping[str, Mapping[s
 
 
 def _equivalence_section(
-    judged: Mapping[str, Any] | None, runs: Mapping[str, Mapping[str, Any]]
+    judged: Mapping[str, Any] | None, runs: Mapping[str, Mapping[str, Any]], drawn: bool = False
 ) -> list[str]:
-    """The equivalence test's result by seed and the float32 first update, under their explanation and reading
-    (no lines without the judged file)."""
+    """The equivalence test's result by seed, its figure (when ``drawn``) and the float32 first update, under their
+    explanation and reading (no lines without the judged file)."""
     if judged is None:
         return []
     files = judged.get("files") or []
@@ -856,9 +526,8 @@ def _equivalence_section(
         "other runs ranks it (largest gap over all steps; mean offset over the last steps), and the fast run's ranks "
         "summed over seeds are referred to their exact permutation distribution, the two metrics under Holm. Then "
         "one update in float32 from the same weights on the same batch: loss and median parameter difference within "
-        f"the tolerance. Status: **{equivalence_status(judged)}** (`step_profile_cuda_{EQUIVALENCE}.json`, runs at "
-        f"commit {', '.join(commits)} on {', '.join(devices)}; `python -m benchmarks.distill_step --judge "
-        f"FILES --tag {EQUIVALENCE}`).",
+        f"the tolerance. Status: **{equivalence_status(judged)}** (`{JUDGED_FILE}`, runs at commit "
+        f"{', '.join(commits)} on {', '.join(devices)}).",
         "",
         _equivalence_reading(judged, runs),
         "",
@@ -880,7 +549,21 @@ def _equivalence_section(
                 if flips
                 else ""
             )
-            + ". The target's test is not changed by this: the chapters' next runs train on eager backbones.",
+            + "."
+            + (
+                " So the fast path differs from eager by more than eager's run-to-run noise but by no more than a "
+                "rounding-level change of the weights does."
+                if (judged.get("curves") or {}).get("outcome") == "failed" and null["outcome"] == "passed"
+                else ""
+            )
+            + " The target's test is not changed by this diagnostic.",
+            "",
+        ]
+    if drawn:
+        lines += [
+            f"![The fast run against eager's repeats and eager runs from perturbed weights](figures/{FIGURE.name})",
+            "",
+            f"*Figure 1.* {_figure_caption(judged)}",
             "",
         ]
     seeds = equivalence_seed_frame(judged)
@@ -909,7 +592,7 @@ def checks(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
     """The targets, each ``met`` / ``not met`` / ``not measured`` with the figures behind it:
 
     - per teacher of :data:`ONE_GPU_TARGETS`: MFU >= :data:`TARGET_MFU` (and the teacher's tokens/s floor), the
-      best step of the ``fast`` path (the one the chapters train on, any convolution) with the pretrained teacher;
+      best step of the ``fast`` path (:func:`best_fast`) with the pretrained teacher;
     - the fast path trains the same model as eager (:func:`equivalence_check` of the judged file: the chapters'
       path must compute what eager does);
     - tokens/s on two GPUs (DDP) over the mean of the two one-GPU runs >= :data:`TARGET_SPEEDUP`;
@@ -961,16 +644,11 @@ def _one_gpu_check(steps: pd.DataFrame, teacher: str, floor: float | None) -> di
     its variant (the step's run-to-run spread, across sessions and machines)."""
     label = f"{teacher}: MFU >= {TARGET_MFU:.0%}" + (f" and >= {floor:,.0f} tokens/s" if floor else "")
     target = f"one H200, {label}"
-    real = (
-        steps[(steps["teacher"] == teacher) & steps["variant"].str.startswith("fast")]
-        if not steps.empty
-        else steps
-    )
-    if real.empty or real["MFU %"].isna().all():
+    best = best_fast(steps, teacher)
+    if best is None:
         return {"target": target, "status": "not measured", "figures": ""}
-    best = real.loc[real["MFU %"].idxmax()]
     met = best["MFU %"] >= 100 * TARGET_MFU and (floor is None or best["tokens/s"] >= floor)
-    same = real.loc[real["variant"] == best["variant"], "ms"]
+    same = steps.loc[(steps["teacher"] == teacher) & (steps["variant"] == best["variant"]), "ms"]
     spread = (
         f" ({len(same)} timings of this variant: {same.min():.1f}-{same.max():.1f} ms)"
         if len(same) > 1
@@ -985,67 +663,120 @@ def _one_gpu_check(steps: pd.DataFrame, teacher: str, floor: float | None) -> di
     }
 
 
-#: environment variables that change what the bench measures, shown before its command when a row records them
-SETTINGS = ("FLA_CONV_GLUON", "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING")
+#: the bands and the line of :func:`figure`, in drawing order: (losses key, label, colour, band or line)
+FIGURE_RUNS = (
+    ("perturbed", "eager, rounding-perturbed weights", style.PALETTE[1], "band"),
+    ("eager", "eager repeats", "0.35", "band"),
+    ("fast", "fast", style.PALETTE[0], "line"),
+)
 
 
-def command(params: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = ()) -> str:
-    """The bench's command line from a file's recorded arguments (flags whose value is unset left out), after
-    the :data:`SETTINGS` its ``rows`` record (``fla_env``, ``inductor_env``)."""
-    env = {k: v for r in rows for k, v in ((r.get("fla_env") or {}) | (r.get("inductor_env") or {})).items()}
-    parts = [f"{k}={env[k]}" for k in SETTINGS if k in env] + ["python -m benchmarks.distill_step"]
-    for key, value in params.items():
-        flag = "--" + key.replace("_", "-")
-        if (
-            value is None
-            or value is False
-            or value == []
-            or value == ""
-            or (key == "train_steps" and not value)
-        ):
+def relative_curves(curves: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+    """One seed's judged curves (``losses[seed]``: ``fast`` one curve, ``eager`` and ``perturbed`` lists of curves)
+    as each run's difference to the mean of eager's repeats (%, steps x runs), by key."""
+    mean = pd.DataFrame(curves["eager"]).T.mean(axis=1)
+    out = {}
+    for key in ("eager", "perturbed", "fast"):
+        if key not in curves:
             continue
-        if value is True:
-            parts.append(flag)
-        elif isinstance(value, list):
-            parts.append(f"{flag} {' '.join(map(str, value))}")
-        else:
-            parts.append(f"{flag} {value}")
-    return " ".join(parts)
+        frame = pd.DataFrame([curves[key]] if key == "fast" else curves[key]).T
+        out[key] = 100 * (frame.div(mean, axis=0) - 1)
+    return out
+
+
+def _most_distant(curves: Mapping[str, Any]) -> str:
+    """``"at 1 of 3 seeds, seed 0 (p = 0.688: passed)"``: at how many seeds the fast run is the most distant of its
+    seed's runs by the largest gap (the seeds named when not all), with that metric's p-value and the test's
+    outcome."""
+    far = [seed for seed, row in curves["seeds"].items() if row["max_gap"]["rank"] == row["runs"]]
+    n = len(curves["seeds"])
+    which = f", seed{'s' * (len(far) > 1)} {_and(far)}" if far and len(far) < n else ""
+    return f"at {len(far)} of {n} seeds{which} (p = {curves['p']['max_gap']:.3f}: {curves['outcome']})"
+
+
+def _figure_caption(judged: Mapping[str, Any]) -> str:
+    """What Figure 1 shows and what to see in it, from the judged file: the loss's range (the mean of eager's
+    repeats), the two tests' outcomes by the largest gap and the fast run's largest difference over the tail."""
+    losses = judged.get("losses") or {}
+    means = [pd.DataFrame(c["eager"]).T.mean(axis=1) for c in losses.values()]
+    rel = [relative_curves(c) for c in losses.values()]
+    counts = {
+        key: sorted({f.shape[1] for r in rel if key in r for f in [r[key]]}) for key in ("eager", "perturbed")
+    }
+    runs = {key: "-".join(map(str, (n[0], n[-1]) if len(n) > 1 else n)) for key, n in counts.items() if n}
+    curves, null = judged.get("curves"), judged.get("curves_vs_rounding")
+    text = (
+        "The equivalence test's runs, one panel per batch seed: each run's loss (KL to the teacher) minus the mean "
+        "of eager's repeats, in % of that mean"
+        + (
+            f" (which falls from {min(m.iloc[0] for m in means):.1f} to "
+            f"{min(m.iloc[-1] for m in means):.2f}-{max(m.iloc[-1] for m in means):.2f} nats)"
+            if means
+            else ""
+        )
+        + ", steps on a log scale from the first update. Blue: the fast run; grey: the range of eager's "
+        + f"{runs.get('eager', '')} repeats"
+        + (
+            f"; orange: the range of {runs['perturbed']} eager runs from weights perturbed at bf16's rounding"
+            if "perturbed" in runs
+            else ""
+        )
+        + "."
+    )
+    if curves:
+        text += (
+            " What to see: the fast run leaves the grey band in the first steps; by the largest gap it is the most "
+            f"distant of its seed's runs {_most_distant(curves)}"
+        )
+        if null:
+            text += (
+                f"; among the rounding-perturbed runs {_most_distant(null)}: it departs from eager "
+                "about as far as a rounding-level change of the weights carries a run"
+            )
+        tail = curves["tail"]
+        late = max(float(r["fast"].iloc[-tail:].abs().max().max()) for r in rel if "fast" in r)
+        text += f". Over the last {tail} steps it stays within {late:.1f}% of eager's mean."
+    return text
 
 
 def figure(runs: Mapping[str, Mapping[str, Any]], path: Path) -> bool:
-    """The judged loss curves (:data:`EQUIVALENCE`), one column per batch seed: the fast run against eager's
-    repeats, the loss on a log scale above, each run's relative difference to the mean of eager's repeats (%) below;
+    """The judged loss curves (:data:`EQUIVALENCE`), one panel per batch seed: each run's difference to the mean of
+    eager's repeats (%, :func:`relative_curves`) from the first update on, steps on a log scale; eager's repeats and
+    the rounding-perturbed eager runs as the band of their range, the fast run as a line (:data:`FIGURE_RUNS`);
     False without judged curves."""
     losses = (runs.get(EQUIVALENCE) or {}).get("losses") or {}
     if not losses:
         return False
     style.apply()
-    width, _ = style.figsize()
-    fig, axes = plt.subplots(
-        2, len(losses), figsize=(width, 5.0), sharex=True, sharey="row", squeeze=False, height_ratios=(3, 2)
-    )
-    for col, (seed, curves) in enumerate(losses.items()):
-        top, bottom = axes[0, col], axes[1, col]
-        eager = pd.DataFrame(curves["eager"]).T  # steps x repeats
-        mean = eager.mean(axis=1)
-        fast = pd.Series(curves["fast"])
-        for i, name in enumerate(eager.columns):
-            label = "eager repeats" if i == 0 else None
-            top.plot(eager.index, eager[name], color="0.55", lw=0.9, label=label)
-            bottom.plot(eager.index, 100 * (eager[name] / mean - 1), color="0.55", lw=0.9)
-        top.plot(fast.index, fast, color=style.PALETTE[0], lw=1.3, label="fast")
-        bottom.plot(fast.index, 100 * (fast / mean - 1), color=style.PALETTE[0], lw=1.3)
-        bottom.axhline(0, color="black", lw=0.6)
-        top.set(yscale="log", title=f"batch seed {seed}")
-        top.yaxis.set_major_locator(ticker.FixedLocator([0.5, 1, 2, 4, 8]))
-        top.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
-        top.yaxis.set_minor_formatter(ticker.NullFormatter())
-        bottom.set(xlabel="step")
-    axes[0, 0].set_ylabel("loss (KL, nats)")
-    axes[1, 0].set_ylabel("vs eager's mean (%)")
+    width, height = style.figsize(1, 2.7)
+    fig, axes = plt.subplots(1, len(losses), figsize=(width, height), sharey=True, squeeze=False)
+    for ax, (seed, curves) in zip(axes[0], losses.items()):
+        rel = {k: f.iloc[1:] for k, f in relative_curves(curves).items()}  # from the first update: log x
+        for key, label, colour, kind in FIGURE_RUNS:
+            if key not in rel:
+                continue
+            frame = rel[key]
+            if kind == "band":
+                ax.fill_between(
+                    frame.index,
+                    frame.min(axis=1),
+                    frame.max(axis=1),
+                    color=colour,
+                    alpha=0.45,
+                    lw=0,
+                    label=label,
+                )
+            else:
+                ax.plot(frame.index, frame.iloc[:, 0], color=colour, lw=1.5, label=label)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set(xscale="log", title=f"batch seed {seed}", xlabel="step")
+        ax.xaxis.set_major_locator(ticker.FixedLocator([1, 10, 100]))
+        ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    axes[0, 0].set_ylabel("vs eager's mean (%)")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
+    handles, labels = handles[::-1], labels[::-1]  # the fast run first
+    legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         style.fit(fig).savefig(
@@ -1055,27 +786,33 @@ def figure(runs: Mapping[str, Mapping[str, Any]], path: Path) -> bool:
     return True
 
 
-def _first_steps_section(frame: pd.DataFrame) -> list[str]:
-    """The loss before and after the first updates, per file and variant, with each variant's range after one
-    update (no lines without curves)."""
-    if frame.empty:
-        return []
-    return [
-        "The first steps, where at one batch seed the variants start from the same weights (the perturbed runs "
-        "aside) on the same batches: the loss before any "
-        "update (step 0) differs by each forward's rounding, after one AdamW update (step 1) by one gradient's. "
-        "Later steps amplify any difference, a rounding one included (compare eager with its own repeat above), "
-        "so a lasting difference in how a variant computes shows first here. After one update: "
-        f"{first_step_ranges(frame)}.",
-        "",
-        markdown_table(_decimals(frame.set_index("file"), 3)),
-        "",
-    ]
+#: where the raw files and the commands behind them are, for the page's last line
+RAW = (
+    "The timings and probes behind this page, each file with its provenance and command: "
+    "`data/results/benchmarks/distill_step.json`; the benchmark's options: `python -m benchmarks.distill_step --help`."
+)
+
+
+def _intro_path(runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The intro's sentence on the fast path: whether it meets the one-H200 speed targets and passed the
+    equivalence test, and so which path the chapters train on."""
+    status = {c["target"]: c["status"] for c in checks(runs)}
+    speed = [s for t, s in status.items() if t.startswith("one H200, ") and t != EQUIVALENCE_TARGET]
+    meets = "meets the speed targets" if set(speed) == {"met"} else "does not meet every speed target yet"
+    fast = "The fast path (both backbones compiled and replayed as CUDA graphs, the fused linear-KL, fused AdamW) "
+    chapters = "the chapters train on eager backbones with the fused KL (`fused`, `Recipe.compiled` false)"
+    equivalent = status[EQUIVALENCE_TARGET]
+    if equivalent == "not met":
+        return (
+            f"{fast}{meets}, but it failed the equivalence test below against eager's repeats, so {chapters}."
+        )
+    if equivalent == "met":
+        return f"{fast}{meets} and passed the equivalence test below against eager's repeats."
+    return f"{fast}{meets}; its equivalence test against eager is not measured, so {chapters}."
 
 
 def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> str:
     """The page's markdown (the figure, when ``drawn``, at ``figures/`` beside it)."""
-    steps, families, curves = step_frame(runs), family_frame(runs), curve_frame(runs)
     scale, judged = scaling_frame(runs), runs.get(EQUIVALENCE)
     lines = [
         f"% {GENERATED.format(source=source)}",
@@ -1085,78 +822,19 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         "Every student of the layout chapter is one distillation step repeated: the frozen teacher's forward, the "
         "student's, the KL between their next-token distributions, the backward and an AdamW step, on a batch of "
         "32 x 512 tokens. Its speed decides how many tokens and replicates fit in a session. MFU counts "
-        f"6 N_student + 2 N_teacher FLOPs a token (matrix parameters) against {distill.PEAK_BF16_FLOPS / 1e12:.0f} "
-        "TFLOP/s, the bf16 matrix-multiply rate measured on one H200 (`distill.PEAK_BF16_FLOPS`). Code: "
-        "`benchmarks.distill_step`. Its `fast` path (the student compiled whole, CUDA graphs, the fused KL) "
-        "failed the equivalence test below against eager's repeats, so the chapters train on eager backbones "
-        "(`Recipe.compiled` false).",
+        "6 N_student + 2 N_teacher FLOPs a token (N: parameters outside the embedding, the LM head included) against "
+        f"{distill.PEAK_BF16_FLOPS / 1e12:.0f} TFLOP/s, the bf16 matrix-multiply rate measured on one H200 "
+        "(`PEAK_BF16_FLOPS`). " + _intro_path(runs),
         "",
         "## Targets",
         "",
         markdown_table(pd.DataFrame(checks(runs)).set_index("target")),
         "",
-        "## The step on one H200, variant by variant",
+        *_limits_section(runs),
+        *_equivalence_section(judged, runs, drawn),
+        "## Two H200s",
         "",
-        "Milliseconds a step (median of the timed steps after warm-up), tokens/s, MFU and the seconds the first "
-        "steps took (`compile`). `eager`: the reference; `compiled`, `fast`, `regional`: "
-        "`torch.compile` of the student whole or layer by layer, in CUDA graphs unless marked; `fla conv`: the "
-        "GDN layers' short convolution by fla's kernel (otherwise compiled shifted sums); a teacher marked "
-        "`(random)` has its "
-        "architecture with random weights (the step's cost is the same, its loss is not).",
-        "",
-        *(
-            [
-                markdown_table(steps.drop(columns=list(PHASES.values())).set_index("file")),
-                "",
-                "Milliseconds a step by phase (CUDA events around each phase of the timed steps):",
-                "",
-                markdown_table(steps[["file", "variant", "layout", *PHASES.values()]].set_index("file")),
-            ]
-            if not steps.empty
-            else ["No step timed yet."]
-        ),
-        "",
-        "## Where the GPU time goes",
-        "",
-        "GPU milliseconds a step by kernel family (torch.profiler over the profiled steps; `inductor_fused`: the "
-        "elementwise and reduction kernels `torch.compile` generates), with the host's time a step: where the "
-        "host time exceeds the GPU's, the GPU waits for launches.",
-        "",
-        markdown_table(families) if not families.empty else "No step profiled yet.",
-        "",
-        *_sdpa_layout_section(steps),
-        *_conv_chunk_section(),
-        *_equivalence_section(judged, runs),
-        *(
-            [
-                f"![The fast path's loss curves against eager's repeats](figures/{FIGURE.name})",
-                "",
-                "*Figure 1.* The equivalence test's loss curves (KL to the teacher), one panel per batch seed: "
-                "the fast run against eager's repeats, same batches and initial weights (top: the loss; bottom: "
-                "each run's relative difference to the mean of eager's repeats at every step).",
-                "",
-            ]
-            if drawn
-            else []
-        ),
-        "## Earlier loss curves against eager",
-        "",
-        "The curves of the runs before the equivalence test, by file: described here, judged by no test. Each "
-        "variant trains a fresh student on the same batches as eager; the largest relative gap of its loss "
-        f"curve to eager's over all steps, and its mean offset over the last {CURVE_TAIL} steps (positive: above "
-        "eager's curve, the student learns slower). `eager, repeated`: the eager curves of two files of one "
-        "commit, setup and batch seed (some GPU kernels accumulate in a nondeterministic order); `eager, "
-        "perturbed`: eager's curve from student weights each multiplied by 1 + u, u uniform within bf16's "
-        "rounding (2^-9), against eager's from the weights as they are: how far this training carries a "
-        "rounding-level difference.",
-        "",
-        markdown_table(curves.set_index("file")) if not curves.empty else "No loss curves yet.",
-        "",
-        *_first_steps_section(first_steps_frame(runs)),
-        *_probe_section(runs),
-        *_grad_probe_section(runs),
     ]
-    lines += ["## Two H200s", ""]
     if scale.empty:
         lines += [
             "Not measured yet: the two-GPU runs need a machine with two H200s. "
@@ -1173,15 +851,7 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
             markdown_table(scale.set_index("run")),
             "",
         ]
-    lines += ["## Commands", "", "The command behind each file (its recorded arguments):", ""]
-    for tag, run in runs.items():
-        prov = run.get("provenance") or {}
-        line = command(prov.get("params") or {}, run.get("rows") or [])
-        lines += [
-            f"- `step_profile_cuda{'_' + tag if tag else ''}.json` ({str(prov.get('date_utc', ''))[:10]}, "
-            f"commit {str(prov.get('git_commit', ''))[:8]}): `{line}`"
-            + (f" ({prov['note']})" if prov.get("note") else ""),
-        ]
+    lines += ["---", "", RAW]
     return "\n".join(lines) + "\n"
 
 
