@@ -15,8 +15,8 @@ import torch
 from transformers import PreTrainedModel
 
 from benchmarks.distill_setup import Step, Timer, build_models, curve_batches
-from hybridlib.findings.layout import distill
 from hybridlib.losses import forward_kl
+from hybridlib.train import distill
 from hybridlib.train.objectives import DistillationModel
 
 

@@ -15,11 +15,11 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from hybridlib.convert import convert_to_hybrid
-from hybridlib.findings.layout import distill
 from hybridlib.layouts import BASELINE
 from hybridlib.losses import forward_kl
 from hybridlib.models import load
 from hybridlib.models.attention import use_sdpa_layout
+from hybridlib.train import distill
 from hybridlib.train.objectives import DistillationModel
 from kernels.layers import GatedDeltaNet
 from kernels.layers.gated_deltanet import DEFAULT_PROJECTIONS, PROJECTIONS

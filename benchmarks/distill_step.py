@@ -1,10 +1,10 @@
 """Where a distillation step spends its time: teacher forward, student forward, KL, backward, optimizer.
 
 ``profile_step(teacher_name)`` converts the teacher into the standard periodic hybrid exactly as
-:func:`hybridlib.findings.layout.distill.distill_layout` does, then times ``steps`` optimizer steps on random token ids
+:func:`hybridlib.train.distill.distill_layout` does, then times ``steps`` optimizer steps on random token ids
 (``[batch_size, seq_len]``; speed does not depend on the text) phase by phase with CUDA events (wall clock on
 CPU). It reports milliseconds per phase, tokens/s and MFU against
-:data:`hybridlib.findings.layout.distill.PEAK_BF16_FLOPS` (``6 N_student + 2 N_teacher`` FLOPs a token, as the
+:data:`hybridlib.models.flops.PEAK_BF16_FLOPS` (``6 N_student + 2 N_teacher`` FLOPs a token, as the
 distillation runs count them) and, on CUDA, a ``torch.profiler`` summary of ``profile_steps`` more steps
 (:func:`kernel_summary`). Variants (:data:`benchmarks.distill_setup.VARIANTS`):
 
@@ -58,13 +58,12 @@ import torch
 from benchmarks.distill_probes import GRADIENT_VARIANTS, first_step_probe, gradient_probe, loss_curves
 from benchmarks.distill_setup import VARIANTS, Step, Timer, build_models
 from hybridlib.atomic import write_json
-from hybridlib.findings.layout import distill
-from hybridlib.findings.layout.spec import LAYOUTS
-from hybridlib.layouts import BASELINE
+from hybridlib.layouts import BASELINE, LAYOUT_NAMES
 from hybridlib.losses import linear_forward_kl
+from hybridlib.models.flops import PEAK_BF16_FLOPS, matmul_params
 from hybridlib.paths import REPO_ROOT
 from hybridlib.provenance import collect
-from hybridlib.train import PackedBatches, TrainConfig, compile_cache, train
+from hybridlib.train import PackedBatches, TrainConfig, compile_cache, distill, train
 from hybridlib.train.equivalence import judge_fast_path
 from hybridlib.train.objectives import DistillationModel, model_loss
 from kernels.layers.gated_deltanet import DEFAULT_PROJECTIONS, PROJECTIONS
@@ -161,7 +160,7 @@ def profile_step(
     ms = timer.ms()
     step_ms = sum(ms.values())
     tokens_per_s = batch_size * seq_len / (step_ms / 1e3)
-    flops = 6 * distill.matmul_params(student) + 2 * distill.matmul_params(teacher)
+    flops = 6 * matmul_params(student) + 2 * matmul_params(teacher)
     cuda = device.type == "cuda"
     profile = (
         kernel_summary(lambda i: step(batches[i % len(batches)], Timer(device).phase), profile_steps)
@@ -193,7 +192,7 @@ def profile_step(
         "compile_cache": compile_cache.status(),  # whether this process began from saved compile artefacts
         "tokens_per_s": round(tokens_per_s, 1),
         "flops_per_token": float(flops),
-        "mfu": tokens_per_s * flops / distill.PEAK_BF16_FLOPS if cuda else None,
+        "mfu": tokens_per_s * flops / PEAK_BF16_FLOPS if cuda else None,
         "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if cuda else None,
         "profile": profile,
     }
@@ -319,7 +318,7 @@ def train_speed(
         return None
     speeds = [h["tokens_per_s"] for h in history.train[5:] or history.train]
     tokens_per_s = float(torch.tensor(speeds).median())
-    flops = 6 * distill.matmul_params(student) + 2 * distill.matmul_params(teacher)
+    flops = 6 * matmul_params(student) + 2 * matmul_params(teacher)
     return {
         "teacher": teacher_name,
         "world_size": world,
@@ -331,7 +330,7 @@ def train_speed(
         "steps": steps,
         "first_step": history.train[0]["step"],
         "tokens_per_s": round(tokens_per_s, 1),
-        "mfu": tokens_per_s * flops / (world * distill.PEAK_BF16_FLOPS) if cuda else None,
+        "mfu": tokens_per_s * flops / (world * PEAK_BF16_FLOPS) if cuda else None,
         "losses": [h["loss"] for h in history.train],
     }
 
@@ -394,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--layouts",
         nargs="+",
-        choices=LAYOUTS,
+        choices=LAYOUT_NAMES,
         default=[BASELINE],
         help="students timed per variant, in one process (a later layout's warmup_s: its compile alone)",
     )

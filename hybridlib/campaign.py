@@ -23,11 +23,11 @@ import torch
 
 from hybridlib.findings import chapter
 from hybridlib.findings.first_fa import measures
-from hybridlib.findings.layout import distill
 from hybridlib.findings.layout import replicates as layout_replicates
 from hybridlib.findings.softcka import alignment
 from hybridlib.findings.softcka import replicates as softcka_replicates
 from hybridlib.params import PRESETS
+from hybridlib.train import distill
 
 SWA = "+swa"  #: suffix of the sliding-window control's arm label
 

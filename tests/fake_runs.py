@@ -1,8 +1,8 @@
-"""Hand-made :class:`~hybridlib.findings.layout.distill.DistillRun` records for the analysis and rule tests."""
+"""Hand-made :class:`~hybridlib.train.distill.DistillRun` records for the analysis and rule tests."""
 
 from typing import Any
 
-from hybridlib.findings.layout import distill
+from hybridlib.train import distill
 
 
 def distill_run(

@@ -15,11 +15,10 @@ from safetensors.torch import save_file
 from test_train import Killed, _kill_at, config, tiny_batches, tiny_model
 
 from hybridlib import integrity, memo
-from hybridlib.findings.layout import distill
 from hybridlib.integrity import BrokenCacheError
 from hybridlib.models import load, load_tokenizer, registry
 from hybridlib.models.tiny import teacher_folder
-from hybridlib.train import causal_lm_loss, train
+from hybridlib.train import causal_lm_loss, distill, train
 from hybridlib.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from hybridlib.train.distributed import init_world
 from hybridlib.train.optim import build_optimizer, build_scheduler

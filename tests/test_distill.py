@@ -11,8 +11,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from hybridlib.convert import is_recurrent_parameter
 from hybridlib.findings import chapter
-from hybridlib.findings.layout import distill, report
+from hybridlib.findings.layout import report
 from hybridlib.models.tiny import TinySpec, train_tokenizer
+from hybridlib.train import distill
 
 LANGS = ("eng", "fra")
 ARGS = {

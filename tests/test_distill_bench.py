@@ -7,8 +7,8 @@ import torch
 
 from benchmarks.distill_setup import PHASES
 from benchmarks.distill_step import kernel_family, profile_step
-from hybridlib.findings.layout import distill
-from hybridlib.models import load
+from hybridlib.models import flops, load
+from hybridlib.train import distill
 from kernels.layers import GatedDeltaNet
 
 
@@ -51,7 +51,7 @@ def test_bad_step_counts_and_convolutions_are_refused():
         ValueError, match=r"sdpa_backend='fa3' is not allowed; choose one of \('auto', 'cudnn', 'flash'"
     ):
         profile_step("tiny-teacher", variant="fused", sdpa_backend="fa3", device="cpu")
-    assert distill.PEAK_BF16_FLOPS == 694e12
+    assert flops.PEAK_BF16_FLOPS == 694e12
 
 
 @pytest.mark.parametrize(

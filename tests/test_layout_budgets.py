@@ -9,9 +9,9 @@ from test_layout_rules import arms, run
 from hybridlib.data.corpus import repetition, split_documents, text_tokens
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import replicates, report
-from hybridlib.findings.layout.distill import eval_schedule
 from hybridlib.params import ParameterError
 from hybridlib.train import TrainConfig
+from hybridlib.train.distill import eval_schedule
 from hybridlib.train.optim import lr_at
 from hybridlib.verdicts import Outcome, t_quantile
 

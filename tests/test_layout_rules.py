@@ -11,9 +11,10 @@ from fake_runs import distill_run
 
 from hybridlib import planning
 from hybridlib.findings import chapter
-from hybridlib.findings.layout import distill, replicates, report
-from hybridlib.findings.layout.spec import replicate_seeds
+from hybridlib.findings.layout import replicates, report
 from hybridlib.paths import REPO_ROOT
+from hybridlib.recipes import replicate_seeds
+from hybridlib.train import distill
 from hybridlib.verdicts import Outcome, t_quantile
 
 LANGS = ("eng", "rus", "hin", "fra")  # Latn, Cyrl, Deva, Latn

@@ -10,10 +10,11 @@ import pytest
 
 from hybridlib import book
 from hybridlib.findings import CHAPTERS, chapter, notebook_params, sync_parameter_cells
-from hybridlib.findings.layout import distill, replicates
+from hybridlib.findings.layout import replicates
 from hybridlib.findings.layout import spec as layout_spec
 from hybridlib.params import ParameterError, assigned_names
 from hybridlib.paths import REPO_ROOT
+from hybridlib.train import distill
 
 LAYOUT = chapter("layout_distillation")
 GIB = 2**30

@@ -36,8 +36,8 @@ tar -C /tmp/offline-wheels -cf "$out/wheels.tar" .
 for m in smollm2-135m gemma3-270m tiny-teacher; do ln -sfn "$root/.cache/hybridlib/models/$m" /tmp/hlcache/models/$m; done
 cp -r .cache/hybridlib/udhr /tmp/hlcache/
 export HYBRIDLIB_CACHE=/tmp/hlcache
-$py -m hybridlib.findings.layout.distill prepare --teacher smollm2-135m --data-seeds 0 1 2 --test-docs-per-language 16
-$py -m hybridlib.findings.layout.distill prepare --teacher gemma3-270m --data-seeds 0 --test-docs-per-language 16
+$py -m hybridlib.train.distill prepare --teacher smollm2-135m --data-seeds 0 1 2 --test-docs-per-language 16
+$py -m hybridlib.train.distill prepare --teacher gemma3-270m --data-seeds 0 --test-docs-per-language 16
 langs=$($py -c "from hybridlib.findings import chapter; print(' '.join(chapter('lolcats').resolve('gpu', {})['languages']))")
 $py -c "import sys; from hybridlib.data.bible import chapters; [chapters(l) for l in sys.argv[1:]]" $langs
 sha=$(ls /tmp/hlcache/bible)

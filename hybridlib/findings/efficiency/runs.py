@@ -17,9 +17,9 @@ from hybridlib.findings.efficiency.models import KINDS, tiny_lm
 from hybridlib.findings.efficiency.mqar import MQARBatches, MQARTask, accuracy_grid
 from hybridlib.findings.efficiency.needle import make_samples, score, split_units
 from hybridlib.findings.efficiency.report import MQAR_REPLICATED
-from hybridlib.findings.layout.distill import teacher_identity
 from hybridlib.memo import memoized
 from hybridlib.models import ModelCard, encode
+from hybridlib.models.identity import teacher_identity
 from hybridlib.train import TrainConfig, causal_lm_loss, train
 from hybridlib.train.distributed import spawn_pool
 

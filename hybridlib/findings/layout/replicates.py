@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from hybridlib.findings import chapter
-from hybridlib.findings.layout.distill import DistillRun, distill_layout, heldout_scores
 from hybridlib.findings.layout.report import FA_FIRST
-from hybridlib.findings.layout.spec import BUDGET_ARMS, BUDGET_EVALS, replicate_seeds
+from hybridlib.findings.layout.spec import BUDGET_ARMS, BUDGET_EVALS
 from hybridlib.layouts import BASELINE
+from hybridlib.recipes import replicate_seeds
+from hybridlib.train.distill import DistillRun, distill_layout, heldout_scores
 
 RECIPE_ARGS = (
     "fa_fraction",

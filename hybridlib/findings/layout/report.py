@@ -53,10 +53,10 @@ from matplotlib.ticker import FuncFormatter
 
 from hybridlib import metrics
 from hybridlib.data.languages import LANGUAGES
-from hybridlib.findings.layout.distill import DistillRun
 from hybridlib.findings.layout.spec import FA_FIRST
 from hybridlib.layouts import BASELINE, Layout
 from hybridlib.style import figsize
+from hybridlib.train.distill import DistillRun
 from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, binds, distinct, statistic_bootstrap
 
 ABLATION = "periodic_first_at_0"

@@ -1,9 +1,9 @@
 """Chapter 5 - layout distillation: which full-attention layout learns multilingual modelling fastest.
 
-:data:`RECIPES` holds each teacher's distillation recipe (tokens, lengths, learning rates); a preset's defaults are
-the recipe of its teacher, so ``distill.load_student(teacher, layout)`` in later chapters returns the students this
-chapter trained. Each arm is trained ``seeds`` times (:func:`replicate_seeds`); replicate 0 is the student the later
-chapters load by default.
+A preset's defaults are the distillation recipe of its teacher (:data:`hybridlib.recipes.RECIPES`: tokens, lengths,
+learning rates), so ``hybridlib.train.distill.load_student(teacher, layout)`` in later chapters returns the students
+this chapter trained. Each arm is trained ``seeds`` times (:func:`hybridlib.recipes.replicate_seeds`); replicate 0 is
+the student the later chapters load by default.
 """
 
 import math
@@ -14,86 +14,8 @@ from typing import Any
 
 from hybridlib.layouts import BASELINE
 from hybridlib.params import CUDA_PRESETS, ChapterSpec, Param, ParameterError
+from hybridlib.recipes import PRESET_TEACHERS, RECIPES, fa_count, preset_defaults
 from hybridlib.verdicts import RuleChange
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Per-teacher defaults. Tokens and lengths in tokens; learning rates are peaks of the two groups."""
-
-    fa_fraction: float
-    train_tokens: int
-    seq_len: int
-    batch_size: int
-    lr_recurrent: float
-    lr_rest: float
-    eval_every_tokens: int
-    val_docs_per_language: int
-    tau: float = 1.0
-    swa_window: int = (
-        32  # the sliding-window control's window (tokens); GDN students ignore it; must stay well
-    )
-    # below the probe lengths of the first-FA chapter (its spec checks it), or the control attends to everything
-    note: str = ""
-    # on CUDA, train on the fast path (compiled backbones replayed as CUDA graphs) instead of eager backbones (the
-    # fused KL either way): False since the fast path failed its equivalence test against eager's repeats
-    # (hybridlib.train.equivalence; the distillation speed page), which the chapters' runs must pass
-    compiled: bool = False
-
-
-RECIPES: dict[str, Recipe] = {
-    # 8 layers, d=128, ~2M parameters (2 FA layers at 25%). CPU cost is set by FLOPs (8 N a token, student +
-    # teacher): ~800 CPU s per 1M tokens on one shared core, so the seminar affords ~25k tokens (48 steps of
-    # 4 x 128) per layout; short runs on a tiny model take 30x the paper's peaks (ratio 3.5 : 1).
-    "tiny-teacher": Recipe(
-        0.25,
-        16_384,
-        128,
-        4,
-        2.1e-3,
-        6e-4,
-        2_048,
-        1,
-        swa_window=16,
-        note="30x the paper's lrs, ratio 3.5:1; 32 steps of 512 tokens; SWA window 1/8 of seq",
-    ),
-    # 30 layers, 135M parameters, 1M tokens: 9 runs plus the second teacher's 2 must fit one session's 30 H200
-    # minutes with everything else (~45k tokens/s unoptimised); 10x the paper's peaks, GDN below
-    # the 1e-3 that diverged.
-    "smollm2-135m": Recipe(
-        0.25,
-        1_048_576,
-        512,
-        32,
-        7e-4,
-        2e-4,
-        65_536,
-        4,
-        swa_window=32,
-        note="10x the paper's lrs; GDN 1e-3 diverged in an earlier run",
-    ),
-    "gemma3-270m": Recipe(
-        0.25,
-        1_048_576,
-        512,
-        32,
-        3.5e-4,
-        1e-4,
-        65_536,
-        4,
-        swa_window=32,
-        note="5x the paper's lrs: wider model, 262k vocabulary",
-    ),
-    "qwen3-4b-base": Recipe(
-        0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"
-    ),
-    "granite-4.1-3b-base": Recipe(
-        0.25, 1_000_000_000, 1024, 96, 7e-5, 2e-5, 10_000_000, 1000, swa_window=256, note="the paper's"
-    ),
-}
-
-
-PRESET_TEACHERS = {"seminar": "tiny-teacher", "gpu": "smollm2-135m", "paper": "qwen3-4b-base"}
 
 
 @dataclass(frozen=True)
@@ -116,11 +38,6 @@ SHAPES: dict[str, Shape] = {
 }
 
 
-def _recipe_defaults(field: str) -> dict:
-    """``{preset: the recipe value of its teacher}`` for one :class:`Recipe` field."""
-    return {preset: getattr(RECIPES[teacher], field) for preset, teacher in PRESET_TEACHERS.items()}
-
-
 LAYOUTS = (
     "standard_periodic",
     "reverse_periodic",
@@ -134,17 +51,10 @@ FA_FIRST = ("reverse_periodic", "sandwich", "interleaved_sandwich", "endpoint_sp
 #: The layouts of the budget curve (among the chapter's ``layouts``); the SWA control joins at the largest budget.
 BUDGET_ARMS = ("standard_periodic", "reverse_periodic", "sandwich")
 #: Validations of a budget run after training began, log-spaced from the first step to the budget
-#: (``distill.eval_schedule``): the same number at every budget.
+#: (``hybridlib.train.distill.eval_schedule``): the same number at every budget.
 BUDGET_EVALS = 20
 _ALL = ("seminar", "gpu", "paper")
 _GIB = 2**30
-
-
-def fa_count(n_layers: int, fa_fraction: float) -> int:
-    """FA layers kept: ``fa_fraction * n_layers`` rounded half up, at least 1 (30 x 0.25 -> 8, 6 x 0.25 -> 2)."""
-    if not 0 < fa_fraction <= 1:
-        raise ValueError(f"fa_fraction must be in (0, 1], got {fa_fraction!r}")
-    return max(1, math.floor(fa_fraction * n_layers + 0.5))
 
 
 def step_bytes_per_token(shape: Shape, device: str) -> int:
@@ -252,7 +162,7 @@ SPEC = ChapterSpec(
             minimum=0.0,
             exclusive_minimum=True,
             maximum=1.0,
-            defaults=_recipe_defaults("fa_fraction"),
+            defaults=preset_defaults("fa_fraction"),
         ),
         Param(
             "train_tokens",
@@ -260,7 +170,7 @@ SPEC = ChapterSpec(
             "distillation tokens per layout",
             minimum=1,
             unit="tokens",
-            defaults=_recipe_defaults("train_tokens"),
+            defaults=preset_defaults("train_tokens"),
         ),
         Param(
             "seq_len",
@@ -268,7 +178,7 @@ SPEC = ChapterSpec(
             "packed sequence length",
             minimum=16,
             unit="tokens",
-            defaults=_recipe_defaults("seq_len"),
+            defaults=preset_defaults("seq_len"),
         ),
         Param(
             "batch_size",
@@ -277,21 +187,21 @@ SPEC = ChapterSpec(
             "the device)",
             minimum=1,
             unit="sequences",
-            defaults=_recipe_defaults("batch_size"),
+            defaults=preset_defaults("batch_size"),
         ),
         Param(
             "lr_recurrent",
             float,
             "peak learning rate of the Gated DeltaNet parameters",
             minimum=0.0,
-            defaults=_recipe_defaults("lr_recurrent"),
+            defaults=preset_defaults("lr_recurrent"),
         ),
         Param(
             "lr_rest",
             float,
             "peak learning rate of every other parameter",
             minimum=0.0,
-            defaults=_recipe_defaults("lr_rest"),
+            defaults=preset_defaults("lr_rest"),
         ),
         Param(
             "eval_every_tokens",
@@ -299,7 +209,7 @@ SPEC = ChapterSpec(
             "validation interval",
             minimum=1,
             unit="tokens",
-            defaults=_recipe_defaults("eval_every_tokens"),
+            defaults=preset_defaults("eval_every_tokens"),
         ),
         Param(
             "swa_window",
@@ -307,7 +217,7 @@ SPEC = ChapterSpec(
             "window of the sliding-window control's non-FA layers",
             minimum=1,
             unit="tokens",
-            defaults=_recipe_defaults("swa_window"),
+            defaults=preset_defaults("swa_window"),
         ),
         Param(
             "data_seed",
@@ -392,18 +302,10 @@ SPEC = ChapterSpec(
 )
 
 
-def replicate_seeds(data_seed: int, seeds: int) -> list[dict[str, int]]:
-    """``distill_layout`` seed arguments of each replicate: replicate ``r`` orders the data with
-    ``data_seed + r`` and initialises the new parameters (and the trainer) with seed ``r``."""
-    if seeds < 1:
-        raise ValueError(f"seeds must be >= 1, got {seeds!r}")
-    return [{"data_seed": data_seed + r, "init_seed": r} for r in range(seeds)]
-
-
 #: Rules of this chapter changed after a committed run they judged (the scoreboard marks that run's rows).
 RULE_CHANGES: tuple[RuleChange, ...] = (
     RuleChange(
-        claim_prefix="speed-up, ",
+        rule_id="layout.speedup",
         since_utc="2026-11-30T16:09:54+00:00",
         before="a replicate that never reached the baseline's final CE made the rule not tested (its evidence "
         "discarded); the rule now measures such a replicate the other way round, a speed-up below 1 against the "

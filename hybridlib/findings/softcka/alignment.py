@@ -38,12 +38,13 @@ from hybridlib import probe, softcka
 from hybridlib.atomic import atomic_path
 from hybridlib.data import load_udhr
 from hybridlib.findings import chapter
-from hybridlib.findings.layout import distill
 from hybridlib.layouts import BASELINE, LAYOUT_NAMES
 from hybridlib.models import ModelCard, describe, encode, load
+from hybridlib.models.identity import teacher_identity
 from hybridlib.paths import cache_dir
 from hybridlib.progress import progress_bar
 from hybridlib.provenance import source_digest
+from hybridlib.train import distill
 
 REFERENCE = "eng"
 PAIRINGS = ("parallel", "shuffled")
@@ -124,7 +125,7 @@ def load_models(
     """Teacher, its distilled GDN students (one per layout, the layout chapter's recipe for ``preset``), the
     SWA student (standard periodic), a random-init copy of the teacher and extra ``observed`` models.
 
-    Students come from :func:`hybridlib.findings.layout.distill.distill_layout` (trained first if not cached).
+    Students come from :func:`hybridlib.train.distill.distill_layout` (trained first if not cached).
     Models are moved to ``device``; :func:`measure` computes SoftCKA there, in float64.
     """
     bad = [name for name in layouts if name not in LAYOUT_NAMES]
@@ -132,7 +133,7 @@ def load_models(
         raise ValueError(f"layouts {bad} are not allowed; choose from {LAYOUT_NAMES}")
     model, tokenizer = load(teacher, device=device)
     card = describe(teacher)
-    identity = distill.teacher_identity(model)
+    identity = teacher_identity(model)
     out = [
         Probed(teacher, "full attention", model.eval, tokenizer, card, full_attention_layers(card), identity)
     ]
@@ -176,7 +177,7 @@ def load_models(
                 obs_tok,
                 obs_card,
                 full_attention_layers(obs_card),
-                distill.teacher_identity(obs),
+                teacher_identity(obs),
             )
         )
     return out

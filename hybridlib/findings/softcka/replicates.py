@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import torch
 
 from hybridlib.findings import chapter
-from hybridlib.findings.layout import distill
-from hybridlib.findings.layout.spec import replicate_seeds
 from hybridlib.findings.softcka.alignment import Probed, student_args, student_model
+from hybridlib.recipes import replicate_seeds
+from hybridlib.train import distill
 
 STUDENT_KINDS = {"hybrid GDN": "gdn", "hybrid SWA": "swa"}
 

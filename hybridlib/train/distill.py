@@ -1,22 +1,20 @@
-"""Layout distillation (the hybrid paper's Finding 7): convert a full-attention teacher into a hybrid with a given
-FA layout (Algorithm 1, :func:`hybridlib.convert.convert_to_hybrid`) and train every student parameter with
-forward KL to the frozen teacher through the generic trainer.
+"""The distillation engine: convert a full-attention teacher into a hybrid with a given FA layout (Algorithm 1,
+:func:`hybridlib.convert.convert_to_hybrid`) and train every student parameter with forward KL to the frozen teacher
+through the generic trainer (the hybrid paper's Finding 7; the layout-distillation chapter trains its students here).
 
 ``distill_layout(teacher, layout, ...)`` returns a :class:`DistillRun` (learning curve, speed, MFU) and caches
 the trained student under ``cache_dir("students", <key>)``; the key hashes every setting that changes the
 result (teacher identity = its weight files, the FA layer set, the recipe, the data seed, this code), so the
-SoftCKA chapters get the same students with :func:`load_student`, and layouts that coincide on a shallow
+SoftCKA chapters get the layout chapter's students with :func:`load_student`, and layouts that coincide on a shallow
 teacher (e.g. sandwich = endpoint spread on 6 layers) share one student. A killed run resumes from its
 trainer checkpoint. Schedule: linear warm-up over 3% of the steps, cosine to ``MIN_LR_RATIO * lr_rest``
 (the paper: 1e-5 = lr_rest / 2), so a larger ``train_tokens`` stretches the same schedule over more steps at
 the same peaks (the budget curve). Validations every ``eval_every_tokens``, or with ``eval_points`` > 0 at that
 many log-spaced token counts (:func:`eval_schedule`). ``init_seed`` seeds the conversion (new GDN parameters) and
-the trainer, ``data_seed`` orders the data (a replicate changes both, ``spec.replicate_seeds``); validation / test
-documents are the corpus' fixed held-out chapters (independent of the seeds).
+the trainer, ``data_seed`` orders the data (a replicate changes both, :func:`hybridlib.recipes.replicate_seeds`);
+validation / test documents are the corpus' fixed held-out chapters (independent of the seeds).
 
-Learning rates per teacher (:data:`RECIPES`) keep the paper's recurrent : rest ratio 7e-5 : 2e-5 (3.5 : 1)
-and scale the peak up for small models and short runs; a GDN rate of 1e-3 diverged on
-SmolLM2-135M, so that teacher's recurrent peak stays at 7e-4. ``RECIPES`` documents each choice.
+Each teacher's defaults are its recipe (:data:`hybridlib.recipes.RECIPES`, which documents each choice).
 """
 
 from __future__ import annotations
@@ -46,7 +44,6 @@ from hybridlib.carry import CARRIED, missing_weights
 from hybridlib.convert import MIXERS, RECURRENT_PATTERN, convert_to_hybrid, load_hybrid
 from hybridlib.data.corpus import heldout_documents, repetition, text_tokens, training_corpus
 from hybridlib.data.tokenizers import tokenizer_fingerprint
-from hybridlib.findings.layout.spec import RECIPES, Recipe, fa_count
 from hybridlib.integrity import (
     MISSING,
     BrokenCacheError,
@@ -58,8 +55,11 @@ from hybridlib.integrity import (
 )
 from hybridlib.layouts import LAYOUT_NAMES, Layout
 from hybridlib.models import describe, encode, load, load_tokenizer
+from hybridlib.models.flops import PEAK_BF16_FLOPS, matmul_params
+from hybridlib.models.identity import teacher_identity
 from hybridlib.paths import cache_dir
 from hybridlib.provenance import source_digest
+from hybridlib.recipes import RECIPES, Recipe, fa_count
 from hybridlib.train import PackedBatches, TrainConfig, compile_cache, objectives, optim, train
 from hybridlib.train import trainer as _trainer
 from hybridlib.train.distributed import barrier, init_world, rank_device
@@ -68,7 +68,6 @@ from kernels.layers import gated_deltanet as gdn
 from kernels.ops.gated_delta_rule import gated_delta_rule
 
 PRECISIONS = ("fp32", "bf16")
-PEAK_BF16_FLOPS = 694e12  # bf16 matmul ceiling measured on one H200 (8192^3 torch.matmul)
 MIN_LR_RATIO = 0.5  # cosine floor = 0.5 * lr_rest (the paper: 1e-5 with lr_rest 2e-5)
 WARMUP_FRAC = 0.03
 MODEL_SEED = 0  # default conversion (new GDN parameters) and trainer seed
@@ -120,7 +119,8 @@ class DistillSettings:
 class DistillRun:
     """A finished distillation. ``evals``: one record per validation (tokens, ce, kl, ce_teacher, delta,
     ``ce_by_lang``, ``kl_by_lang``; nats/token), the first at 0 tokens (the converted, untrained student).
-    ``tokens_per_s``: median over steps; ``mfu``: model FLOPs utilisation vs :data:`PEAK_BF16_FLOPS` (CUDA only),
+    ``tokens_per_s``: median over steps; ``mfu``: model FLOPs utilisation vs
+    :data:`hybridlib.models.flops.PEAK_BF16_FLOPS` (CUDA only),
     counting ``6 N_student + 2 N_teacher`` FLOPs a token (N = non-embedding parameters + LM head).
     ``corpus``: per language, the training text used (``hybridlib.data.corpus.repetition``: tokens, unique tokens,
     passes)."""
@@ -180,10 +180,13 @@ class DistillRun:
 
 
 def _code_version() -> str:
-    """Hash of the sources a student depends on (this module, the converter, losses, trainer, GDN layer)."""
+    """Hash of the sources a student depends on (this module and the teacher identity and FLOP accounting it used to
+    hold, the converter, losses, trainer, GDN layer)."""
     return source_digest(
         (
             inspect.getmodule(_code_version),
+            inspect.getmodule(teacher_identity),
+            inspect.getmodule(matmul_params),
             convert,
             losses,
             _trainer,
@@ -193,29 +196,6 @@ def _code_version() -> str:
             inspect.getmodule(gated_delta_rule),
         )
     )
-
-
-def teacher_identity(model: PreTrainedModel) -> str:
-    """Content hash of a loaded teacher: its folder's config and weight files (or its hub id and revision)."""
-    source = Path(str(model.name_or_path))
-    if not source.is_dir():
-        return hashlib.sha256(
-            f"{model.name_or_path}@{getattr(model.config, '_commit_hash', None)}".encode()
-        ).hexdigest()[:20]
-    files = sorted(source.glob("*.json")) + sorted(source.glob("*.safetensors"))
-    return _files_hash(tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
-
-
-@functools.lru_cache(maxsize=8)
-def _files_hash(files: tuple[tuple[str, int, int], ...]) -> str:
-    """sha256 over the names and bytes of ``files`` ((path, size, mtime) tuples, so edits miss the cache)."""
-    h = hashlib.sha256()
-    for name, _, _ in files:
-        h.update(Path(name).name.encode())
-        with open(name, "rb") as f:
-            while chunk := f.read(1 << 24):
-                h.update(chunk)
-    return h.hexdigest()[:20]
 
 
 def start_token(tokenizer: Any, card: Any) -> int | None:
@@ -257,13 +237,6 @@ def heldout_ids(
     ]
     write_json(path, records)
     return records
-
-
-def matmul_params(model: nn.Module) -> int:
-    """N for FLOP counting: parameters outside the input embedding, plus the LM head even when tied."""
-    embed, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
-    total = sum(p.numel() for p in model.parameters()) - embed.numel()
-    return total + (head.numel() if head.data_ptr() == embed.data_ptr() else 0)
 
 
 def scores_summary(frame: pd.DataFrame) -> dict[str, Any]:
@@ -390,7 +363,8 @@ def distill_layout(
     """Distil ``teacher_name`` (registry name; ``teacher_path`` = a local folder instead) into the hybrid
     ``layout_name`` with ``mixer`` ("gdn" or "swa") in the non-FA layers; cached, resumable.
 
-    ``None`` arguments take :data:`RECIPES` values; ``languages`` (Bible codes) default to all 22;
+    ``None`` arguments take the teacher's :data:`~hybridlib.recipes.RECIPES` values; ``languages`` (Bible codes)
+    default to all 22;
     ``device`` defaults to CUDA when visible; ``precision`` "bf16" (CUDA default: autocast, teacher in bf16)
     or "fp32"; ``compiled``: on CUDA, the fast path (compiled backbones, CUDA graphs) instead of eager backbones;
     ``eval_points``: 0 validates every ``eval_every_tokens``, n >= 2 at n log-spaced token counts instead.
@@ -722,11 +696,11 @@ def heldout_scores(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m hybridlib.findings.layout.distill prepare --teacher NAME [--data-seeds 0 1] [--train-tokens N]``."""
+    """``python -m hybridlib.train.distill prepare --teacher NAME [--data-seeds 0 1] [--train-tokens N]``."""
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m hybridlib.findings.layout.distill", description=prepare_data.__doc__
+        prog="python -m hybridlib.train.distill", description=prepare_data.__doc__
     )
     parser.add_argument("command", choices=("prepare",))
     parser.add_argument("--teacher", required=True, choices=sorted(RECIPES))
