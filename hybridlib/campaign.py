@@ -21,11 +21,10 @@ from collections.abc import Sequence
 
 import torch
 
-from hybridlib.findings import chapter
+from hybridlib import alignment
+from hybridlib.findings import chapter, students
 from hybridlib.findings.first_fa import measures
 from hybridlib.findings.layout import replicates as layout_replicates
-from hybridlib.findings.softcka import alignment
-from hybridlib.findings.softcka import replicates as softcka_replicates
 from hybridlib.params import PRESETS
 from hybridlib.train import distill
 
@@ -51,8 +50,8 @@ def measure(preset: str, arms: Sequence[str], replicates: Sequence[int], device:
         p = chapter(name).resolve(preset)
         gdn = [a for a in arms if not a.endswith(SWA) and a in p["layouts"]]
         swa = p["swa_control"] and any(a.endswith(SWA) for a in arms)
-        probed = alignment.load_models(p["teacher"], gdn, preset=preset, swa_control=swa, device=device)
-        more = softcka_replicates.load(
+        probed = students.load_models(p["teacher"], gdn, preset=preset, swa_control=swa, device=device)
+        more = students.load_replicates(
             p["teacher"], probed, preset=preset, device=device, replicates=replicates
         )
         first = probed if 0 in replicates else []  # the teacher and replicate 0 of each student

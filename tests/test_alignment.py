@@ -10,7 +10,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
-from hybridlib.findings.softcka import alignment as al
+from hybridlib import alignment as al
+from hybridlib.findings import students
 from hybridlib.models import ModelCard
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "big", "red", "sun"]
@@ -164,16 +165,16 @@ def test_udhr_texts_and_argument_errors():
     with pytest.raises(ValueError, match="at least one language"):
         al.udhr_texts(["eng"], 3)
     with pytest.raises(ValueError, match="layouts"):
-        al.load_models("tiny-teacher", ["diagonal"], preset="seminar")
+        students.load_models("tiny-teacher", ["diagonal"], preset="seminar")
 
 
 def test_student_args_follow_the_layout_chapter():
     from hybridlib.findings import chapter
 
     for preset in ("seminar", "gpu"):
-        args = al.student_args(preset)
+        args = students.student_args(preset)
         values = chapter("layout_distillation").resolve(preset)
-        assert args == {k: values[k] for k in al.STUDENT_ARGS}
+        assert args == {k: values[k] for k in students.STUDENT_ARGS}
 
 
 def test_random_init_differs_from_the_model():
@@ -224,8 +225,8 @@ def test_prealign_measures_what_it_is_asked_with_the_chapters_parameters(monkeyp
     def load_replicates(teacher, models, *, preset, device):
         return {m.label: [probed(m.label, m.kind)] * 2 for m in models if m.kind != "full attention"}
 
-    monkeypatch.setattr(prealign.alignment, "load_models", load_models)
-    monkeypatch.setattr(prealign.replicates, "load", load_replicates)
+    monkeypatch.setattr(prealign.students, "load_models", load_models)
+    monkeypatch.setattr(prealign.students, "load_replicates", load_replicates)
     monkeypatch.setattr(
         prealign.alignment, "chapter_measure", lambda m, params: measured.append((m.label, params))
     )

@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "hybridlib.convert",
             "hybridlib.layouts",
             "hybridlib.softcka",
+            "hybridlib.alignment",
             "hybridlib.probe",
             "hybridlib.metrics",
             "hybridlib.verdicts",
@@ -202,9 +203,6 @@ def page(module: str) -> str | None:
 #: pair that is gone (delete it here)
 FINDING_IMPORTS_TO_REMOVE = {
     ("efficiency", "lolcats"),
-    ("first_fa", "layout"),
-    ("first_fa", "softcka"),
-    ("softcka", "layout"),
 }
 
 

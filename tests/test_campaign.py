@@ -38,13 +38,13 @@ def test_every_chosen_model_gets_each_chapters_measurements(monkeypatch):
         return out + ([model("standard_periodic+swa", "hybrid SWA")] if swa_control else [])
 
     asked, calls = [], []
-    monkeypatch.setattr(campaign.alignment, "load_models", load_models)
+    monkeypatch.setattr(campaign.students, "load_models", load_models)
 
     def load_replicates(teacher, probed, *, preset, device, replicates):
         asked.append(list(replicates))
         return {m.label: [model(m.label, m.kind) for r in replicates if r > 0] for m in probed[1:]}
 
-    monkeypatch.setattr(campaign.softcka_replicates, "load", load_replicates)
+    monkeypatch.setattr(campaign.students, "load_replicates", load_replicates)
     monkeypatch.setattr(campaign.alignment, "udhr_texts", lambda languages, articles: {"eng": ["a"]})
     monkeypatch.setattr(campaign.alignment, "chapter_measure", lambda m, p: calls.append(("cka", m.label)))
     monkeypatch.setattr(campaign.measures, "locality_ids", lambda m, texts, n: [[1, 2]])

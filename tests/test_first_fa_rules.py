@@ -6,9 +6,9 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
+from hybridlib.alignment import Alignment
 from hybridlib.findings import chapter
 from hybridlib.findings.first_fa import report
-from hybridlib.findings.softcka.alignment import Alignment
 from hybridlib.models import ModelCard
 from hybridlib.verdicts import Outcome
 

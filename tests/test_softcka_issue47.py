@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hybridlib.alignment import Alignment
 from hybridlib.findings.softcka import report
-from hybridlib.findings.softcka.alignment import Alignment
 from hybridlib.verdicts import Outcome, Tolerance, Verdict, holm, holm_family, t_test_p
 
 R, I, C, N = Outcome.REPRODUCED, Outcome.INCONCLUSIVE, Outcome.CONTRADICTED, Outcome.NOT_TESTED

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hybridlib.alignment import Alignment
 from hybridlib.data.languages import UDHR_LANGUAGES
 from hybridlib.findings.layout.spec import SPEC as LAYOUT
 from hybridlib.findings.softcka import report
-from hybridlib.findings.softcka.alignment import Alignment
 from hybridlib.findings.softcka.spec import SPEC as SOFTCKA
 from hybridlib.verdicts import Outcome
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from hybridlib.findings.softcka.alignment import REFERENCE, Alignment, pair_lengths
+from hybridlib.alignment import REFERENCE, Alignment, pair_lengths
 from hybridlib.models import ModelCard, encode
 from hybridlib.verdicts import (
     Precondition,

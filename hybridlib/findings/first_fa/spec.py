@@ -1,16 +1,26 @@
 """Chapter 3 - the first full-attention layer: the largest cross-lingual event in hybrids.
 
-Models and alignment settings mirror the SoftCKA chapter (same preset), so its cached measurements are reused, except
+Models and alignment settings mirror the SoftCKA chapter (same preset; both declare the parameters of
+:mod:`hybridlib.findings.shared_params`), so its cached measurements are reused, except
 ``max_tokens``: the probes must be long enough for the sliding-window control to bind (at least twice its window,
 checked below for every preset; on ``gpu`` that means longer probes than the SoftCKA chapter's).
 """
 
-from hybridlib.findings.layout.spec import SPEC as DISTILLATION
-from hybridlib.findings.softcka.spec import SPEC as SOFTCKA
+from hybridlib.findings.shared_params import (
+    ARTICLES,
+    BOOTSTRAP,
+    CPU_WORKERS,
+    LANGUAGES,
+    LAYOUTS,
+    SEED,
+    SWA_CONTROL,
+    TEACHER,
+    TORCH_THREADS,
+)
 from hybridlib.params import ChapterSpec, Param
+from hybridlib.recipes import preset_defaults
 
 _ALL = ("seminar", "gpu", "paper")
-_SHARED = ("languages", "articles", "bootstrap", "torch_threads", "cpu_workers", "seed")
 DETOK_LANGUAGES = ("eng", "rus", "arb", "hin", "yor", "sot", "tel", "mal", "tam")  # whitespace between words
 
 SPEC = ChapterSpec(
@@ -22,10 +32,15 @@ SPEC = ChapterSpec(
         "to the residual stream (attn_delta SoftCKA spike); sliding-window hybrids show no such event."
     ),
     params=(
-        SOFTCKA.param("teacher"),
-        SOFTCKA.param("layouts"),
-        SOFTCKA.param("swa_control"),
-        *(SOFTCKA.param(name) for name in _SHARED),
+        TEACHER,
+        LAYOUTS,
+        SWA_CONTROL,
+        LANGUAGES,
+        ARTICLES,
+        BOOTSTRAP,
+        TORCH_THREADS,
+        CPU_WORKERS,
+        SEED,
         Param(
             "max_tokens",
             int,
@@ -78,7 +93,7 @@ SPEC = ChapterSpec(
 def _check_swa_binds() -> None:
     """Every preset's probes are at least twice the SWA control's window (else the control sees everything)."""
     for preset in _ALL:
-        window = DISTILLATION.param("swa_window").defaults[preset]
+        window = preset_defaults("swa_window")[preset]  # the layout chapter's default (its teacher's recipe)
         probe = SPEC.param("max_tokens").defaults[preset]
         if not 2 * window <= probe:
             raise ValueError(f"preset {preset!r}: max_tokens {probe} must be >= 2 x swa_window {window}")

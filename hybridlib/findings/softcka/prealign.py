@@ -1,6 +1,6 @@
 """Measure some of a chapter's models ahead of its notebook, so that two GPUs share the SoftCKA measurements.
 
-Each measurement lands in the alignment cache (:func:`~hybridlib.findings.softcka.alignment.chapter_measure`),
+Each measurement lands in the alignment cache (:func:`~hybridlib.alignment.chapter_measure`),
 where the chapter's notebook then finds it instead of measuring again::
 
     python -m hybridlib.findings.softcka.prealign --preset gpu --layouts standard_periodic --replicates
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 import torch
 
-from hybridlib.findings import chapter
-from hybridlib.findings.softcka import alignment, replicates
+from hybridlib import alignment
+from hybridlib.findings import chapter, students
 from hybridlib.layouts import LAYOUT_NAMES
 from hybridlib.params import PRESETS
 
@@ -65,11 +65,11 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
         # the host on the H200 machine (2026-11-30: 150-210 s a model, 30 cores busy, GPU 2-27% busy)
         torch.set_num_threads(params["torch_threads"])
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    probed = alignment.load_models(
+    probed = students.load_models(
         params["teacher"], args.layouts, preset=args.preset, swa_control=args.swa, device=device
     )
     more = (
-        replicates.load(params["teacher"], probed, preset=args.preset, device=device)
+        students.load_replicates(params["teacher"], probed, preset=args.preset, device=device)
         if args.replicates
         else {}
     )

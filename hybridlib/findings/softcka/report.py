@@ -44,8 +44,8 @@ import numpy as np
 import pandas as pd
 
 from hybridlib import softcka
+from hybridlib.alignment import Alignment
 from hybridlib.data.languages import BIBLE_LANGUAGES, ENGLISH, UDHR_LANGUAGES
-from hybridlib.findings.softcka.alignment import Alignment
 from hybridlib.layouts import BASELINE
 from hybridlib.verdicts import (
     Precondition,

@@ -12,7 +12,8 @@ Stored per model: SoftCKA terms ``[n_layers, n_articles, 3]`` per ``(signal, lan
 of :func:`hybridlib.softcka.aggregate` / :func:`~hybridlib.softcka.bootstrap_pairs`) and linear-CKA curves
 ``[n_layers]`` per ``(signal, lang, pooling)`` over the parallel pairs. Results are cached under
 ``cache_dir("alignment")`` keyed by the model's content identity, the texts and every setting, so the two
-chapters share one measurement.
+chapters share one measurement. The chapters load the models to probe (the layout chapter's teacher and students,
+controls) with :func:`hybridlib.findings.students.load_models`.
 """
 
 from __future__ import annotations
@@ -37,30 +38,15 @@ from torch import nn
 from hybridlib import probe, softcka
 from hybridlib.atomic import atomic_path
 from hybridlib.data import load_udhr
-from hybridlib.findings import chapter
-from hybridlib.layouts import BASELINE, LAYOUT_NAMES
-from hybridlib.models import ModelCard, describe, encode, load
-from hybridlib.models.identity import teacher_identity
+from hybridlib.models import ModelCard, encode
 from hybridlib.paths import cache_dir
 from hybridlib.progress import progress_bar
 from hybridlib.provenance import source_digest
-from hybridlib.train import distill
 
 REFERENCE = "eng"
 PAIRINGS = ("parallel", "shuffled")
 SIGNALS = ("attn_in", "attn_delta")
 KINDS = ("full attention", "hybrid GDN", "hybrid SWA", "random init", "observed")
-STUDENT_ARGS = (
-    "fa_fraction",
-    "train_tokens",
-    "seq_len",
-    "batch_size",
-    "lr_recurrent",
-    "lr_rest",
-    "eval_every_tokens",
-    "data_seed",
-    "swa_window",
-)
 
 
 @dataclass
@@ -87,17 +73,6 @@ class Probed:
         return self.card.n_layers
 
 
-def student_model(run: distill.DistillRun, device: str | torch.device) -> Callable[[], nn.Module]:
-    """The loader of ``run``'s trained student on ``device``, in eval mode."""
-    return lambda: run.load_model(device).eval()
-
-
-def student_args(preset: str) -> dict[str, Any]:
-    """The layout-distillation chapter's recipe arguments for ``preset`` (so ``load_student`` hits its cache)."""
-    values = chapter("layout_distillation").resolve(preset)
-    return {k: values[k] for k in STUDENT_ARGS}
-
-
 def full_attention_layers(card: ModelCard) -> tuple[int, ...]:
     """Layers whose ``layer_types`` entry is full (global) attention."""
     return tuple(i for i, t in enumerate(card.layer_types) if t == "full_attention")
@@ -109,78 +84,6 @@ def random_init_like(model: nn.Module, seed: int = 0) -> nn.Module:
 
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(model.config).eval()
-
-
-def load_models(
-    teacher: str,
-    layouts: Sequence[str],
-    *,
-    preset: str,
-    swa_control: bool = True,
-    random_init: bool = False,
-    observed: Sequence[str] = (),
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-) -> list[Probed]:
-    """Teacher, its distilled GDN students (one per layout, the layout chapter's recipe for ``preset``), the
-    SWA student (standard periodic), a random-init copy of the teacher and extra ``observed`` models.
-
-    Students come from :func:`hybridlib.train.distill.distill_layout` (trained first if not cached).
-    Models are moved to ``device``; :func:`measure` computes SoftCKA there, in float64.
-    """
-    bad = [name for name in layouts if name not in LAYOUT_NAMES]
-    if bad:
-        raise ValueError(f"layouts {bad} are not allowed; choose from {LAYOUT_NAMES}")
-    model, tokenizer = load(teacher, device=device)
-    card = describe(teacher)
-    identity = teacher_identity(model)
-    out = [
-        Probed(teacher, "full attention", model.eval, tokenizer, card, full_attention_layers(card), identity)
-    ]
-    args = student_args(preset)
-    plans = [(name, "gdn") for name in layouts] + ([(BASELINE, "swa")] if swa_control else [])
-    for name, mixer in plans:
-        run = distill.distill_layout(teacher, name, mixer=mixer, **args)
-        label = name if mixer == "gdn" else f"{name}+swa"
-        kind = "hybrid GDN" if mixer == "gdn" else "hybrid SWA"
-        out.append(
-            Probed(
-                label,
-                kind,
-                student_model(run, device),
-                tokenizer,
-                card,
-                tuple(run.settings["fa_layers"]),
-                run.key,
-            )
-        )
-    if random_init:
-        out.append(
-            Probed(
-                "random-init",
-                "random init",
-                lambda: random_init_like(model, seed).to(device),
-                tokenizer,
-                card,
-                full_attention_layers(card),
-                f"{identity}-random{seed}",
-            )
-        )
-    for name in observed:
-        obs, obs_tok = load(name, device=device)
-        obs_card = describe(name)
-        out.append(
-            Probed(
-                name,
-                "observed",
-                obs.eval,
-                obs_tok,
-                obs_card,
-                full_attention_layers(obs_card),
-                teacher_identity(obs),
-            )
-        )
-    return out
 
 
 def udhr_texts(languages: Sequence[str], articles: int) -> dict[str, list[str]]:

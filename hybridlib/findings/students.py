@@ -1,0 +1,162 @@
+"""The layout chapter's students as the chapters that probe them load them (SoftCKA, first FA and the campaign): the
+teacher, its distilled GDN students (one per layout, the layout chapter's recipe for a preset), the sliding-window
+student, a random-init copy of the teacher and extra observed models, each as a :class:`~hybridlib.alignment.Probed`;
+:func:`load_models` loads replicate 0 of every student, :func:`load_replicates` the others (the layout chapter trains
+every arm ``seeds`` times, :func:`hybridlib.recipes.replicate_seeds`).
+
+Shared by those chapters, not a finding of its own: it reads the layout chapter's parameters through the chapter
+registry (:func:`hybridlib.findings.chapter`), so no chapter imports another to load the students.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from hybridlib.alignment import Probed, full_attention_layers, random_init_like
+from hybridlib.findings import chapter
+from hybridlib.layouts import BASELINE, LAYOUT_NAMES
+from hybridlib.models import describe, load
+from hybridlib.models.identity import teacher_identity
+from hybridlib.recipes import replicate_seeds
+from hybridlib.train import distill
+
+STUDENT_ARGS = (
+    "fa_fraction",
+    "train_tokens",
+    "seq_len",
+    "batch_size",
+    "lr_recurrent",
+    "lr_rest",
+    "eval_every_tokens",
+    "data_seed",
+    "swa_window",
+)
+STUDENT_KINDS = {"hybrid GDN": "gdn", "hybrid SWA": "swa"}
+
+
+def student_model(run: distill.DistillRun, device: str | torch.device) -> Callable[[], nn.Module]:
+    """The loader of ``run``'s trained student on ``device``, in eval mode."""
+    return lambda: run.load_model(device).eval()
+
+
+def student_args(preset: str) -> dict[str, Any]:
+    """The layout-distillation chapter's recipe arguments for ``preset`` (so ``load_student`` hits its cache)."""
+    values = chapter("layout_distillation").resolve(preset)
+    return {k: values[k] for k in STUDENT_ARGS}
+
+
+def seeds(preset: str) -> list[dict[str, int]]:
+    """The layout chapter's replicate seeds for ``preset`` (replicate 0 first)."""
+    values = chapter("layout_distillation").resolve(preset)
+    return replicate_seeds(values["data_seed"], values["seeds"])
+
+
+def load_models(
+    teacher: str,
+    layouts: Sequence[str],
+    *,
+    preset: str,
+    swa_control: bool = True,
+    random_init: bool = False,
+    observed: Sequence[str] = (),
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+) -> list[Probed]:
+    """Teacher, its distilled GDN students (one per layout, the layout chapter's recipe for ``preset``), the
+    SWA student (standard periodic), a random-init copy of the teacher and extra ``observed`` models.
+
+    Students come from :func:`hybridlib.train.distill.distill_layout` (trained first if not cached).
+    Models are moved to ``device``; :func:`hybridlib.alignment.measure` computes SoftCKA there, in float64.
+    """
+    bad = [name for name in layouts if name not in LAYOUT_NAMES]
+    if bad:
+        raise ValueError(f"layouts {bad} are not allowed; choose from {LAYOUT_NAMES}")
+    model, tokenizer = load(teacher, device=device)
+    card = describe(teacher)
+    identity = teacher_identity(model)
+    out = [
+        Probed(teacher, "full attention", model.eval, tokenizer, card, full_attention_layers(card), identity)
+    ]
+    args = student_args(preset)
+    plans = [(name, "gdn") for name in layouts] + ([(BASELINE, "swa")] if swa_control else [])
+    for name, mixer in plans:
+        run = distill.distill_layout(teacher, name, mixer=mixer, **args)
+        label = name if mixer == "gdn" else f"{name}+swa"
+        kind = "hybrid GDN" if mixer == "gdn" else "hybrid SWA"
+        out.append(
+            Probed(
+                label,
+                kind,
+                student_model(run, device),
+                tokenizer,
+                card,
+                tuple(run.settings["fa_layers"]),
+                run.key,
+            )
+        )
+    if random_init:
+        out.append(
+            Probed(
+                "random-init",
+                "random init",
+                lambda: random_init_like(model, seed).to(device),
+                tokenizer,
+                card,
+                full_attention_layers(card),
+                f"{identity}-random{seed}",
+            )
+        )
+    for name in observed:
+        obs, obs_tok = load(name, device=device)
+        obs_card = describe(name)
+        out.append(
+            Probed(
+                name,
+                "observed",
+                obs.eval,
+                obs_tok,
+                obs_card,
+                full_attention_layers(obs_card),
+                teacher_identity(obs),
+            )
+        )
+    return out
+
+
+def load_replicates(
+    teacher: str,
+    probed: Sequence[Probed],
+    *,
+    preset: str,
+    device: str | torch.device = "cpu",
+    replicates: Sequence[int] | None = None,
+) -> dict[str, list[Probed]]:
+    """Per distilled student of ``probed`` (label ``layout`` or ``layout+swa``): its replicates 1, 2, ... (or
+    those of ``replicates`` among them) as :class:`Probed` (trained first if not cached), with the layout
+    chapter's recipe for ``preset``."""
+    args = student_args(preset)
+    chosen = [s for r, s in enumerate(seeds(preset)) if r > 0 and (replicates is None or r in replicates)]
+    out: dict[str, list[Probed]] = {}
+    for m in probed:
+        if m.kind not in STUDENT_KINDS:
+            continue
+        layout = m.label.removesuffix("+swa")
+        out[m.label] = []
+        for s in chosen:
+            run = distill.distill_layout(teacher, layout, mixer=STUDENT_KINDS[m.kind], **(args | s))
+            out[m.label].append(
+                Probed(
+                    m.label,
+                    m.kind,
+                    student_model(run, device),
+                    m.tokenizer,
+                    m.card,
+                    tuple(run.settings["fa_layers"]),
+                    run.key,
+                )
+            )
+    return out
