@@ -8,7 +8,6 @@ import torch
 from tiny_models import tiny_causal_lm
 
 from hybridlib.findings.lolcats.ablation import Budget, Evaluation, ablation, adapted, converted, transferred
-from hybridlib.findings.lolcats.attention import LinearizedAttention
 from hybridlib.findings.lolcats.evals import (
     ClozeItem,
     cloze_accuracy,
@@ -39,6 +38,7 @@ from hybridlib.findings.lolcats.transfer import (
     layer_window_share,
     mse_by_layer,
 )
+from hybridlib.models.linearized import LinearizedAttention
 from hybridlib.train import PackedBatches, TrainConfig
 
 

@@ -34,7 +34,7 @@ from torch.nn.attention.bias import causal_lower_right
 from transformers import PreTrainedModel
 
 from hybridlib.convert import GatedDeltaNetAttention
-from hybridlib.findings.lolcats.attention import LinearizedAttention
+from hybridlib.models.linearized import LinearizedAttention
 from kernels import WindowLinearRing, window_linear_attention, window_linear_decode_step
 from kernels.layers.gated_deltanet import GatedDeltaNetState
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from torch import nn
 from transformers import PreTrainedModel
 
-from hybridlib.findings.lolcats.attention import LinearizedAttention, check_feature_map
+from hybridlib.models.linearized import LinearizedAttention, check_feature_map
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen3", "gemma3_text")
 

@@ -1,4 +1,5 @@
-"""LoLCATs' linearised attention as a drop-in replacement for a Hugging Face attention module.
+"""LoLCATs' linearised attention as a drop-in replacement for a Hugging Face attention module (the LoLCATs chapter
+linearises models with it, the efficiency chapter decodes them).
 
 :class:`LinearizedAttention` keeps the teacher's module (``self.attn``: its q/k/v/o projections, Qwen3 / Gemma
 q/k norms, RoPE, softmax scale) and adds trainable feature maps ``phi_q``, ``phi_k`` (applied per query
