@@ -198,9 +198,11 @@ def page(module: str) -> str | None:
     return None if name is None or name in PAGE_HELPERS else name
 
 
-#: (importing finding, imported finding) pairs the tree still has, to be moved into shared layers (the training
-#: engine into ``train/``, the probes' shared parts into the core); the contract fails on any other pair and on a
-#: pair that is gone (delete it here)
+#: (importing finding, imported finding) pairs the tree still has, to be moved into shared layers; the contract
+#: fails on any other pair and on a pair that is gone (delete it here). Left: ``efficiency.wholemodel`` judges
+#: LoLCATs' Fig. 8 on the whole-model run with ``lolcats.report.fig8_row`` (``fig8_measured_row``, which the
+#: whole-models page calls): the row belongs with the LoLCATs chapter once the whole-model result's readers sit in
+#: the core.
 FINDING_IMPORTS_TO_REMOVE = {
     ("efficiency", "lolcats"),
 }

@@ -19,7 +19,7 @@ from hybridlib.models import ModelCard, encode
 
 
 class Measured(Protocol):
-    """What the measurements need of a probed model (``softcka.alignment.Probed`` is one)."""
+    """What the measurements need of a probed model (``hybridlib.alignment.Probed`` is one)."""
 
     label: str
     tokenizer: Any
