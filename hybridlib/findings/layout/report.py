@@ -57,7 +57,16 @@ from hybridlib.findings.layout.spec import FA_FIRST
 from hybridlib.layouts import BASELINE, Layout
 from hybridlib.style import figsize
 from hybridlib.train.distill import DistillRun
-from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, binds, distinct, statistic_bootstrap
+from hybridlib.verdicts import (
+    Precondition,
+    Rule,
+    Tolerance,
+    Verdict,
+    binds,
+    distinct,
+    qualified,
+    statistic_bootstrap,
+)
 
 ABLATION = "periodic_first_at_0"
 UNIT = "distillation run (data-order and model-init seed)"
@@ -338,6 +347,7 @@ def r_rule(names: Sequence[str]) -> tuple[Rule, str]:
         tol,
         paper_value=value,
         null=1.0,
+        id=qualified("layout.r", tuple(names)),
     )
     return rule, paper
 
@@ -350,6 +360,7 @@ EVERY_RULE = Rule(
     Tolerance.within_factor(R_RANGE[1], R_FACTOR, R_REASON, null=1.0),
     paper_value=R_RANGE[1],
     null=1.0,
+    id="layout.every_fa_first",
 )
 DELTA_RULE = Rule(
     "reverse periodic ends closer to the teacher's CE than standard periodic",
@@ -358,6 +369,7 @@ DELTA_RULE = Rule(
     -1,
     Tolerance.within_factor(DELTA_PAPER, DELTA_FACTOR, DELTA_REASON),
     paper_value=DELTA_PAPER,
+    id="layout.test_delta.reverse_periodic",
 )
 IMPROVED_RULE = Rule(
     "reverse periodic lowers perplexity in most languages",
@@ -368,6 +380,7 @@ IMPROVED_RULE = Rule(
     paper_value=IMPROVED_PAPER,
     null=0.5,
     bounds=(0.0, 1.0),
+    id="layout.languages_improved.reverse_periodic",
 )
 SCRIPT_RULE = Rule(
     "reverse periodic gains most in non-Latin scripts",
@@ -377,6 +390,7 @@ SCRIPT_RULE = Rule(
     Tolerance.any_magnitude(
         "the paper gives ranges (3-13% in non-Latin scripts, median ~1%), not this difference"
     ),
+    id="layout.script_gain.reverse_periodic",
 )
 LR_RULE = Rule(
     "the best FA-first layout still beats standard periodic at a lower peak learning rate",
@@ -385,6 +399,7 @@ LR_RULE = Rule(
     -1,
     Tolerance.any_magnitude("a robustness check of the ordering; the paper trains at one learning rate"),
     null=1.0,
+    id="layout.lower_lr.best_fa_first",
 )
 
 
@@ -404,6 +419,7 @@ def speedup_rule(names: Sequence[str]) -> tuple[Rule, str]:
         Tolerance.within_factor(value, 2.0, SPEEDUP_REASON, null=1.0),
         paper_value=value,
         null=1.0,
+        id=qualified("layout.speedup", tuple(names)),
     )
     return rule, f"{value:.2f}x ({paper})"
 
@@ -664,6 +680,7 @@ TREND_RULE = Rule(
     1,
     Tolerance(-TREND_MARGIN, TREND_HIGH, TREND_REASON),
     null=-TREND_MARGIN,
+    id="layout.budget_trend.reverse_periodic",
 )
 #: Per-budget rows of :func:`judge` kept on the budget curve (metric prefixes) and the paper's value at 1B tokens.
 BUDGET_METRICS = {
