@@ -162,6 +162,10 @@ def stored_row(row: Mapping[str, Any]) -> dict[str, Any]:
         row["note"] = "; ".join(x for x in (row.get("note"), v.reason) if x)
         row["verdict"] = v.outcome.value
     check_choice("verdict", row["verdict"], VERDICTS)
+    if "id" not in row:
+        raise ValueError(
+            f"row {row.get('metric')!r} has no 'id': a row typed without a Verdict names its claim id"
+        )
     return {
         "id": check_id(row["id"]),
         **{k: row.get(k) for k in ("metric", "paper", "book", "verdict", "note")},

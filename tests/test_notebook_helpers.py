@@ -20,13 +20,25 @@ def test_paper_vs_book_cells_are_shown_whole_after_start(pandas_options):
     params = notebook.start("lolcats", {"preset": "seminar"})
     assert params["preset"] == "seminar" and params["window"] == 16
     long = "standard_periodic +0.049 [+0.045, +0.055] (vs the teacher's +0.003 at the same layer), " * 2
-    table = notebook.paper_vs_book([{"metric": "m", "paper": "p", "book": long, "verdict": "reproduced"}])
+    table = notebook.paper_vs_book(
+        [
+            {
+                "id": "layout.r.standard_periodic",
+                "metric": "m",
+                "paper": "p",
+                "book": long,
+                "verdict": "reproduced",
+            }
+        ]
+    )
     assert long.strip() in html.unescape(table._repr_html_())  # the book shows the HTML rendering
 
 
 def test_verdict_and_table_reject_unknown_verdicts():
     with pytest.raises(ValueError, match="verdict='maybe'.*reproduced"):
         notebook.paper_vs_book([{"metric": "m", "paper": "p", "book": "b", "verdict": "maybe"}])
+    with pytest.raises(ValueError, match="'m' has no 'id'"):
+        notebook.paper_vs_book([{"metric": "m", "paper": "p", "book": "b", "verdict": "reproduced"}])
     with pytest.raises(ValueError, match="verdict='maybe'"):
         notebook.verdict("maybe", "because")
 
@@ -48,6 +60,7 @@ def _verdict(outcome: str, estimate=0.5, low=0.2, high=0.8, n=3):
         0.7,
         0.0,
         Tolerance.any_magnitude("sign only"),
+        id="softcka.lower.standard_periodic",
     )
 
 
@@ -77,7 +90,13 @@ def test_provenance_table_writes_the_pages_rows_and_verdict(tmp_path, monkeypatc
     notebook.paper_vs_book(
         [
             {"metric": "m", "paper": "0.7", "verdict": _verdict("inconclusive")},
-            {"metric": "n", "paper": "1", "book": "2", "verdict": "not tested"},
+            {
+                "id": "softcka.jagged.standard_periodic",
+                "metric": "n",
+                "paper": "1",
+                "book": "2",
+                "verdict": "not tested",
+            },
         ]
     )
     summary = [{"metric": "m", "paper": "0.7", "verdict": _verdict("inconclusive")}]
@@ -86,9 +105,9 @@ def test_provenance_table_writes_the_pages_rows_and_verdict(tmp_path, monkeypatc
     notebook.provenance_table({"preset": "seminar"})
     saved = json.loads((tmp_path / "softcka" / "paper_vs_book_seminar.json").read_text())
     assert saved["status"] == {"status": "inconclusive", "reason": "because"}
-    assert [(r["metric"], r["verdict"], r["rule"] is None) for r in saved["rows"]] == [
-        ("m", "inconclusive", False),
-        ("n", "not tested", True),
+    assert [(r["id"], r["metric"], r["verdict"], r["rule"] is None) for r in saved["rows"]] == [
+        ("softcka.lower.standard_periodic", "m", "inconclusive", False),
+        ("softcka.jagged.standard_periodic", "n", "not tested", True),
     ]
     assert (
         saved["rows"][0]["rule"]["replicate_values"] == [0.4, 0.5, 0.6]

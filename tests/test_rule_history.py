@@ -7,6 +7,7 @@ import pytest
 from hybridlib import rule_history as rh
 from hybridlib.paths import REPO_ROOT
 from hybridlib.planning import rule_rows
+from hybridlib.verdicts import under
 
 OLD = "X = Rule('c', 'm', 1, Tolerance(0.5, 2.0, 'why'))\n"
 REFORMATTED = "X = Rule(\n    'c',\n    'm',  # a comment\n    1,\n    Tolerance(0.5, 2.0, 'wh' 'y'),\n)\n"
@@ -96,9 +97,12 @@ def test_every_h200_rule_row_has_one_source_and_a_committed_history():
     results = REPO_ROOT / "data" / "results"
     rows = rule_rows(results, rh.PRESET)
     for row in rows:
-        rh.source_of(row["chapter"], row["rule"])  # exactly one, else LookupError
+        assert row["rule"]["id"] == row["id"]
+        assert under(
+            row["id"], rh.source_of(row["chapter"], row["id"]).rule_id
+        )  # exactly one, else LookupError
     with pytest.raises(LookupError):
-        rh.source_of("layout_distillation", {"claim": "no such claim", "metric": "m"})
+        rh.source_of("layout_distillation", "layout.no_such_claim")
     committed = json.loads((results / rh.FILE).read_text())
     assert {(r["chapter"], r["row"]) for r in committed["rows"]} == {
         (r["chapter"], r["metric"]) for r in rows

@@ -83,6 +83,7 @@ def _verdict(outcome: Outcome, values: tuple[float, ...]) -> Verdict:
         None,
         0.0,
         Tolerance.any_magnitude("x"),
+        id="softcka.smoother_swa.reverse_periodic",
     )
 
 
