@@ -213,7 +213,19 @@ def _finish(
     record = provenance.collect(preset, params)
     record["wall_time_s"] = round(time.monotonic() - start, 1)
     nb.metadata["hybridlib"] = {"chapter": spec.name, "cache_key": key, "provenance": record}
+    drop_unshown_widget_state(nb)
     nbformat.write(nb, tmp)
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def drop_unshown_widget_state(nb: Any) -> None:
+    """Remove ``nb``'s stored widget state when no output shows a widget: state left by an earlier run's progress
+    bars (the runner turns them off) makes every page load the widget manager from a CDN for nothing."""
+    shown = any(WIDGET_VIEW in out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", []))
+    if not shown:
+        nb.metadata.pop("widgets", None)
 
 
 def run(

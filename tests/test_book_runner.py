@@ -160,3 +160,22 @@ def test_chapter_kernel_uses_ipc_not_unencrypted_tcp(monkeypatch, tmp_path, capf
     assert done.cells[-1].outputs[0]["text"] == "42\n"
     assert "without encryption" not in capfd.readouterr().err
     assert book.kernel_config(str(tmp_path))["KernelManager"]["transport"] == "ipc"
+
+
+def test_widget_state_is_kept_only_where_an_output_shows_a_widget():
+    """Progress-bar state an older run left is dropped; a shown widget's state (the SoftCKA explorer's) is kept."""
+    import nbformat
+
+    from hybridlib.book import WIDGET_VIEW, drop_unshown_widget_state
+
+    bars = nbformat.v4.new_notebook(
+        metadata={"widgets": {"state": {"a": {"model_name": "FloatProgressModel"}}}}
+    )
+    bars.cells = [nbformat.v4.new_code_cell("1", outputs=[nbformat.v4.new_output("stream", text="x")])]
+    drop_unshown_widget_state(bars)
+    assert "widgets" not in bars.metadata
+    shown = nbformat.v4.new_notebook(metadata={"widgets": {"state": {"b": {"model_name": "DropdownModel"}}}})
+    view = nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "b"}, "text/plain": "d"})
+    shown.cells = [nbformat.v4.new_code_cell("explorer", outputs=[view])]
+    drop_unshown_widget_state(shown)
+    assert shown.metadata["widgets"] == {"state": {"b": {"model_name": "DropdownModel"}}}
