@@ -3,9 +3,11 @@
 import copy
 import json
 
+import pandas as pd
 import pytest
 
 from hybridlib.findings import rejudge
+from hybridlib.findings.efficiency import report as efficiency
 from hybridlib.paths import REPO_ROOT
 
 RESULTS = REPO_ROOT / "data" / "results"
@@ -15,8 +17,19 @@ def _load(chapter: str, name: str) -> dict:
     return json.loads((RESULTS / chapter / name).read_text())
 
 
-def _by_metric(record: dict, start: str) -> dict:
-    return next(r for r in record["rows"] if r["metric"].startswith(start))
+#: the committed ids of the re-judged rows (data/results/<chapter>/paper_vs_book_gpu.json)
+NEEDLE = "efficiency.needle.language"
+MQAR = "efficiency.mqar.deficit_shrinks"
+SWA = "first_fa.swa_no_event.standard_periodic+swa"
+
+
+def _by_id(record: dict, rule_id: str) -> dict:
+    (row,) = [r for r in record["rows"] if r["id"] == rule_id]
+    return row
+
+
+def test_the_rejudged_rules_are_the_committed_ids():
+    assert (efficiency.NEEDLE_LANGUAGE.id, efficiency.MQAR_DEFICIT.id) == (NEEDLE, MQAR)
 
 
 def test_committed_h200_rows_are_judged_by_the_current_rules():
@@ -43,22 +56,27 @@ def test_lolcats_rows_rejudged_from_the_runs_documents():
     """The committed LoLCATs run as re-judged: the Hedgehog cloze row resamples items once for all seeds, the
     window + linear students' orderings meet Table 5 or no paper number, the sweep's repeated row is dropped."""
     lol = _load("lolcats", "paper_vs_book_gpu.json")
-    cloze = _by_metric(lol, "Table 5 hedgehog: window + transfer beat neither (verse cloze)")
+    cloze = _by_id(lol, "lolcats.table5.hedgehog.beats_neither_cloze")
+    assert cloze["metric"] == "Table 5 hedgehog: window + transfer beat neither (verse cloze)"
     assert cloze["rejudged"]["earlier"]["verdict"] == "reproduced" and cloze["verdict"] == "inconclusive"
     assert cloze["rule"]["low"] == pytest.approx(-0.04, abs=0.01)  # the issue's crossed interval
     assert cloze["rule"]["high"] == pytest.approx(0.17, abs=0.01)
     assert cloze["note"].startswith(f"{rejudge.CHANGED}, earlier verdict: reproduced; ")
-    gemma = [r for r in lol["rows"] if ", gemma3-270m, window 64:" in r["metric"]]
+    gemma = [r for r in lol["rows"] if r["id"].endswith(".gemma3_270m_window_64")]
     assert len(gemma) == 8 and all(r["note"].startswith(rejudge.CHANGED) for r in gemma)
+    assert all(", gemma3-270m, window 64:" in r["metric"] for r in gemma)
     assert {r["paper"].split(" (")[0] for r in gemma} == {"no paper number", "Table 5"}
     assert len(lol["dropped_rows"]) == 1
     dropped = lol["dropped_rows"][0]["row"]
+    assert dropped["id"] == "lolcats.table2.hedgehog.transfer_over_swap.lora_lr_0_001"
     assert (
         dropped["metric"]
         == "Table 2 hedgehog, LoRA lr 0.001: attention transfer beats the untrained swap (ln ppl ratio)"
     )
     assert len(lol["rows"]) == 33 and lol["status"]["reason"].startswith("33 pre-registered rules: ")
-    untouched = _by_metric(lol, "Fig. 7 hedgehog")  # per-layer MSE: no documents, rule unchanged
+    untouched = _by_id(
+        lol, "lolcats.fig7.hedgehog.every_layer_lower_mse"
+    )  # per-layer MSE: no documents, rule unchanged
     assert "rejudged" not in untouched
 
 
@@ -66,18 +84,41 @@ def test_a_repeated_claim_is_dropped_once_and_the_tally_loses_it():
     """Realistic rows: the sweep's copy of the main row (same claim, same values) goes; a row of the same claim on
     other data (another learning rate's LoRA arm) stays."""
 
-    def row(metric, claim, values, verdict):
-        rule = {"claim": claim, "replicate_values": values, "n_documents": 192, "outcome": verdict}
-        return {"metric": metric, "verdict": verdict, "rule": rule}
+    def row(rule_id, metric, claim, values, verdict):
+        rule = {
+            "id": rule_id,
+            "claim": claim,
+            "replicate_values": values,
+            "n_documents": 192,
+            "outcome": verdict,
+        }
+        return {"id": rule_id, "metric": metric, "verdict": verdict, "rule": rule}
 
+    swap, lora = "lolcats.table2.hedgehog.transfer_over_swap", "lolcats.table2.hedgehog.lora_over_transfer"
     main = row(
-        "Table 2 hedgehog: swap", "Table 2 (hedgehog): transfer beats swap", [4.17, 4.16, 4.17], "reproduced"
+        swap,
+        "Table 2 hedgehog: swap",
+        "Table 2 (hedgehog): transfer beats swap",
+        [4.17, 4.16, 4.17],
+        "reproduced",
     )
-    copy_ = {**main, "metric": "Table 2 hedgehog, LoRA lr 0.001: swap"}
+    sweep = f"{swap}.lora_lr_0_001"
+    copy_ = {
+        **main,
+        "id": sweep,
+        "metric": "Table 2 hedgehog, LoRA lr 0.001: swap",
+        "rule": {**main["rule"], "id": sweep},
+    }
     other = row(
-        "Table 2 hedgehog, LoRA lr 0.001: lora", "Table 2 (hedgehog): LoRA", [0.49, 0.48, 0.49], "reproduced"
+        f"{lora}.lora_lr_0_001",
+        "Table 2 hedgehog, LoRA lr 0.001: lora",
+        "Table 2 (hedgehog): LoRA",
+        [0.49, 0.48, 0.49],
+        "reproduced",
     )
-    mine = row("Table 2 hedgehog: lora", "Table 2 (hedgehog): LoRA", [-1.06, -1.05, -1.07], "contradicted")
+    mine = row(
+        lora, "Table 2 hedgehog: lora", "Table 2 (hedgehog): LoRA", [-1.06, -1.05, -1.07], "contradicted"
+    )
     status = {"status": "reproduced", "reason": "4 pre-registered rules: 3 reproduced, 1 contradicted."}
     record = {"rows": [main, mine, copy_, other], "status": status}
     got = rejudge.drop_repeated_claims(record, "why")
@@ -90,24 +131,54 @@ def test_a_repeated_claim_is_dropped_once_and_the_tally_loses_it():
 
 
 @pytest.mark.parametrize(
-    "chapter, start, earlier, now",
+    "chapter, rule_id, earlier, now",
     [
-        ("efficiency", rejudge.NEEDLE, "inconclusive", "inconclusive"),
-        ("efficiency", rejudge.MQAR, "reproduced", "not tested"),
-        (
-            "first_fa",
-            "largest attn_delta event at the first FA layer (layer 2), standard_periodic+swa",
-            "reproduced",
-            "not tested",
-        ),
+        ("efficiency", NEEDLE, "inconclusive", "inconclusive"),
+        ("efficiency", MQAR, "reproduced", "not tested"),
+        ("first_fa", SWA, "reproduced", "not tested"),
     ],
 )
-def test_rejudged_rows_say_their_rule_changed_after_the_run(chapter, start, earlier, now):
-    row = _by_metric(_load(chapter, "paper_vs_book_gpu.json"), start)
+def test_rejudged_rows_say_their_rule_changed_after_the_run(chapter, rule_id, earlier, now):
+    row = _by_id(_load(chapter, "paper_vs_book_gpu.json"), rule_id)
     assert row["verdict"] == row["rule"]["outcome"] == now
+    assert row["rule"]["id"] == rule_id  # a re-judged row keeps its id
     assert row["rejudged"]["earlier"]["verdict"] == earlier
     assert row["note"].startswith(f"{rejudge.CHANGED}, earlier verdict: {earlier}; ")
     assert row["note"].endswith(row["rule"]["reason"])
+
+
+def test_rows_are_rejudged_by_id_not_by_label():
+    """The needle and MQAR rows are found by their rule's id: an older label of the same id (the needle row once named
+    its longest haystack) is re-judged all the same; a row that has the needle's label under another id is not."""
+    eff = _load("efficiency", "paper_vs_book_gpu.json")
+    summary = _load("efficiency", "efficiency_gpu.json")
+    needle = _by_id(eff, NEEDLE)
+    run_row = {k: v for k, v in needle.items() if k != "rejudged"}
+    run_row |= {
+        "metric": "English vs non-English needle (longest haystack, 32768 tokens)",
+        "verdict": "reproduced",
+        "rule": {**needle["rule"], "outcome": "reproduced"},
+    }
+    impostor = {
+        **run_row,
+        "id": "efficiency.inflation.max",
+        "rule": {**run_row["rule"], "id": "efficiency.inflation.max"},
+    }
+    record = {"rows": [run_row, impostor], "status": None}
+    got = rejudge.efficiency_record(record, summary)["rows"]
+    assert got[0]["verdict"] == "inconclusive" and got[0]["rule"] == needle["rule"]
+    assert got[0]["metric"] == run_row["metric"]  # the label stays as the run wrote it
+    assert got[0]["rejudged"]["earlier"]["verdict"] == "reproduced"
+    assert got[1] == impostor
+
+
+def test_a_row_is_only_rejudged_by_a_verdict_of_its_own_rule():
+    eff = _load("efficiency", "paper_vs_book_gpu.json")
+    samples = pd.DataFrame(_load("efficiency", "efficiency_gpu.json")["needle_samples"])
+    needle = efficiency.needle_verdict(samples, int(samples["budget"].max()))
+    assert needle.id == NEEDLE
+    with pytest.raises(ValueError, match="efficiency.mqar.deficit_shrinks"):
+        rejudge.rejudged_row(_by_id(eff, MQAR), needle, "note")
 
 
 def test_rejudging_the_run_as_committed_moves_the_verdicts_and_the_tally():
@@ -124,16 +195,15 @@ def test_rejudging_the_run_as_committed_moves_the_verdicts_and_the_tally():
         "8 pre-registered rules: 1 reproduced, 4 inconclusive, 1 contradicted, 2 not tested."
     )
     new = rejudge.efficiency_record(eff, _load("efficiency", "efficiency_gpu.json"))
-    assert _by_metric(new, rejudge.MQAR)["verdict"] == "not tested"
-    assert _by_metric(new, rejudge.NEEDLE)["rule"]["estimate"] == pytest.approx(
-        2 / 5
-    )  # 2 of 5 discordant cells
+    assert _by_id(new, MQAR)["verdict"] == "not tested"
+    assert _by_id(new, NEEDLE)["rule"]["estimate"] == pytest.approx(2 / 5)  # 2 of 5 discordant cells
     assert new["status"] == {
         "status": "direction only",
         "reason": "7 pre-registered rules: 2 reproduced, 3 direction only, 1 inconclusive, 1 not tested.",
     }
     new = rejudge.first_fa_record(ffa)
     swa = new["rows"][4]
+    assert swa["id"] == SWA and swa["note"].endswith("; first FA layer: 2; " + swa["rule"]["reason"])
     assert swa["verdict"] == "not tested" and "standard_periodic: contradicted" in swa["rule"]["reason"]
     assert new["status"]["reason"] == "8 pre-registered rules: 4 inconclusive, 1 contradicted, 3 not tested."
 
