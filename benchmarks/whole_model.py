@@ -2,7 +2,7 @@
 :mod:`hybridlib.findings.efficiency.wholemodel`'s prefill sweep, decode sweeps and completion grid, the result
 written after each model (``complete`` false until the last) to ``--out`` (default
 ``_build/bench/wholemodel_<preset>.json``; the chapters read ``data/results/efficiency/wholemodel_<preset>.json``,
-:func:`~hybridlib.findings.efficiency.wholemodel.run_command`). It also decodes a few batches without the CUDA graph
+:func:`~hybridlib.findings.whole_models.run_command`). It also decodes a few batches without the CUDA graph
 (``decode_eager``: the host overhead the graph removes) and records each model's ``decode_path``. With ``--rows``
 it measures nothing: it judges the committed run's rules into each chapter's
 ``paper_vs_book_wholemodel_<preset>.json`` (:func:`write_rows`), which the scoreboard reads.
@@ -27,7 +27,6 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from hybridlib.atomic import write_json
 from hybridlib.convert import convert_to_hybrid
 from hybridlib.findings.efficiency.wholemodel import (
-    KINDS,
     NAMES,
     PAPER_COMPLETED_128K,
     STACK,
@@ -47,6 +46,7 @@ from hybridlib.findings.efficiency.wholemodel import (
     with_prediction,
 )
 from hybridlib.findings.lolcats.linearize import linearize
+from hybridlib.findings.whole_models import KINDS
 from hybridlib.layouts import Layout
 from hybridlib.models import load
 from hybridlib.pages import wholemodel as page

@@ -5,8 +5,9 @@ core (``train``, ``convert``, ``layouts``, ``softcka``, ...) -> ``hybridlib.find
 ``benchmarks`` (outside the package: it may import anything, and ``hybridlib`` and ``kernels`` never import it).
 A module may import its own layer or lower ones, never a higher one, and first-party imports sit at module level (an
 import inside a function hides a dependency) unless listed in :data:`DEFERRED` with its reason. Within their
-layers, no finding imports another finding (but the pairs of :data:`FINDING_IMPORTS_TO_REMOVE`), and no page
-(``hybridlib.pages.<page>``) imports another page or the runner; the pages share only :data:`PAGE_HELPERS`.
+layers, no finding imports another finding (what they share sits in a lower layer or in a module directly under
+``hybridlib.findings``), and no page (``hybridlib.pages.<page>``) imports another page or the runner; the pages
+share only :data:`PAGE_HELPERS`.
 """
 
 from __future__ import annotations
@@ -198,25 +199,13 @@ def page(module: str) -> str | None:
     return None if name is None or name in PAGE_HELPERS else name
 
 
-#: (importing finding, imported finding) pairs the tree still has, to be moved into shared layers; the contract
-#: fails on any other pair and on a pair that is gone (delete it here). Left: ``efficiency.wholemodel`` judges
-#: LoLCATs' Fig. 8 on the whole-model run with ``lolcats.report.fig8_row`` (``fig8_measured_row``, which the
-#: whole-models page calls): the row belongs with the LoLCATs chapter once the whole-model result's readers sit in
-#: the core.
-FINDING_IMPORTS_TO_REMOVE = {
-    ("efficiency", "lolcats"),
-}
-
-
 def test_no_finding_imports_another_finding():
-    pairs: dict[tuple[str, str], list[str]] = {}
-    for name, target, line, _ in EDGES:
-        if finding(name) and finding(target) and finding(name) != finding(target):
-            pair = (finding(name).rpartition(".")[2], finding(target).rpartition(".")[2])
-            pairs.setdefault(pair, []).append(f"{name}:{line} imports {target}")
-    new = [edge for pair, edges in pairs.items() if pair not in FINDING_IMPORTS_TO_REMOVE for edge in edges]
-    assert not new, "\n".join(new)
-    assert not FINDING_IMPORTS_TO_REMOVE - set(pairs), "gone: delete from FINDING_IMPORTS_TO_REMOVE"
+    bad = [
+        f"{name}:{line} imports {target}"
+        for name, target, line, _ in EDGES
+        if finding(name) and finding(target) and finding(name) != finding(target)
+    ]
+    assert not bad, "\n".join(bad)
 
 
 def test_no_page_imports_another_page_or_the_runner():

@@ -13,6 +13,7 @@ from tiny_models import tiny_causal_lm
 
 from benchmarks import whole_model
 from benchmarks.whole_model import build
+from hybridlib.findings import whole_models
 from hybridlib.findings.efficiency import cost, wholemodel
 from hybridlib.findings.efficiency.decoding import StaticDecoder
 from hybridlib.findings.efficiency.wholemodel import (
@@ -27,6 +28,7 @@ from hybridlib.findings.efficiency.wholemodel import (
     weights_nbytes,
     with_prediction,
 )
+from hybridlib.findings.lolcats import throughput
 from hybridlib.findings.lolcats.report import fig8_row
 from hybridlib.verdicts import Outcome
 
@@ -287,7 +289,7 @@ def test_rule_inputs_from_the_json():
         "gdn": (6, 8),
     }
     assert mem["max_context"]["gdn"]["fits"] == 16777216 and mem["complete"]
-    fig8 = wholemodel.fig8_values(data)
+    fig8 = throughput.fig8_values(data)
     assert fig8["batch"] == 1024 and fig8["memory_win"]
     assert fig8["speedups"] == pytest.approx([3072 / 1024, 3073 / 1025, 3074 / 1026])
     assert fig8["fused_decode"] and fig8["device_busy"] == 0.85
@@ -365,12 +367,12 @@ def test_memory_128k_row_is_judged_on_a_full_attention_teacher():
     models["gemma3-270m:teacher"] = {"grid": _grid((65536, 131072), every), "max_context": {"fits": 1}}
     models["gemma3-270m:gdn"] = {"grid": _grid((65536, 131072), every), "max_context": {"fits": 1}}
     data["provenance"]["params"]["models"] = ["gemma3-270m:teacher", "gemma3-270m:gdn"]
-    assert wholemodel.labels(data)[0] == "gemma3-270m:teacher"
-    assert wholemodel.paired_name(data, "gdn") == "gemma3-270m"
-    assert wholemodel.paired_name(data, "gdn", full_attention=True) == "smollm2-135m"
+    assert whole_models.labels(data)[0] == "gemma3-270m:teacher"
+    assert whole_models.paired_name(data, "gdn") == "gemma3-270m"
+    assert whole_models.paired_name(data, "gdn", full_attention=True) == "smollm2-135m"
     row = wholemodel.memory_128k_row(data, _oom())
     assert row["book"].startswith("smollm2-135m") and row["verdict"].outcome == Outcome.REPRODUCED
-    assert not wholemodel.attends_fully("gemma3-270m") and wholemodel.attends_fully("tiny-random")
+    assert not whole_models.attends_fully("gemma3-270m") and whole_models.attends_fully("tiny-random")
     for kind in ("teacher", "gdn", "window-linear"):
         del models[f"smollm2-135m:{kind}"]
     assert wholemodel.memory_128k_row(data, _oom())["verdict"].outcome == Outcome.NOT_TESTED
@@ -420,16 +422,20 @@ def test_prediction_errors_use_todays_cost_model():
 
 def test_committed_seminar_run_is_not_tested_at_128k():
     """The seminar JSON (tiny-random on the CPU, contexts up to 2048) must say so rather than judge."""
-    data = wholemodel.load_result("seminar")
+    data = whole_models.load_result("seminar")
     assert data is not None and data["complete"]
     row = wholemodel.memory_128k_row(data, _oom())
     assert row["verdict"].outcome == Outcome.NOT_TESTED and row["verdict"].estimate is None
     assert "no 131072-token point" in row["verdict"].reason and row["book"].startswith("tiny-random on CPU")
-    fig8 = wholemodel.fig8_measured_row(data)
+    fig8 = throughput.fig8_measured_row(data)
     assert fig8["verdict"].outcome == Outcome.NOT_TESTED and fig8["verdict"].n_replicates == 3
     assert "decode path is the method's failed" in fig8["verdict"].reason
     assert "tiny-random on CPU" in fig8["note"] and "after 256 tokens, batch 16" in fig8["note"]
-    assert wholemodel.labels(data) == ["tiny-random:teacher", "tiny-random:gdn", "tiny-random:window-linear"]
+    assert whole_models.labels(data) == [
+        "tiny-random:teacher",
+        "tiny-random:gdn",
+        "tiny-random:window-linear",
+    ]
     assert list(wholemodel.decode_summary(data).columns) == [1, 4, 16]
     assert wholemodel.prefill_summary(data)["common_context"].tolist() == [2048] * 3
     assert wholemodel.completion_summary(data)["points_128k"].tolist() == [0, 0, 0]
@@ -442,27 +448,27 @@ def test_committed_seminar_run_is_not_tested_at_128k():
 
 def test_fig8_measured_row_from_the_json_or_the_old_benchmark():
     data = _with_provenance(_result())
-    row = wholemodel.fig8_measured_row(data)
+    row = throughput.fig8_measured_row(data)
     assert row["verdict"].outcome == Outcome.REPRODUCED and row["verdict"].n_replicates == 3
     assert "smollm2-135m on NVIDIA H200: greedy decoding after 4096 tokens, batch 1024" in row["note"]
     assert "the teacher ran out of memory at a batch the window + linear model decoded" in row["note"]
-    old = wholemodel.fig8_measured_row(None, [2.9])  # the chapter's own (unfused) benchmark, as before
+    old = throughput.fig8_measured_row(None, [2.9])  # the chapter's own (unfused) benchmark, as before
     assert old == fig8_row([2.9], fused_decode=False, device_busy=None)
     assert old["verdict"].outcome == Outcome.NOT_TESTED and old["note"].startswith("decoding only")
     del data["models"]["smollm2-135m:window-linear"]
-    assert wholemodel.fig8_measured_row(data, [])["verdict"].estimate is None  # no pair: the old behaviour
+    assert throughput.fig8_measured_row(data, [])["verdict"].estimate is None  # no pair: the old behaviour
 
 
 def test_result_path_is_one_file_per_preset(tmp_path, monkeypatch):
-    assert wholemodel.result_path("gpu").name == "wholemodel_gpu.json"
-    assert wholemodel.result_path("seminar").parent.parts[-3:] == ("data", "results", "efficiency")
-    assert "--preset gpu --out data/results/efficiency/wholemodel_paper.json" in wholemodel.run_command(
+    assert whole_models.result_path("gpu").name == "wholemodel_gpu.json"
+    assert whole_models.result_path("seminar").parent.parts[-3:] == ("data", "results", "efficiency")
+    assert "--preset gpu --out data/results/efficiency/wholemodel_paper.json" in whole_models.run_command(
         "paper"
     )
-    monkeypatch.setattr(wholemodel, "results_dir", lambda *parts: tmp_path)
-    assert wholemodel.load_result("gpu") is None
+    monkeypatch.setattr(whole_models, "results_dir", lambda *parts: tmp_path)
+    assert whole_models.load_result("gpu") is None
     with pytest.raises(ValueError, match="plain name"):
-        wholemodel.result_path("../x")
+        whole_models.result_path("../x")
 
 
 def test_merge_keeps_the_models_another_run_measured(tmp_path, monkeypatch):
@@ -476,7 +482,11 @@ def test_merge_keeps_the_models_another_run_measured(tmp_path, monkeypatch):
     monkeypatch.setenv("HYBRIDLIB_GIT_COMMIT", "b" * 40)
     whole_model.main([*tiny, "--models", "tiny-random:gdn,tiny-random:window-linear", "--merge"])
     data = json.loads(out.read_text())
-    assert wholemodel.labels(data) == ["tiny-random:teacher", "tiny-random:gdn", "tiny-random:window-linear"]
+    assert whole_models.labels(data) == [
+        "tiny-random:teacher",
+        "tiny-random:gdn",
+        "tiny-random:window-linear",
+    ]
     runs = {label: e["run"]["git_commit"][0] for label, e in data["models"].items()}
     assert runs == {"tiny-random:teacher": "a", "tiny-random:gdn": "b", "tiny-random:window-linear": "b"}
     assert set(data["decode_ratios"]) == {

@@ -9,12 +9,13 @@ from PIL import Image
 
 from benchmarks import whole_model
 from hybridlib import style
+from hybridlib.findings import whole_models
 from hybridlib.findings.efficiency import wholemodel
 from hybridlib.pages import tables
 from hybridlib.pages import wholemodel as wholemodel_page
 from hybridlib.paths import REPO_ROOT
 
-DATA = wholemodel.load_result("gpu")
+DATA = whole_models.load_result("gpu")
 needs_run = pytest.mark.skipif(DATA is None, reason="no committed whole-model gpu run")
 
 

@@ -1,6 +1,6 @@
 """The whole-model page of the ``gpu`` run, generated from its committed JSON (never edited by hand).
 
-``python -m hybridlib.pages.wholemodel`` reads :func:`wholemodel.load_result` of the preset and writes
+``python -m hybridlib.pages.wholemodel`` reads :func:`whole_models.load_result` of the preset and writes
 ``book/gpu/whole_models.md`` (provenance, the two rules the run decides, its tables) with two figures beside it
 (``book/gpu/figures/whole_models_*.png``) and the LoLCATs chapter's section on decoding
 (``book/gpu/whole_models_decoding.md``: Fig. 8's rule, the window + linear model against its teacher). Each rule's
@@ -22,7 +22,9 @@ import pandas as pd
 
 from hybridlib import plots, style
 from hybridlib.atomic import atomic_path, write_text
+from hybridlib.findings import whole_models
 from hybridlib.findings.efficiency import cost, report, wholemodel
+from hybridlib.findings.lolcats import throughput
 from hybridlib.models import describe
 from hybridlib.notebook import stored_row
 from hybridlib.pages.tables import cell, markdown_table
@@ -43,7 +45,7 @@ def rows(data: Mapping[str, object]) -> dict[str, list[dict[str, object]]]:
         "efficiency": [
             stored_row(row) for row in (wholemodel.memory_128k_row(data, oom), time) if row is not None
         ],
-        "lolcats": [stored_row(wholemodel.fig8_measured_row(data))],
+        "lolcats": [stored_row(throughput.fig8_measured_row(data))],
     }
 
 
@@ -53,7 +55,7 @@ def decode_frame(data: Mapping[str, object]) -> pd.DataFrame:
         [
             {"model": label, "context": f"after {int(c) // 1024}K tokens", "batch": r["batch"]}
             | {k: r[k] for k in ("tokens_per_s", "step_ms")}
-            for label in wholemodel.labels(data)
+            for label in whole_models.labels(data)
             for c, rs in sorted(data["models"][label]["decode"].items(), key=lambda kv: int(kv[0]))
             for r in rs
             if r["status"] == "ok"
@@ -64,7 +66,7 @@ def decode_frame(data: Mapping[str, object]) -> pd.DataFrame:
 def eager_summary(data: Mapping[str, object]) -> pd.DataFrame:
     """Step time (ms) of the same decode without the CUDA graph against with it, per model and batch."""
     out = []
-    for label in wholemodel.labels(data):
+    for label in whole_models.labels(data):
         e = data["models"][label]
         graph = {
             (r["context"], r["batch"]): r for rs in e["decode"].values() for r in rs if r["status"] == "ok"
@@ -123,7 +125,7 @@ def figures(data: Mapping[str, object], folder: Path) -> dict[str, Path]:
 
 def models_text(data: Mapping[str, object]) -> list[str]:
     """What each measured model is: the teacher's package and quantisation, and how its students were built."""
-    names = dict.fromkeys(label.partition(":")[0] for label in wholemodel.labels(data))
+    names = dict.fromkeys(label.partition(":")[0] for label in whole_models.labels(data))
     windows = {e["window"] for e in data["models"].values() if e.get("window")}
     return [
         "**Models** (bfloat16 on the GPU): "
@@ -133,7 +135,7 @@ def models_text(data: Mapping[str, object]) -> list[str]:
         "(standard periodic layout, n_layers // 4 full-attention layers), `window-linear` by LoLCATs' "
         f"`linearize` (Hedgehog feature maps, terraced window of {', '.join(map(str, sorted(windows))) or '-'} "
         "tokens).",
-        *(_windowed_text(name, data) for name in names if not wholemodel.attends_fully(name)),
+        *(_windowed_text(name, data) for name in names if not whole_models.attends_fully(name)),
     ]
 
 
@@ -142,7 +144,7 @@ def _windowed_text(name: str, data: Mapping[str, object]) -> str:
     which teacher of ``data`` the 128K rule is judged instead (if any)."""
     s = cost.shape(name)
     student = cost.fa_layers(s, "hybrid-3:1")
-    full = wholemodel.paired_name(data, "gdn", full_attention=True)
+    full = whole_models.paired_name(data, "gdn", full_attention=True)
     judged = f"is judged on `{full}`" if full else "is not tested: this run has no full-attention teacher"
     return (
         f"`{name}` is no full-attention teacher: {s.n_layers - len(s.global_layers)} of its {s.n_layers} layers "
@@ -159,7 +161,7 @@ def render(
     """The page's markdown; figures are referenced as ``figures/whole_models_<name>.png`` beside it."""
     prov = data.get("provenance") or {}
     params = prov.get("params") or {}
-    command = wholemodel.run_command(str(prov.get("preset")))
+    command = whole_models.run_command(str(prov.get("preset")))
     if params.get("models"):
         command += " --models " + ",".join(params["models"])
         if set(data["models"]) - set(params["models"]):  # models kept from earlier runs
@@ -170,7 +172,7 @@ def render(
     ).set_index("metric")
     paper = ", ".join(f"{m} {k}/{n}" for m, k, n in report.PAPER.completed_128k)
     contexts = sorted(
-        {c for label in wholemodel.labels(data) for c in data["models"][label]["decode"]}, key=int
+        {c for label in whole_models.labels(data) for c in data["models"][label]["decode"]}, key=int
     )
     decode_context = {c: wholemodel.decode_summary(data, c) for c in contexts}
     lines = [
@@ -301,7 +303,7 @@ def render_decoding(
     """The LoLCATs chapter's section: Fig. 8's rule on the whole-model run, each window + linear model's decoded
     tokens/s beside its teacher's and their ratio per batch, and ``superseded`` (:func:`superseded_text`) if
     given; the rest is on :data:`PAGE`."""
-    linear = [x for x in wholemodel.labels(data) if x.endswith(":window-linear")]
+    linear = [x for x in whole_models.labels(data) if x.endswith(":window-linear")]
     pairs = [x for label in linear for x in (label.replace(":window-linear", ":teacher"), label)]
     ratios = wholemodel.ratio_summary(data)
     contexts = sorted({c for label in pairs for c in data["models"][label]["decode"]}, key=int)
@@ -354,7 +356,7 @@ def render_decoding(
 
 JUDGED = {"efficiency": ("gdn", True), "lolcats": ("window-linear", False)}
 """Per chapter, the student kind its rows read against its teacher and whether that teacher must attend fully
-(:func:`~hybridlib.findings.efficiency.wholemodel.paired_name`)."""
+(:func:`~hybridlib.findings.whole_models.paired_name`)."""
 
 
 def rows_provenance(chapter: str, data: Mapping[str, object]) -> dict[str, object]:
@@ -363,7 +365,7 @@ def rows_provenance(chapter: str, data: Mapping[str, object]) -> dict[str, objec
     and device instead of the last run's (whose wall time is then dropped: the earlier run's is not recorded)."""
     prov = dict(data.get("provenance") or {})
     kind, full = JUDGED[chapter]
-    name = wholemodel.paired_name(data, kind, full_attention=full)
+    name = whole_models.paired_name(data, kind, full_attention=full)
     if name is None:
         return prov
     labels = [f"{name}:teacher", f"{name}:{kind}"]
@@ -377,7 +379,7 @@ def rows_provenance(chapter: str, data: Mapping[str, object]) -> dict[str, objec
 
 def _linked_page(chapter: str, data: Mapping[str, object]) -> dict[str, str]:
     """The page the scoreboard links for ``chapter``'s row: LoLCATs' decoding section, else the whole page."""
-    if chapter == "lolcats" and wholemodel.paired_name(data, "window-linear"):
+    if chapter == "lolcats" and whole_models.paired_name(data, "window-linear"):
         return {"doc": "gpu/" + DECODING_PAGE.stem, "title": "LoLCATs decoding on one H200"}
     return {"doc": "gpu/" + PAGE.stem, "title": "whole models on one H200"}
 
@@ -386,10 +388,10 @@ def records(preset: str = "gpu") -> dict[str, dict[str, object]]:
     """Per chapter, the rules' paper-vs-book record of ``preset``'s whole-model run (rows, the page the scoreboard
     links, the rows' provenance, the source), as ``data/results/<chapter>/paper_vs_book_wholemodel_<preset>.json``
     holds it; {} without a run."""
-    data = wholemodel.load_result(preset)
+    data = whole_models.load_result(preset)
     if data is None:
         return {}
-    source = str(wholemodel.result_path(preset).relative_to(REPO_ROOT))
+    source = str(whole_models.result_path(preset).relative_to(REPO_ROOT))
     return {
         chapter: {
             "chapter": chapter,
@@ -406,16 +408,16 @@ def records(preset: str = "gpu") -> dict[str, dict[str, object]]:
 def write(preset: str = "gpu", root: Path = REPO_ROOT) -> list[Path]:
     """Write the page and its figures for ``preset`` (and the LoLCATs chapter's decoding section when the run has a
     window + linear model); nothing (an empty list) without a run."""
-    data = wholemodel.load_result(preset)
+    data = whole_models.load_result(preset)
     if data is None:
         return []
-    source = str(wholemodel.result_path(preset).relative_to(REPO_ROOT))
+    source = str(whole_models.result_path(preset).relative_to(REPO_ROOT))
     decided = rows(data)
     written = list(figures(data, root / FIGURES).values())
     page = root / PAGE
     write_text(page, render(data, decided, source))
     written.append(page)
-    if wholemodel.paired_name(data, "window-linear"):
+    if whole_models.paired_name(data, "window-linear"):
         chapter_run = REPO_ROOT / "data" / "results" / "lolcats" / f"{preset}.json"
         fig8 = decided["lolcats"][0]
         old = json.loads(chapter_run.read_text()) if chapter_run.is_file() else None

@@ -22,23 +22,20 @@ holds - at a fraction of the time; ``fill="prefill"`` runs the whole prompt. ``c
 budget per forward call over the whole batch (each sequence advances ``chunk // batch`` tokens a call).
 
 The sweeps' CLI is ``benchmarks/whole_model.py`` (``python -m benchmarks.whole_model``, see
-``tools/offline_gpu/README.md``); the result the chapters read lives at :func:`result_path` (one file per preset,
-``data/results/efficiency/wholemodel_<preset>.json``; :func:`run_command` writes it, :func:`load_result` reads it).
-:func:`memory_128k_values` and :func:`fig8_values` turn it into the inputs of ``efficiency.report``'s 128K rule and
-``lolcats.report.fig8_row``; :func:`memory_128k_row` and :func:`fig8_measured_row` return the chapters'
-paper-vs-book rows (the analytic or old-benchmark row when there is no JSON); the ``*_summary`` functions are
-the chapter's tables.
+``tools/offline_gpu/README.md``); the result the chapters read is :mod:`hybridlib.findings.whole_models`'
+(where it lives, how it is read and which models pair). :func:`memory_128k_values` turns it into the inputs of
+``efficiency.report``'s 128K rule, :func:`memory_128k_row` returns the chapter's paper-vs-book row (the analytic row
+when there is no JSON; LoLCATs' Fig. 8 row is ``lolcats.throughput.fig8_measured_row``); the ``*_summary`` functions
+are the chapter's tables.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -50,13 +47,11 @@ from transformers import PreTrainedModel
 
 from hybridlib.findings.efficiency import cost, report
 from hybridlib.findings.efficiency.decoding import DecodeLoop, StaticDecoder
-from hybridlib.findings.lolcats import report as lolcats_report
-from hybridlib.paths import REPO_ROOT, results_dir
+from hybridlib.findings.whole_models import labels, paired_name
 from kernels.shapes import SHAPES, ModelShape
 
 PHASES = ("cache", "prefill", "decode")
 FILLS = ("prefill", "probe")
-KINDS = ("teacher", "gdn", "window-linear")
 STACK = {"teacher": "full-attention", "gdn": "hybrid-3:1", "window-linear": None}  # cost-model stack per kind
 NAMES = ("smollm2-135m", "gemma3-270m", "tiny-random")
 PAPER_COMPLETED_128K = (("Qwen3.5 (hybrid)", 25, 40), ("Qwen3 (full attention)", 1, 40))
@@ -573,96 +568,7 @@ def _cache_errors(entry: Mapping[str, object]) -> list[float]:
     ]
 
 
-def fig8_values(
-    data: Mapping[str, object], name: str = "smollm2-135m", context: str = "4096"
-) -> dict[str, object]:
-    """Inputs of ``lolcats.report.fig8_row`` from a CLI result: the largest batch both the teacher and its window
-    + linear model decoded at ``context``, one speedup per repeat there (teacher step time / linear step time, the
-    tokens/s ratio at equal batch), ``fused_decode`` (the window + linear steps ran the Triton kernel from a
-    CUDA graph), ``device_busy`` (the smaller of the two rows' GPU busy shares; None if either is missing) and
-    ``memory_win`` (a batch the teacher ran out of memory at and the linear model decoded)."""
-    models = data["models"]
-    linear_model = models[f"{name}:window-linear"]
-    soft, lin = (models[label]["decode"][context] for label in (f"{name}:teacher", f"{name}:window-linear"))
-    ok = lambda rows: {r["batch"]: r for r in rows if r["status"] == "ok"}
-    s_ok, l_ok = ok(soft), ok(lin)
-    both = sorted(set(s_ok) & set(l_ok))
-    out: dict[str, object] = {
-        "batch": None,
-        "speedups": [],
-        "fused_decode": False,
-        "device_busy": None,
-        "memory_win": any(r["status"] == "oom" and r["batch"] in l_ok for r in soft),
-    }
-    if both:
-        s, l = s_ok[both[-1]], l_ok[both[-1]]
-        busy = [r.get("device_busy") for r in (s, l)]
-        out |= {
-            "batch": both[-1],
-            "speedups": [a / b for a, b in zip(s["step_ms_all"], l["step_ms_all"])],
-            "fused_decode": linear_model["decode_path"].startswith("triton") and l["mode"] == "graph",
-            "device_busy": None if None in busy else min(busy),
-        }
-    return out
-
-
-# --- where the JSON lives, the chapters' rows and tables ----------------------------------------------------
-
-
-def result_path(preset: str) -> Path:
-    """The whole-model JSON the chapters read for ``preset``: ``data/results/efficiency/wholemodel_<preset>.json``."""
-    if not preset or "/" in preset:
-        raise ValueError(f"preset must be a plain name, got {preset!r}")
-    return results_dir("efficiency") / f"wholemodel_{preset}.json"
-
-
-def load_result(preset: str) -> dict[str, object] | None:
-    """The whole-model result of ``preset`` (None: not measured for this preset)."""
-    path = result_path(preset)
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def run_command(preset: str) -> str:
-    """The command that writes :func:`result_path` of a book preset (``paper`` books use the ``gpu`` sizes)."""
-    cli = "seminar" if preset == "seminar" else "gpu"
-    out = result_path(preset).relative_to(REPO_ROOT)
-    return f"python -m benchmarks.whole_model --preset {cli} --out {out}"
-
-
-def labels(data: Mapping[str, object]) -> list[str]:
-    """The measured models' labels (the JSON's keys are sorted): by name in the run's ``--models`` order (other
-    names after, sorted), then by kind in :data:`KINDS` order (a teacher before its students)."""
-    given = ((data.get("provenance") or {}).get("params") or {}).get("models") or []
-    names = list(
-        dict.fromkeys(
-            [x.partition(":")[0] for x in given] + sorted(x.partition(":")[0] for x in data["models"])
-        )
-    )
-    return sorted(
-        data["models"], key=lambda x: (names.index(x.partition(":")[0]), KINDS.index(x.partition(":")[2]))
-    )
-
-
-def attends_fully(name: str) -> bool:
-    """Whether teacher ``name`` attends globally in every layer (a model outside :data:`kernels.shapes.SHAPES` is
-    a Llama: it does); Gemma 3 does not (a sliding window in 15 of its 18 layers)."""
-    shape = SHAPES.get(name)
-    return shape is None or shape.attends_fully
-
-
-def paired_name(data: Mapping[str, object], kind: str, *, full_attention: bool = False) -> str | None:
-    """The first model name of ``data`` (:func:`labels` order) measured as teacher and as ``kind``, with
-    ``full_attention`` only a teacher that :func:`attends_fully` (None: none)."""
-    names = dict.fromkeys(x.partition(":")[0] for x in labels(data))
-    return next(
-        (
-            n
-            for n in names
-            if {f"{n}:teacher", f"{n}:{kind}"} <= set(data["models"])
-            and (attends_fully(n) or not full_attention)
-        ),
-        None,
-    )
+# --- the chapters' rows and tables ------------------------------------------------------------------------------------
 
 
 def memory_128k_row(
@@ -683,40 +589,6 @@ def time_64k_row(data: Mapping[str, object] | None, name: str | None = None) -> 
         return None
     name = name or paired_name(data, "gdn", full_attention=True)
     return None if name is None else report.time_measured_row(time_64k_values(data, name))
-
-
-def fig8_measured_row(
-    data: Mapping[str, object] | None,
-    fallback_speedups: Sequence[float] = (),
-    *,
-    name: str | None = None,
-    context: str | None = None,
-) -> dict[str, object]:
-    """LoLCATs' Fig. 8 row (``lolcats.report.fig8_row``) from the whole-model result: :func:`fig8_values` of
-    ``name`` (default: the first model with a teacher and a window + linear model) at decode ``context`` (default:
-    the smallest both decoded). Without ``data`` (or such a pair) the chapter's own benchmark decides as before:
-    ``fallback_speedups``, unfused, device share not measured."""
-    name = name or (None if data is None else paired_name(data, "window-linear"))
-    if name is None:
-        return lolcats_report.fig8_row(list(fallback_speedups), fused_decode=False, device_busy=None)
-    models = data["models"]
-    teacher, linear = models[f"{name}:teacher"], models[f"{name}:window-linear"]
-    context = context or min(set(teacher["decode"]) & set(linear["decode"]), key=int)
-    v = fig8_values(data, name, context)
-    device = (data.get("provenance") or {}).get("device") or "device not recorded"
-    win = (
-        "the teacher ran out of memory at a batch the window + linear model decoded"
-        if v["memory_win"]
-        else "no batch where only the teacher ran out of memory"
-    )
-    at = "no batch both decoded" if v["batch"] is None else f"batch {v['batch']} (the largest both decoded)"
-    note = (
-        f"whole models, {name} on {device}: greedy decoding after {context} tokens, {at}; window + linear "
-        f"decode path: {linear.get('decode_path', 'not recorded')}, window {linear.get('window')}; {win}"
-    )
-    return lolcats_report.fig8_row(
-        v["speedups"], fused_decode=v["fused_decode"], device_busy=v["device_busy"], note=note
-    )
 
 
 def prefill_summary(data: Mapping[str, object]) -> pd.DataFrame:

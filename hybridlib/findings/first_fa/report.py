@@ -1,7 +1,7 @@
 """The first-FA chapter's pre-registered rules (the hybrid paper's Findings 4-6) on replicated students.
 
-Inputs: ``students``: label -> one :class:`~hybridlib.findings.softcka.alignment.Alignment` per replicate (replicate
-``r`` of every student shares its seeds: ``layout.spec.replicate_seeds``), all on the same UDHR articles. The unit
+Inputs: ``students``: label -> one :class:`~hybridlib.alignment.Alignment` per replicate (replicate
+``r`` of every student shares its seeds: ``recipes.replicate_seeds``), all on the same UDHR articles. The unit
 of replication is a distilled student; intervals resample replicates, then articles within them (jointly over
 languages and over the models a statistic compares), and are widened to the t interval on the replicates
 (:func:`hybridlib.verdicts.statistic_bootstrap`).

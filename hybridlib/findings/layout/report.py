@@ -1,7 +1,7 @@
 """The layout chapter's tables and its pre-registered verdict rules (the hybrid paper's Finding 7).
 
-Inputs: ``runs``: arm label -> one :class:`~hybridlib.findings.layout.distill.DistillRun` per replicate (replicate
-``r`` of every arm shares its seeds, ``spec.replicate_seeds``), and ``scores``: label -> one ``evaluate_pair`` frame
+Inputs: ``runs``: arm label -> one :class:`~hybridlib.train.distill.DistillRun` per replicate (replicate
+``r`` of every arm shares its seeds, ``recipes.replicate_seeds``), and ``scores``: label -> one ``evaluate_pair`` frame
 per replicate, every frame on the same test documents. Layouts that coincide on a shallow teacher (same FA set)
 are one student: ``distill_layout`` keys its cache by the FA layer set, not the name, so they return runs with the
 same ``key``; :func:`arms` groups them and every rule judges a group once, under the joined names.

@@ -20,6 +20,8 @@ from torch import nn
 from transformers import DynamicCache
 from transformers.cache_utils import Cache
 
+from hybridlib.findings.lolcats import report
+from hybridlib.findings.whole_models import paired_name
 from hybridlib.progress import progress_bar
 
 
@@ -218,3 +220,70 @@ def whole_model_points(data: Mapping[str, Any], name: str, context: str) -> list
                 }
             )
     return out
+
+
+def fig8_values(
+    data: Mapping[str, object], name: str = "smollm2-135m", context: str = "4096"
+) -> dict[str, object]:
+    """Inputs of :func:`.report.fig8_row` from a whole-model result: the largest batch both the teacher and its window
+    + linear model decoded at ``context``, one speedup per repeat there (teacher step time / linear step time, the
+    tokens/s ratio at equal batch), ``fused_decode`` (the window + linear steps ran the Triton kernel from a
+    CUDA graph), ``device_busy`` (the smaller of the two rows' GPU busy shares; None if either is missing) and
+    ``memory_win`` (a batch the teacher ran out of memory at and the linear model decoded)."""
+    models = data["models"]
+    linear_model = models[f"{name}:window-linear"]
+    soft, lin = (models[label]["decode"][context] for label in (f"{name}:teacher", f"{name}:window-linear"))
+    ok = lambda rows: {r["batch"]: r for r in rows if r["status"] == "ok"}
+    s_ok, l_ok = ok(soft), ok(lin)
+    both = sorted(set(s_ok) & set(l_ok))
+    out: dict[str, object] = {
+        "batch": None,
+        "speedups": [],
+        "fused_decode": False,
+        "device_busy": None,
+        "memory_win": any(r["status"] == "oom" and r["batch"] in l_ok for r in soft),
+    }
+    if both:
+        s, l = s_ok[both[-1]], l_ok[both[-1]]
+        busy = [r.get("device_busy") for r in (s, l)]
+        out |= {
+            "batch": both[-1],
+            "speedups": [a / b for a, b in zip(s["step_ms_all"], l["step_ms_all"])],
+            "fused_decode": linear_model["decode_path"].startswith("triton") and l["mode"] == "graph",
+            "device_busy": None if None in busy else min(busy),
+        }
+    return out
+
+
+def fig8_measured_row(
+    data: Mapping[str, object] | None,
+    fallback_speedups: Sequence[float] = (),
+    *,
+    name: str | None = None,
+    context: str | None = None,
+) -> dict[str, object]:
+    """LoLCATs' Fig. 8 row (:func:`.report.fig8_row`) from the whole-model result: :func:`fig8_values` of
+    ``name`` (default: the first model with a teacher and a window + linear model) at decode ``context`` (default:
+    the smallest both decoded). Without ``data`` (or such a pair) the chapter's own benchmark decides as before:
+    ``fallback_speedups``, unfused, device share not measured."""
+    name = name or (None if data is None else paired_name(data, "window-linear"))
+    if name is None:
+        return report.fig8_row(list(fallback_speedups), fused_decode=False, device_busy=None)
+    models = data["models"]
+    teacher, linear = models[f"{name}:teacher"], models[f"{name}:window-linear"]
+    context = context or min(set(teacher["decode"]) & set(linear["decode"]), key=int)
+    v = fig8_values(data, name, context)
+    device = (data.get("provenance") or {}).get("device") or "device not recorded"
+    win = (
+        "the teacher ran out of memory at a batch the window + linear model decoded"
+        if v["memory_win"]
+        else "no batch where only the teacher ran out of memory"
+    )
+    at = "no batch both decoded" if v["batch"] is None else f"batch {v['batch']} (the largest both decoded)"
+    note = (
+        f"whole models, {name} on {device}: greedy decoding after {context} tokens, {at}; window + linear "
+        f"decode path: {linear.get('decode_path', 'not recorded')}, window {linear.get('window')}; {win}"
+    )
+    return report.fig8_row(
+        v["speedups"], fused_decode=v["fused_decode"], device_busy=v["device_busy"], note=note
+    )

@@ -7,7 +7,7 @@ as much (a level shift of the whole representation geometry, not less alignment)
 on the gap.
 
 **The unit of replication is the distilled student** (one training seed). The rules take, per student label, a
-list of :class:`~hybridlib.findings.softcka.alignment.Alignment` (one per seed; several ``Probed`` models with the
+list of :class:`~hybridlib.alignment.Alignment` (one per seed; several ``Probed`` models with the
 same label are replicates) and report *not tested* with fewer than ``min_replicates``. Within a student the
 comparison languages are the documents of the two-level bootstrap (the claim is about languages).
 
