@@ -92,6 +92,17 @@ RECIPES: dict[str, Recipe] = {
 
 
 PRESET_TEACHERS = {"seminar": "tiny-teacher", "gpu": "smollm2-135m", "paper": "qwen3-4b-base"}
+#: the layout chapter's parameters that are ``distill_layout``'s recipe arguments (a student's seeds come apart)
+RECIPE_ARGS = (
+    "fa_fraction",
+    "train_tokens",
+    "seq_len",
+    "batch_size",
+    "lr_recurrent",
+    "lr_rest",
+    "eval_every_tokens",
+    "swa_window",
+)
 
 
 def preset_defaults(field: str) -> dict[str, Any]:

@@ -21,20 +21,13 @@ from hybridlib.findings import chapter
 from hybridlib.layouts import BASELINE, LAYOUT_NAMES
 from hybridlib.models import describe, load
 from hybridlib.models.identity import teacher_identity
-from hybridlib.recipes import replicate_seeds
+from hybridlib.recipes import RECIPE_ARGS, replicate_seeds
 from hybridlib.train import distill
 
 STUDENT_ARGS = (
-    "fa_fraction",
-    "train_tokens",
-    "seq_len",
-    "batch_size",
-    "lr_recurrent",
-    "lr_rest",
-    "eval_every_tokens",
+    *RECIPE_ARGS,
     "data_seed",
-    "swa_window",
-)
+)  #: the layout chapter's parameters that pick its replicate-0 students
 STUDENT_KINDS = {"hybrid GDN": "gdn", "hybrid SWA": "swa"}
 
 

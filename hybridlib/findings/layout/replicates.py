@@ -26,19 +26,9 @@ from hybridlib.findings import chapter
 from hybridlib.findings.layout.report import FA_FIRST
 from hybridlib.findings.layout.spec import BUDGET_ARMS, BUDGET_EVALS
 from hybridlib.layouts import BASELINE
-from hybridlib.recipes import replicate_seeds
+from hybridlib.recipes import RECIPE_ARGS, replicate_seeds
 from hybridlib.train.distill import DistillRun, distill_layout, heldout_scores
 
-RECIPE_ARGS = (
-    "fa_fraction",
-    "train_tokens",
-    "seq_len",
-    "batch_size",
-    "lr_recurrent",
-    "lr_rest",
-    "eval_every_tokens",
-    "swa_window",
-)
 LR_ARGS = ("lr_recurrent", "lr_rest")
 
 
