@@ -22,6 +22,8 @@ for k in $(seq 0 "$last"); do mkdir -p .gpu/stage-"$k" && mv .gpu/pchunk."$k" .g
 sha256sum .gpu/payload.tar | cut -c1-64 > .gpu/stage-"$last"/payload.sha
 rm .gpu/payload.tar
 chunks=$(seq -s ' ' -f 'pchunk.%g' 0 "$last")
+# convert each packed teacher once before parallel runs (a pack.sh --campaign payload holds SmolLM2 only)
+loads="load('smollm2-135m')"; tar -tf "$payload/pkgs.tar" | grep -q '^gemma3_270m' && loads+="; load('gemma3-270m')"
 site_chunks=$(seq -s ' ' -f 'pchunk.%g' 0 $((first - 1)))
 echo "$n parts of $((part >> 20)) MiB (working tree $((tree >> 20)) MiB; site and wheels in the first $first). One run call each, at once after the last returns:"
 for k in $(seq 0 "$last"); do
@@ -34,7 +36,7 @@ for k in $(seq 0 "$last"); do
     cmd+=" && (cd /tmp/stage && cat $chunks > payload.tar && echo \"\$(cat payload.sha)  payload.tar\" | sha256sum -c"
     cmd+=" && tar -xf payload.tar cache.tar.xz pkgs.tar && rm -f pchunk.* payload.tar)"
     cmd+=" && bash tools/offline_gpu/install.sh assets /tmp/stage && source tools/offline_gpu/env.sh"
-    cmd+=" && python3 -c \"from hybridlib.models import load; load('smollm2-135m'); load('gemma3-270m')\"; ..."
+    cmd+=" && python3 -c \"from hybridlib.models import load; $loads\"; ..."
   fi
   echo "  carry [\".gpu/stage-$k\"$([ "$k" -eq "$last" ] && echo ', ".gpu/frozen"')]: $cmd"
 done
