@@ -127,8 +127,8 @@ def test_ridge_probe_known_answers():
         dt.ridge_accuracy(both[train], y_tr[:-1], both[test], y_te)
 
 
-def test_word_identity_probe_end_to_end_reads_the_embeddings_at_layer_zero(monkeypatch):
-    tok, card = _bpe(), _card()
+def _tiny_qwen(tok) -> torch.nn.Module:
+    """A seeded 2-layer Qwen3 over ``tok``'s vocabulary, in eval mode."""
     torch.manual_seed(0)
     config = Qwen3Config(
         vocab_size=len(tok),
@@ -140,7 +140,12 @@ def test_word_identity_probe_end_to_end_reads_the_embeddings_at_layer_zero(monke
         head_dim=8,
         max_position_embeddings=128,
     )
-    model = AutoModelForCausalLM.from_config(config).eval()
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+def test_word_identity_probe_end_to_end_reads_the_embeddings_at_layer_zero(monkeypatch):
+    tok, card = _bpe(), _card()
+    model = _tiny_qwen(tok)
     frame = dt.word_identity_probe(model, tok, card, CORPUS, max_tokens=64, min_count=2, label="toy")
     assert sorted(frame["task"].unique()) == ["across", "within"] and len(frame) == 4
     assert frame[["acc_in", "acc_mid", "acc_out"]].stack().between(0, 1).all()
@@ -177,18 +182,7 @@ def test_the_chapters_measurements_are_cached_under_the_models_identity(tmp_path
 
     monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
     tok, card = _bpe(), _card()
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=len(tok),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=8,
-        max_position_embeddings=128,
-    )
-    model = AutoModelForCausalLM.from_config(config).eval()
+    model = _tiny_qwen(tok)
     m = SimpleNamespace(label="toy", tokenizer=tok, card=card, identity="toy-0", model=model)
     ids = [dt.tokenise(tok, card, t, 32).ids for t in CORPUS]
     loc = measures.locality(m, ids, [0, 1], window=4)
