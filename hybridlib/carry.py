@@ -8,6 +8,7 @@ archive; ``unpack`` restores them into this machine's cache and marks each stude
 weights as carried (:data:`CARRIED`), so ``distill_layout`` returns its record instead of training it again::
 
     python -m hybridlib.carry pack records.tgz          # on the machine that trained (and measured) them
+    python -m hybridlib.carry pack --newer MARK r.tgz   # only those written since MARK was touched
     python -m hybridlib.carry unpack records.tgz        # on the next one, before the chapters run
 
 A carried student's weights are not here: whatever needs them and finds no cached measurement fails with an
@@ -32,21 +33,30 @@ CARRIED = "carried.json"  #: marker of a student folder whose weights stayed on 
 RECORDS = ("students/*/*.json", "alignment/*.npz", "memo/*/*.pkl")
 
 
-def records(root: Path) -> list[Path]:
-    """The record files under cache ``root`` (relative paths, sorted), :data:`CARRIED` markers included."""
+def records(root: Path, newer: Path | None = None) -> list[Path]:
+    """The record files under cache ``root`` (relative paths, sorted), :data:`CARRIED` markers included; with
+    ``newer``, only those modified after that file was (a share's start mark)."""
+    since = None if newer is None else newer.stat().st_mtime
     found = {
-        p for pattern in RECORDS for p in root.glob(pattern) if p.is_file() and not p.name.startswith(".")
+        p
+        for pattern in RECORDS
+        for p in root.glob(pattern)
+        if p.is_file() and not p.name.startswith(".") and (since is None or p.stat().st_mtime > since)
     }
     return sorted(p.relative_to(root) for p in found)  # "."-names: an interrupted atomic write's temporary
 
 
-def pack(archive: Path, root: Path | None = None) -> list[Path]:
-    """Write the records under ``root`` (default: this machine's cache) into the gzipped tar ``archive``
-    (atomically); returns the paths packed. Raises ``ValueError`` when there is nothing to pack."""
+def pack(archive: Path, root: Path | None = None, newer: Path | None = None) -> list[Path]:
+    """Write the records under ``root`` (default: this machine's cache; with ``newer``, only those modified after
+    that file) into the gzipped tar ``archive`` (atomically); returns the paths packed. Raises
+    ``ValueError`` when there is nothing to pack, ``FileNotFoundError`` when ``newer`` is missing."""
     root = cache_dir() if root is None else root
-    found = records(root)
+    if newer is not None and not newer.is_file():
+        raise FileNotFoundError(f"newer={newer}: no such file (the mark whose time the records must follow)")
+    found = records(root, newer)
     if not found:
-        raise ValueError(f"no records under {root} to pack (looked for {', '.join(RECORDS)})")
+        since = "" if newer is None else f" newer than {newer}"
+        raise ValueError(f"no records{since} under {root} to pack (looked for {', '.join(RECORDS)})")
     with atomic_path(archive) as tmp, tarfile.open(tmp, "w:gz") as tar:
         for rel in found:
             tar.add(root / rel, arcname=str(rel))
@@ -94,8 +104,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m hybridlib.carry", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("pack", "unpack"))
     parser.add_argument("archive", type=Path, help="the .tgz to write (pack) or read (unpack)")
+    parser.add_argument("--newer", type=Path, help="pack: only records modified after this file")
     args = parser.parse_args(argv)
-    done = (pack if args.command == "pack" else unpack)(args.archive)
+    if args.newer is not None and args.command != "pack":
+        parser.error("--newer applies to pack only")
+    done = pack(args.archive, newer=args.newer) if args.command == "pack" else unpack(args.archive)
     print(f"{args.command}: {len(done)} record file(s) ({args.archive})")
 
 

@@ -1,6 +1,8 @@
 """Records carried between machines' caches: what is packed, what is refused, and what a carried student does."""
 
+import os
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +60,22 @@ def test_unpack_refuses_an_archive_with_anything_but_records(tmp_path):
     assert not (tmp_path / "dst" / "students" / "k1").exists()
     with pytest.raises(ValueError, match="no records"):
         carry.pack(tmp_path / "empty.tgz", tmp_path / "nothing")
+
+
+def test_pack_newer_takes_only_the_records_written_after_the_mark(tmp_path):
+    _cache(tmp_path / "c", RECORDS | NOT_RECORDS)
+    mark = tmp_path / "mark"
+    mark.touch()
+    os.utime(mark, (1_000_000, 1_000_000))
+    for rel in RECORDS:
+        os.utime(tmp_path / "c" / rel, (999_999, 999_999))  # written before the mark
+    os.utime(tmp_path / "c" / "alignment/a.npz", (1_000_001, 1_000_001))
+    os.utime(tmp_path / "c" / "students/k1/student/model.safetensors", (1_000_001, 1_000_001))
+    assert carry.pack(tmp_path / "r.tgz", tmp_path / "c", newer=mark) == [Path("alignment/a.npz")]
+    with tarfile.open(tmp_path / "r.tgz") as tar:
+        assert tar.getnames() == ["alignment/a.npz"]
+    os.utime(tmp_path / "c" / "alignment/a.npz", (1_000_000, 1_000_000))  # a tie is not newer
+    with pytest.raises(ValueError, match="newer than"):
+        carry.pack(tmp_path / "s.tgz", tmp_path / "c", newer=mark)
+    with pytest.raises(FileNotFoundError, match="newer="):
+        carry.pack(tmp_path / "t.tgz", tmp_path / "c", newer=tmp_path / "absent")

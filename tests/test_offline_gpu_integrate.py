@@ -321,6 +321,8 @@ def test_code_cells_over_ten_lines_collapse():
         _code(eleven.splitlines(keepends=True)),
         _code(eleven, tags=["parameters", "remove-cell"]),
         _markdown(eleven),
+        _code(eleven, tags=["remove-input"]),
+        _code(eleven, tags=["hide-cell"]),
     )
     cells = integrate.hide_long_inputs(integrate.hide_long_inputs(nb))["cells"]
     assert [c["metadata"]["tags"] for c in cells] == [
@@ -329,6 +331,8 @@ def test_code_cells_over_ten_lines_collapse():
         ["hide-input"],
         ["parameters", "remove-cell"],
         [],
+        ["remove-input"],  # the input is not shown anyway
+        ["hide-cell"],
     ]
 
 

@@ -212,7 +212,8 @@ def test_lines_runs_lines_appended_later_in_order_with_their_status_until_end(tm
     ("args", "env", "named"),
     [
         (["0"], {}, "HYBRIDLIB_GIT_COMMIT"),
-        ([], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "usage: campaign.sh REPLICATE"),
+        ([], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "usage: campaign.sh [--tree FILE] REPLICATE"),
+        (["--tree", "tree-abc.tar.gz", "0"], {}, "--tree must name a file tree-<40-hex commit>"),
         (["0", "x"], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "replicates are indices 0, 1, ..., got 'x'"),
     ],
 )

@@ -140,10 +140,11 @@ def hide_parameters_cell(nb: dict) -> dict:
 
 def hide_long_inputs(nb: dict, max_lines: int = 10) -> dict:
     """``nb`` with each code cell of more than ``max_lines`` source lines tagged ``hide-input`` (collapsed,
-    its output shown), unless the cell is removed anyway (``remove-cell``)."""
+    its output shown), unless its input is removed or folded anyway (``remove-cell``, ``remove-input``,
+    ``hide-cell``)."""
     for cell in nb["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
-        if cell["cell_type"] == "code" and "remove-cell" not in tags:
+        if cell["cell_type"] == "code" and not {"remove-cell", "remove-input", "hide-cell"} & set(tags):
             if len(_text(cell["source"]).splitlines()) > max_lines:
                 _add_tag(cell, "hide-input")
     return nb
