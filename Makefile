@@ -18,7 +18,7 @@ book: html
 
 test: env data browser
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
-	$(PY) -m pytest $(NBVAL) --ignore-glob='notebooks/.*' tests notebooks  # .*: temp files a killed run left
+	$(PY) -m pytest $(NBVAL) --durations=25 --ignore-glob='notebooks/.*' tests notebooks  # .*: temp files a killed run left
 
 # The suite's CPU-dependent parts under another ATen CPU capability (default: the portable scalar kernels; also
 # avx2, avx512): the library tests, then the layout chapter with the tiny teacher and its students trained afresh

@@ -6,11 +6,14 @@ step between a run and a page.
     python -m benchmarks.promote _build/bench/ops_cuda.json   # -> data/results/benchmarks/ops_cuda.json
     python -m benchmarks.promote --curate data/results/benchmarks/distill_step.json \
         _build/bench/step_profile_cuda_*.json
+    python -m benchmarks.promote --curate data/results/benchmarks/distill_step.json \
+        --keep $(python -m hybridlib.pages.speed --sources)
 
 The source must be a JSON object; the target (a file, or a folder keeping the source's name; default
 ``data/results/benchmarks/``) must lie under ``data/results/``. With ``--curate`` several sources become one file
 (:func:`curate`: each source whole, its provenance included, under its file name, added to those the file holds), the
-one a page's tables read.
+one a page's tables read; ``--keep NAME ...`` drops every source the file held but those named (the ones its page
+reads: the speed page prints them with ``--sources``), so the file holds nothing no page reads.
 Files are written atomically.
 """
 
@@ -45,10 +48,11 @@ def _object(source: Path) -> dict:
     return data
 
 
-def curate(sources: Sequence[str | Path], target: str | Path) -> Path:
+def curate(sources: Sequence[str | Path], target: str | Path, keep: Sequence[str] | None = None) -> Path:
     """Add the JSON objects at ``sources`` to the curated file ``target`` (a ``.json`` under ``data/results/``):
-    ``{"sources": {file name: the source's object}}`` in name order, a source replacing the one of its name; returns
-    the written path."""
+    ``{"sources": {file name: the source's object}}`` in name order, a source replacing the one of its name; with
+    ``keep`` (file names) the file keeps of what it held only those named (a ValueError for a name neither held nor
+    given); returns the written path."""
     path = _target(Path(target))
     if path.suffix != ".json":
         raise ValueError(f"a curated file is one .json file, got {path}")
@@ -56,6 +60,10 @@ def curate(sources: Sequence[str | Path], target: str | Path) -> Path:
     if len(named) != len(sources):
         raise ValueError("two sources share a file name")
     kept = json.loads(path.read_text())["sources"] if path.exists() else {}
+    if keep is not None:
+        if missing := sorted(set(keep) - set(kept) - set(named)):
+            raise ValueError(f"{path} holds no source named {', '.join(missing)}")
+        kept = {name: source for name, source in kept.items() if name in keep}
     write_json(path, {"sources": dict(sorted((kept | named).items()))})
     return path
 
@@ -76,19 +84,31 @@ def promote(source: str | Path, target: str | Path | None = None) -> Path:
 def main(argv: Sequence[str] | None = None) -> Path:
     p = argparse.ArgumentParser(prog="python -m benchmarks.promote", description=__doc__.splitlines()[0])
     p.add_argument(
-        "source", nargs="+", help="a benchmark's JSON (e.g. under _build/bench/); several with --curate"
+        "source",
+        nargs="*",
+        help="a benchmark's JSON (e.g. under _build/bench/); several (or none, with --keep) with --curate",
     )
     p.add_argument(
         "--curate",
         metavar="TARGET",
         help="write the sources as one curated .json under data/results/ (e.g. data/results/benchmarks/x.json)",
     )
+    p.add_argument(
+        "--keep",
+        nargs="+",
+        metavar="NAME",
+        help="with --curate: of the sources the file holds keep only these file names (the new sources stay)",
+    )
     args = p.parse_args(argv)
-    if args.curate is None and len(args.source) > 2:
+    if args.curate is None and not 1 <= len(args.source) <= 2:
         p.error("one source and an optional target; several sources need --curate TARGET")
+    if args.curate is None and args.keep is not None:
+        p.error("--keep needs --curate TARGET")
+    if args.curate is not None and not args.source and args.keep is None:
+        p.error("--curate needs a source or --keep")
     try:
         if args.curate is not None:
-            path = curate(args.source, args.curate)
+            path = curate(args.source, args.curate, args.keep)
         else:
             path = promote(args.source[0], args.source[1] if len(args.source) == 2 else None)
     except (OSError, ValueError) as err:

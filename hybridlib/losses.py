@@ -13,8 +13,9 @@ from torch.utils.checkpoint import checkpoint
 IGNORE_INDEX = -100
 # tokens per chunk of linear_forward_kl: each chunk adds its [V, D] head gradient to a float32 sum, so few large
 # chunks are faster; at 8192 the chunk's logits take ~18 GB for a 262k vocabulary. H200, forward + gradients of
-# 16384 tokens (data/results/layout_distillation/kl_chunk_sweep_cuda.json): Gemma 3 (V=262144) 72.7 ms with 512
-# rows, 56.0 with 2048, 49.3 with 8192; SmolLM2 (V=49152) 10.3 ms with 2048, 8.9 with 8192.
+# 16384 tokens: Gemma 3 (V=262144) 72.7 ms with 512 rows (peak 3.3 GiB), 56.0 with 2048 (6.3), 49.3 with 8192
+# (18.3); SmolLM2 (V=49152) 10.3 ms with 2048, 8.9 with 8192 (the measurement, kl_chunk_sweep_cuda.json at 41e27a0,
+# is in git history: added in commit f94e2c7).
 KL_CHUNK_ROWS = 8192
 
 

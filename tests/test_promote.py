@@ -36,6 +36,36 @@ def test_curate_keeps_each_source_whole_under_its_name_and_adds_to_the_file(tmp_
     }
 
 
+def test_curate_keep_drops_the_sources_no_page_reads(tmp_path, results):
+    """``--keep``: of the sources the file held only those named stay (the new ones always do); a name the file
+    does not hold is refused, the file untouched."""
+    target = results / "benchmarks" / "distill_step.json"
+    target.parent.mkdir(parents=True)
+    held = {f"step_profile_cuda_{x}.json": {"rows": [x]} for x in "abc"}
+    target.write_text(json.dumps({"sources": held}))
+    assert promote.main(
+        ["--curate", str(target), "--keep", "step_profile_cuda_c.json", "step_profile_cuda_a.json"]
+    )
+    assert json.loads(target.read_text())["sources"] == {
+        name: held[name] for name in ("step_profile_cuda_a.json", "step_profile_cuda_c.json")
+    }
+    new = tmp_path / "step_profile_cuda_d.json"
+    new.write_text(json.dumps({"rows": ["d"]}))
+    promote.curate([new], target, keep=["step_profile_cuda_a.json"])
+    assert list(json.loads(target.read_text())["sources"]) == [
+        "step_profile_cuda_a.json",
+        "step_profile_cuda_d.json",
+    ]
+    before = target.read_text()
+    with pytest.raises(ValueError, match="no source named step_profile_cuda_b.json"):
+        promote.curate([], target, keep=["step_profile_cuda_b.json"])
+    assert target.read_text() == before
+    with pytest.raises(SystemExit):
+        promote.main(["--curate", str(target)])  # neither a source nor --keep
+    with pytest.raises(SystemExit):
+        promote.main([str(new), "--keep", "step_profile_cuda_a.json"])  # --keep without --curate
+
+
 def test_curate_and_promote_refuse_targets_outside_the_results_and_non_objects(tmp_path, results):
     source = tmp_path / "x.json"
     source.write_text(json.dumps({"rows": []}))

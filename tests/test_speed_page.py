@@ -261,6 +261,51 @@ def test_committed_limits_against_the_curated_files():
     assert frame.loc["GPU busy ms (profiler)", "eager backbones (fused), smollm2-135m"] == "215"
 
 
+def test_the_curated_step_file_holds_exactly_what_the_page_reads():
+    """``distill_step.json`` keeps only the sources the page reads (issue 46; trimmed with ``benchmarks.promote
+    --curate --keep``): the best fast steps and the timings of their variants, the chapters' step, the bf16 first-step
+    probe."""
+    sources = json.loads((REPO_ROOT / "data/results/benchmarks" / speed.STEP_FILE).read_text())["sources"]
+    assert speed.read_sources(speed.load()) == sorted(sources)
+    assert (
+        "step_profile_cuda_first_step.json" in sources and "step_profile_cuda_smollm2_before.json" in sources
+    )
+
+
+def test_the_page_from_the_sources_it_reads_is_the_page_from_all():
+    """Files the page does not read (a slower fast step, a slower chapters' timing, a random-weight teacher, a
+    probe-less file) leave it unchanged when dropped; the trainer runs and the judged file stay out of or in the list
+    as they should."""
+    fused = step(0.08, 40_000.0, 380.0, variant="fused")
+    runs = {
+        "best": {"rows": [step(0.36, 200_000.0, 76.0)], "provenance": {"git_commit": "abcdef9"}},
+        "again": {"rows": [step(0.35, 195_000.0, 78.0)]},  # the best's variant: its spread
+        "slow": {"rows": [step(0.30, 180_000.0, 90.0, conv_impl="fla")]},  # another variant, slower
+        "random": {"rows": [step(0.40, 210_000.0, 70.0, random_weights=True)]},
+        "chapters": {"rows": [fused]},
+        "chapters_slow": {"rows": [fused | {"step_ms": 400.0}]},
+        "gemma": {"rows": [step(0.41, 120_000.0, 130.0, teacher="gemma3-270m")]},
+        "probe": {
+            "rows": [],
+            "first_step": {"precision": "bf16", "common": {"eager": 6.18, "compiled": 6.24}},
+        },
+        "later_probe": {
+            "rows": [],
+            "first_step": {"precision": "bf16", "common": {"eager": 6.0, "compiled": 6.1}},
+        },
+        "curve": {"rows": [], "loss_curves": [[4.0, 3.0]]},
+        "equivalence": judged(0.3, rounding={"fast": (2e-4, 1.5e-3)}),
+    } | scaling(200.0, [4.0, 3.0, 2.0, 1.0])
+    read = speed.read_sources(runs)
+    assert read == sorted(
+        f"step_profile_cuda_{t}.json"
+        for t in ("best", "again", "chapters", "gemma", "probe", "train1", "train1_repeat", "train2")
+    )
+    kept = {tag: run for tag, run in runs.items() if speed.source_name(tag) in read or tag == "equivalence"}
+    assert speed.render(kept, speed.SOURCE, True) == speed.render(runs, speed.SOURCE, True)
+    assert speed.source_name("") == "step_profile_cuda.json" and speed.read_sources({}) == []
+
+
 def test_noise_bound_is_twice_the_repeat_gap_or_bf16_rounding():
     assert speed.noise_bound(0.04) == pytest.approx(0.08)
     assert speed.noise_bound(0.001) == speed.CURVE_FLOOR

@@ -1,9 +1,9 @@
 """The layout chapter's page on distillation speed, generated from the curated step benchmarks (never edited by
 hand).
 
-``python -m hybridlib.pages.speed`` reads ``data/results/benchmarks/``: :data:`STEP_FILE` (every
-``step_profile_cuda*.json`` of ``python -m benchmarks.distill_step`` kept, each with its provenance and command,
-curated by ``python -m benchmarks.promote --curate``) and the judged equivalence file
+``python -m hybridlib.pages.speed`` reads ``data/results/benchmarks/``: :data:`STEP_FILE` (the
+``step_profile_cuda*.json`` of ``python -m benchmarks.distill_step`` the page reads (:func:`read_sources`), each with
+its provenance and command, curated by ``python -m benchmarks.promote --curate``) and the judged equivalence file
 (:data:`~hybridlib.pages.equivalence.JUDGED_FILE`). It writes ``book/gpu/distill_speed.md`` with one figure: the
 targets, what limits the step now (:func:`limits_frame`: the targets' best steps and the chapters' path, phase by
 phase, with the profiler's GPU and host time), the fast path's equivalence test against eager
@@ -77,8 +77,9 @@ CHAPTERS_VARIANT = "fused"
 BUSY = 0.9
 SCALING_RUNS = ("train1", "train1_repeat", "train2", "train2_fsdp", "train2to1", "train1to2")
 SCALING_COMMAND = "bash tools/offline_gpu/scaling.sh"
-#: the curated step benchmarks (``python -m benchmarks.promote --curate``): every timing and probe, each source file
-#: whole under its name with its provenance; the judged file is curated apart
+#: the curated step benchmarks (``python -m benchmarks.promote --curate``): the timings and probes the page reads
+#: (:func:`read_sources`; the others are in git history), each source file whole under its name with its provenance;
+#: the judged file is curated apart
 #: (:data:`~hybridlib.pages.equivalence.JUDGED_FILE`: the scoreboard reads it too)
 STEP_FILE = "distill_step.json"
 
@@ -102,6 +103,34 @@ def load(folder: Path | None = None) -> dict[str, dict[str, Any]]:
         name.removeprefix("step_profile_cuda").removesuffix(".json").lstrip("_"): run
         for name, run in sorted(sources.items())
     }
+
+
+def source_name(tag: str) -> str:
+    """A tag's file name in :data:`STEP_FILE` (``step_profile_cuda_<tag>.json``; ``step_profile_cuda.json`` for
+    '')."""
+    return f"step_profile_cuda{'_' * bool(tag)}{tag}.json"
+
+
+def read_sources(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The file names of :data:`STEP_FILE` the page's figures come from, in name order: per teacher of
+    :data:`ONE_GPU_TARGETS` every file timing its best fast step's variant (:func:`best_fast` and the spread of
+    :func:`_one_gpu_check`), the chapters' step (:func:`chapters_step`), the trainer runs (:data:`SCALING_RUNS`) and
+    the bf16 first-step probe (:func:`_bf16_first_gap`); never the judged file (curated apart). The page rendered
+    from these alone is the page rendered from all of ``runs``: ``python -m benchmarks.promote --curate`` trims the
+    curated file to them (``--keep $(python -m hybridlib.pages.speed --sources)``)."""
+    steps = step_frame(runs)
+    tags = {_name(tag): tag for tag in runs}
+    files: set[str] = set()
+    for teacher in ONE_GPU_TARGETS:
+        if (best := best_fast(steps, teacher)) is not None:
+            same = steps[(steps["teacher"] == teacher) & (steps["variant"] == best["variant"])]
+            files |= set(same["file"])
+    if (chapters := chapters_step(steps)) is not None:
+        files.add(chapters["file"])
+    read = {tags[f] for f in files} | {tag for tag in SCALING_RUNS if tag in runs}
+    if (bf16 := _bf16_first_gap(runs)) is not None:
+        read.add(bf16[0])
+    return sorted(source_name(tag) for tag in read - {EQUIVALENCE})
 
 
 def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -872,7 +901,14 @@ def write(root: Path = REPO_ROOT) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m hybridlib.pages.speed", description=__doc__)
-    parser.parse_args(argv)
+    parser.add_argument(
+        "--sources",
+        action="store_true",
+        help=f"print the file names of {STEP_FILE} the page reads (read_sources) and write nothing",
+    )
+    if parser.parse_args(argv).sources:
+        print(*read_sources(load()), sep="\n")
+        return
     for path in write():
         print(f"wrote {path.relative_to(REPO_ROOT)}")
 

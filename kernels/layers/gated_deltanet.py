@@ -31,7 +31,7 @@ from kernels.ops.split_linear import split_linear
 #: "split_backward" as one forward and four backward (:func:`kernels.ops.split_linear.split_linear`)
 PROJECTIONS = ("fused", "separate", "split_backward")
 #: the layers' default: the fastest step on the H200 (80.5 and 80.7 ms against the fused projections' 81.8 and 81.8,
-#: one machine: ``step_profile_cuda_{splitbwd,fusedref}*_fla_alone.json``); the outputs are the fused layer's
+#: one machine; its step profiles are in git history before e2aab2e); the outputs are the fused layer's
 DEFAULT_PROJECTIONS = "split_backward"
 
 
@@ -151,7 +151,7 @@ class GatedDeltaNet(nn.Module):
         state = cache if cache is not None else GatedDeltaNetState()
         # "fused": the four wide input projections as one matmul, the two per-head ones (a, b) as another: with all
         # six in one output (2 * num_heads columns past a multiple of 128) the compiled backward's concatenation of
-        # their gradients took 1.8x as long on the H200 (step_profile_cuda_split_*); the three convolutions as one
+        # their gradients took 1.8x as long on the H200 (profiles before e2aab2e); the three convolutions as one
         # (per-conv pasts when decoding; with fla's kernel one per projection, so that q, k, v come out
         # contiguous, as fla's gated delta rule needs them: a split of one output would be copied). "separate": four
         # matmuls, each output its convolution's own input (no split forward, no concatenation backward);

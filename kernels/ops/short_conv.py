@@ -24,7 +24,9 @@ from kernels.ops.conv_onepass import ONEPASS_ROWS, conv_silu_bwd_onepass
 IMPLS = ("torch", "fla", "fla_onepass")
 #: tokens per program of fla's kernels (its ``chunk_size``, fla's default 64; each program stores its own [C, K]
 #: weight-gradient partial, which ``dw.sum(0)`` then reduces): the fastest of 64-512 at the distillation step's shape
-#: on the H200, forward + backward 0.118 ms against 0.144-1.202 (``data/results/benchmarks/conv_chunks_cuda.json``)
+#: (B 32, T 512, C 576) on one H200, forward + backward as CUDA-graph replays 0.118 ms against 0.144 (128), 0.211 (256)
+#: and 1.202 (512) (``kernels.bench --conv-chunks 64,128,256,512`` at 1364d3c; the measurement, conv_chunks_cuda.json,
+#: is in git history: added in commit e2aab2e, first committed under kernels/ in 907387f)
 FLA_CONV_CHUNK = 64
 
 

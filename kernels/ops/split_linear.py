@@ -5,7 +5,8 @@ gradients.
 (one wide matmul) and split. Autograd's own backward of that split concatenates the n output gradients into one
 ``[N, sum(out_i)]`` tensor before the two matmuls of the linear's backward; this one forms
 ``dx = sum_i g_i W_i`` and ``dW_i = g_i^T x`` from each ``g_i`` as it is (H200, the Gated DeltaNet layers of the
-distillation step: the concatenation was a 3.6 ms kernel family a step, ``step_profile_cuda_rep*_fla_alone``).
+distillation step: the concatenation was a 3.6 ms kernel family a step; the step profiles are in git history
+before e2aab2e).
 
 Shapes: ``x`` [..., D], ``W_i`` [O_i, D] -> outputs [..., O_i]. Under autocast the forward matmul runs in
 autocast's dtype as ``F.linear`` would, and the backward in the output gradients' dtype; gradients come back in
