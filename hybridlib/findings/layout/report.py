@@ -41,10 +41,12 @@ and model-init seed); intervals resample replicates, then test documents within 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -55,7 +57,7 @@ from hybridlib import metrics
 from hybridlib.data.languages import LANGUAGES
 from hybridlib.findings.layout.spec import FA_FIRST
 from hybridlib.layouts import BASELINE, Layout
-from hybridlib.style import figsize
+from hybridlib.style import COLUMN_WIDTH_IN, MIN_FONT_PT, figsize, text_color
 from hybridlib.train.distill import DistillRun
 from hybridlib.verdicts import (
     Precondition,
@@ -746,6 +748,59 @@ def trend_verdict(
     return TREND_RULE.decide(iv, [Precondition("two budgets or more", True, why)])
 
 
+#: the repetition control's arm (``replicates.budget_plans``): the baseline at the largest budget on text capped
+#: to the smallest budget's unique tokens
+CAPPED = f"{BASELINE}+capped"
+REPETITION_MARGIN = 0.05  # ln KL ratio: a capped student's KL more than ~5% above the uncapped one's counts
+REPETITION_REASON = (
+    "a repetition effect under 5% of KL is under half the layout effect the chapter measures at 1M tokens (1 - R "
+    "= 0.12, reverse periodic on one H200) and could not turn a layout comparison's sign"
+)
+REPETITION_RULE = Rule(
+    "repeating the smallest budget's text does not raise the largest budget's KL to the teacher",
+    "ln(KL capped / KL uncapped), standard periodic at the largest budget",
+    UNIT + ", paired by seeds",
+    -1,
+    Tolerance(-REPETITION_MARGIN, REPETITION_MARGIN, REPETITION_REASON),
+    null=REPETITION_MARGIN,
+    id="layout.budget_repetition.standard_periodic",
+)
+
+
+def _unique_tokens(run: DistillRun) -> int:
+    return int(sum(lang["unique_tokens"] for lang in run.corpus.values()))
+
+
+def repetition_verdict(
+    runs: Mapping[str, Sequence[DistillRun]],
+    scores: Mapping[str, Sequence[pd.DataFrame]],
+    *,
+    baseline: str = BASELINE,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Verdict:
+    """:data:`REPETITION_RULE` on the largest budget's arm -> replicates (as :func:`judge` takes them): per
+    replicate ln(KL of :data:`CAPPED` / KL of ``baseline``) on the test documents (language-balanced, as R);
+    interval over replicates, then documents. The control binds only if every capped run saw less unique text than
+    its uncapped pair (``DistillRun.corpus``); replicate ``r`` of both arms must share seeds."""
+    if CAPPED not in runs:
+        why = f"no {CAPPED} arm among {sorted(runs)}"
+        return REPETITION_RULE.decide(None, [binds("a capped arm", False, why)])
+    pairs = [(_seeds(a), _seeds(b)) for a, b in zip(runs[CAPPED], runs[baseline])]
+    if len(runs[CAPPED]) != len(runs[baseline]) or any(a != b for a, b in pairs):
+        raise ValueError(f"{CAPPED} and {baseline} replicates must share seeds (paired), got {pairs}")
+    unique = [(_unique_tokens(a), _unique_tokens(b)) for a, b in zip(runs[CAPPED], runs[baseline])]
+    cap = binds(
+        "the cap binds",
+        all(a < b for a, b in unique),
+        "unique training tokens capped vs uncapped per replicate: "
+        + ", ".join(f"{a:,} vs {b:,}" for a, b in unique),
+    )
+    reps = _replicates(scores, [CAPPED], baseline)
+    iv = _r_interval(reps, lambda r: np.log(r[..., 0]), n_boot=n_boot, seed=seed)
+    return REPETITION_RULE.decide(iv, [cap])
+
+
 def judge_budgets(
     runs: Mapping[int, Mapping[str, Sequence[DistillRun]]],
     scores: Mapping[int, Mapping[str, Sequence[pd.DataFrame]]],
@@ -755,7 +810,8 @@ def judge_budgets(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Rows of the budget curve: per budget (key ``tokens``) the :func:`judge` rows of :data:`BUDGET_METRICS`,
-    judged by the chapter's rules on that budget's runs; then the trend row (``tokens`` None)."""
+    judged by the chapter's rules on that budget's runs; then the trend row and, when the largest budget has the
+    capped arm, the repetition control's (``tokens`` None)."""
     rows = []
     for budget in sorted(runs):
         for row in judge(runs[budget], scores[budget], baseline=baseline, n_boot=n_boot, seed=seed):
@@ -772,6 +828,20 @@ def judge_budgets(
             "tokens": None,
         }
     )
+    largest = max(runs)
+    if CAPPED in runs[largest]:
+        rows.append(
+            {
+                "metric": f"repetition control: KL capped / uncapped, {BASELINE} at {largest:,} tokens",
+                "paper": "not measured in the paper",
+                "verdict": repetition_verdict(
+                    runs[largest], scores[largest], baseline=baseline, n_boot=n_boot, seed=seed
+                ),
+                "note": "",
+                "paper_claim": False,
+                "tokens": None,
+            }
+        )
     return rows
 
 
@@ -841,4 +911,86 @@ def budget_figure(table: pd.DataFrame) -> Figure:
         ax.axis("off")
     axes.flat[0].legend(loc="best")
     fig.tight_layout()
+    return fig
+
+
+LANGUAGE_ROW_IN = 0.24  # inches per language row of :func:`language_figure` (24 px: a 9 pt code and its gap)
+
+
+def _arm_label(label: str, width: int = 12) -> str:
+    """An arm label on a few short lines: underscores become spaces, a ``+`` (a control's suffix) may start a line,
+    wrapped at ``width`` characters."""
+    words = label.replace("_", " ").replace("+", " +")
+    return "\n".join(textwrap.wrap(words, width, break_long_words=False)) or label
+
+
+def language_figure(frame: pd.DataFrame) -> Figure:
+    """Per-language perplexity change of every arm against the baseline, as a heatmap sized for the text column.
+
+    ``frame`` has one row per arm and language with the columns ``layout`` (the arm's label), ``lang`` (language
+    code), ``script`` (ISO 15924) and ``ppl_change_pct`` (test perplexity change against the baseline of the same
+    replicate, %; negative = lower perplexity); ``layout`` and ``lang`` may be index levels instead, as
+    :func:`perplexity_by_script` returns them. Rows are languages (codes on the left, grouped by script, the
+    script on the right, a white line between scripts), columns the arms in their order of appearance (names on
+    top); the diverging colour scale is centred at 0 and symmetric (blue = lower perplexity than the baseline,
+    red = higher), its bar below. Each cell shows its change rounded to whole percent only if every number fits
+    its cell."""
+    data = frame.reset_index() if "layout" not in frame.columns else frame
+    data = data[["layout", "lang", "script", "ppl_change_pct"]]
+    arms_ = list(dict.fromkeys(data["layout"]))
+    order = data.drop_duplicates("lang").sort_values(["script", "lang"])
+    langs, scripts = order["lang"].tolist(), order["script"].tolist()
+    grid = data.pivot_table(index="lang", columns="layout", values="ppl_change_pct", sort=False)
+    grid = grid.loc[langs, arms_]
+    values = grid.to_numpy(dtype=float)
+    finite = np.abs(values[np.isfinite(values)])
+    peak = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    step = 5.0 if peak <= 50 else 10.0 if peak <= 100 else 50.0
+    limit = step * math.ceil(peak / step)  # symmetric about 0, rounded up to a whole step
+    norm = mcolors.Normalize(vmin=-limit, vmax=limit)
+    cmap = plt.get_cmap("RdBu_r")
+
+    height = LANGUAGE_ROW_IN * len(langs) + 1.6
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, height), layout="constrained")
+    image = ax.imshow(values, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+    ax.grid(False)
+    ax.set_xticks(range(len(arms_)), [_arm_label(a) for a in arms_])
+    ax.set_yticks(range(len(langs)), langs)
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    ax.set_ylabel("language")
+    starts = [i for i in range(len(scripts)) if i == 0 or scripts[i] != scripts[i - 1]]
+    for start in starts[1:]:
+        ax.axhline(start - 0.5, color="white", lw=2)
+    bounds = starts + [len(scripts)]
+    right = ax.secondary_yaxis("right")
+    right.set_yticks([(a + b - 1) / 2 for a, b in zip(bounds, bounds[1:])], [scripts[a] for a in starts])
+    right.tick_params(length=0)
+    right.set_ylabel("script")
+    for spine in (*ax.spines.values(), *right.spines.values()):
+        spine.set_visible(False)
+    bar = fig.colorbar(
+        image, ax=ax, orientation="horizontal", location="bottom", fraction=0.05, pad=0.02, aspect=40
+    )
+    bar.set_label("perplexity change vs standard periodic (%)")
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    names = ax.get_xticklabels()
+    boxes = [t.get_window_extent(renderer) for t in names]
+    if any(a.x1 > b.x0 for a, b in zip(boxes, boxes[1:])):  # too many arms for wrapped names
+        ax.set_xticks(range(len(arms_)), [a.replace("_", " ") for a in arms_], rotation=90)
+    numbers = []
+    for (i, j), v in np.ndenumerate(values):
+        if np.isfinite(v):
+            shown = "0" if f"{v:.0f}" == "-0" else f"{v:.0f}"
+            colour = text_color(mcolors.to_hex(cmap(norm(v))))
+            numbers.append(ax.text(j, i, shown, ha="center", va="center", fontsize=MIN_FONT_PT, color=colour))
+    fig.canvas.draw()  # numbers sit inside the axes: the layout, hence the cells, stay as they are now
+    cell = ax.get_window_extent(renderer)
+    cell_w, cell_h = cell.width / len(arms_), cell.height / len(langs)
+    sizes = [t.get_window_extent(renderer) for t in numbers]
+    if any(box.width > 0.9 * cell_w or box.height > cell_h for box in sizes):
+        for t in numbers:
+            t.remove()
     return fig
