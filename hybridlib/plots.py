@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -28,6 +29,7 @@ from hybridlib.style import (
     layer_ticks,
     text_color,
 )
+from hybridlib.verdicts import Outcome
 
 MAX_MARKED = 40  # points per line up to which every point gets a marker
 
@@ -36,6 +38,58 @@ def _require(frame: pd.DataFrame, columns: Sequence[str]) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"frame lacks column(s) {missing}; it has {list(frame.columns)}")
+
+
+MAX_LINES = (
+    8  # lines per panel (colour x line style) above which lines_vs_context gives each line style a row
+)
+CHAR_WIDTH_EM = 0.6  # mean width of a label character, in font sizes (DejaVu Sans, a little generous)
+
+
+def _wrap(text: str, width_in: float, fontsize_pt: float) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize_pt``: at spaces, or after ``_``,
+    ``+``, ``-`` inside a long name (``standard_periodic+swa`` -> ``standard_periodic+`` / ``swa``)."""
+    chars = max(8, int(width_in * 72 / (CHAR_WIDTH_EM * fontsize_pt)))
+    lines, line = [], ""
+    for token in re.split(r"(?<=[\s_+\-])", text):
+        if line and len(line + token.rstrip()) > chars:
+            lines.append(line.rstrip())
+            line = ""
+        line += token
+    return "\n".join(lines + [line.rstrip()])
+
+
+def _panel_title(ax, text: str) -> None:
+    """``text`` as ``ax``'s title, wrapped to the panel's width (neighbouring titles never run together)."""
+    size = plt.rcParams["axes.titlesize"]
+    size = size if isinstance(size, (int, float)) else plt.rcParams["font.size"]
+    ax.set_title(_wrap(text, ax.get_position().width * ax.figure.get_size_inches()[0], size))
+
+
+def _suptitle(fig: Figure, title: str) -> None:
+    """``title`` above the panels, laid out so that it never touches the first row's titles (tight_layout alone
+    leaves it over them in a tall figure)."""
+    text = fig.suptitle(title)
+    fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    panels = [ax.get_tightbbox(renderer).y1 for ax in fig.axes if ax.get_visible()]
+    gap = text.get_window_extent(renderer).y0 - max(panels)  # px; negative: the title over the panels
+    fig.subplots_adjust(top=fig.subplotpars.top + (gap - 6) / fig.bbox.height)
+
+
+def _legend_below(fig: Figure, handles, labels: Sequence[str], title: str | None = None) -> None:
+    """One figure legend below the panels, as many entries a row as fit the text column (~110 characters at
+    the book's legend font, a marker ~6)."""
+    per_row = max(1, 110 // (max(map(len, labels)) + 6))
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(len(labels), 5, per_row),
+        frameon=False,
+        title=title,
+    )
 
 
 def flat_note(frame: pd.DataFrame, y: str, what: str) -> str | None:
@@ -59,10 +113,15 @@ def heatmap(
     fmt: str = ".1f",
     cmap: str = "rocket_r",
     center: float | None = None,
-    size: tuple[float, float] = (COLUMN_WIDTH_IN, 4.2),
+    size: tuple[float, float] | None = None,
 ) -> Figure:
-    """Annotated heat map of a wide ``table`` (rows x columns as laid out)."""
-    fig, ax = plt.subplots(figsize=size)
+    """Annotated heat map of a wide ``table`` (rows x columns as laid out), sized to its cells: the text column's
+    width (a wider ``size`` is narrowed to it, so that no later shrink makes its text smaller) and, without
+    ``size``, :data:`HEATMAP_ROW_IN` per row. Column labels that would run together are turned upright; the
+    numbers lose their leading zero (``-.030``) when one is wider or taller than its cell, and are left out of
+    the cells when that is still too wide (the colour bar reads)."""
+    width, height = size or (COLUMN_WIDTH_IN, HEATMAP_ROW_IN * len(table) + 1.8)
+    fig, ax = plt.subplots(figsize=(min(width, COLUMN_WIDTH_IN), height))
     sns.heatmap(
         table,
         annot=True,
@@ -73,9 +132,40 @@ def heatmap(
         cbar_kws={"shrink": 0.8},
         annot_kws={"fontsize": MIN_FONT_PT},
     )
-    ax.set_title(title)
+    ax.set_title(_wrap(title, COLUMN_WIDTH_IN, MIN_FONT_PT + 2))
+    ax.tick_params(axis="y", rotation=0)
+    ax.tick_params(axis="x", rotation=0)
     fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    if _overlapping(ax.get_xticklabels(), renderer):
+        ax.tick_params(axis="x", rotation=90)
+        fig.tight_layout()
+    cell_w = ax.get_window_extent(renderer).width / max(1, table.shape[1])
+    cell_h = ax.get_window_extent(renderer).height / max(1, len(table))
+
+    def too_big() -> bool:
+        boxes = [t.get_window_extent(renderer) for t in ax.texts]
+        return any(b.width > 0.92 * cell_w or b.height > 0.92 * cell_h for b in boxes)
+
+    if too_big():  # first the shorter form of a fraction: -0.030 -> -.030
+        for text in ax.texts:
+            text.set_text(re.sub(r"^(-?)0\.", r"\1.", text.get_text()))
+    if too_big():
+        for text in list(ax.texts):
+            text.remove()
+        fig.tight_layout()
     return fig
+
+
+HEATMAP_ROW_IN = 0.4  # height of a heat map row: a 9-point number with room above and below
+
+
+def _overlapping(texts, renderer, pad_px: float = 2.0) -> bool:
+    """Whether any two of the visible, non-empty ``texts`` (tick labels) overlap once drawn, ``pad_px`` apart."""
+    boxes = [
+        t.get_window_extent(renderer).padded(pad_px / 2) for t in texts if t.get_visible() and t.get_text()
+    ]
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
 def lines_vs_context(
@@ -93,29 +183,43 @@ def lines_vs_context(
 ) -> Figure:
     """Line plot of ``y`` against context ``x`` per ``hue`` (optionally faceted by ``col``, two facets per row),
     log-x by default, legend below the panels; a marker on each point only where lines have at most
-    :data:`MAX_MARKED` points (more would hide the curve).
+    :data:`MAX_MARKED` points (more would hide the curve). With ``style`` the lines differ in dash and marker
+    too; where colours x styles exceed :data:`MAX_LINES` lines a panel, each ``style`` value gets its own row of
+    panels instead (no panel holds more lines than it can tell apart). Every panel has its x tick labels; the
+    y label stands left of the first column only; the legend lists values, never the column names (its title
+    says which column is colour and which line style).
 
     ``hlines`` draws labelled horizontal reference lines (e.g. card capacities) on every facet.
     """
     _require(frame, [c for c in (x, y, hue, col, style) if c])
-    ncols = min(2, frame[col].nunique()) if col else 1
+    row = style if style and frame[hue].nunique() * frame[style].nunique() > MAX_LINES else None
+    if row:
+        style = None
+    ncols = (frame[col].nunique() if row else min(2, frame[col].nunique())) if col else 1
     height = 3.0 if ncols == 2 else 3.4
-    marker = "o" if frame[x].nunique() <= MAX_MARKED else None
+    if row:
+        height = 2.5
+    marked = frame[x].nunique() <= MAX_MARKED
+    lines = (
+        {"style": style, "markers": marked, "dashes": True} if style else {"marker": "o" if marked else None}
+    )
     grid = sns.relplot(
         data=frame,
         x=x,
         y=y,
         hue=hue,
         col=col,
-        style=style,
+        row=row,
         kind="line",
-        marker=marker,
-        col_wrap=ncols if col else None,
+        col_wrap=ncols if col and not row else None,
         height=height,
         aspect=COLUMN_WIDTH_IN / ncols / height,
         facet_kws={"sharey": False, "legend_out": False},
+        **lines,
     )
-    for ax in grid.axes.flat:
+    if row:
+        grid.set_titles(template="{row_name}, {col_var} {col_name}" if col else "{row_name}")
+    for i, ax in enumerate(grid.axes.flat):
         if logx:
             ax.set_xscale("log", base=2)
         if logy:
@@ -123,15 +227,25 @@ def lines_vs_context(
         for label, value in (hlines or {}).items():
             ax.axhline(value, color="grey", lw=0.8, ls="--")
             ax.text(ax.get_xlim()[0], value, f" {label}", va="bottom", fontsize=MIN_FONT_PT, color="grey")
-        ax.set_ylabel(ylabel or y)
+        ax.set_ylabel((ylabel or y) if i % ncols == 0 else "")
+        ax.set_xlabel(x)
+        ax.tick_params(axis="x", labelbottom=True)
     if grid.legend is not None:
-        labels = [t.get_text() for t in grid.legend.texts]
-        # as many entries a row as fit the column (~110 characters at the book's font, a marker ~6)
-        per_row = max(1, 110 // (max(map(len, labels)) + 6))
-        sns.move_legend(
-            grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 5, per_row), frameon=False
+        entries = [
+            (h, t.get_text())
+            for h, t in zip(grid.legend.legend_handles, grid.legend.texts)
+            if t.get_text() not in {hue, style}  # seaborn's group titles, drawn as entries
+        ]
+        grid.legend.remove()
+        grid._legend = None
+        _legend_below(
+            grid.figure,
+            [h for h, _ in entries],
+            [label for _, label in entries],
+            title=f"{hue} (colour), {style} (line)" if style else hue,
         )
-    grid.figure.suptitle(title, y=1.03)
+    grid.figure.tight_layout()
+    grid.figure.suptitle(title, y=1.02)
     return grid.figure
 
 
@@ -160,8 +274,18 @@ def alignment_curve(
     n_layers = int(frame["layer"].max()) + 1
     if len(fa_layers) < n_layers:
         _shade_layers(ax, fa_layers)
+    bands = 0.2 if frame[hue].nunique() <= 2 else 0.07  # more curves: fainter bands, overlaps still read
     sns.lineplot(
-        data=frame, x="layer", y=y, hue=hue, style=hue, marker="o", errorbar=("pi", 50), ax=ax, legend=legend
+        data=frame,
+        x="layer",
+        y=y,
+        hue=hue,
+        style=hue,
+        marker="o",
+        errorbar=("pi", 50),
+        err_kws={"alpha": bands, "lw": 0},
+        ax=ax,
+        legend=legend,
     )
     ax.set(title=title, xlabel="layer", ylabel=y)
     layer_ticks(ax, n_layers)
@@ -178,34 +302,39 @@ def alignment_grid(
     y: str = "softcka",
     hue: str = "pairing",
     ncols: int = 2,
+    col: str = "model",
 ) -> Figure:
-    """One :func:`alignment_curve` panel per model of ``frame`` (column ``model``), in ``frame``'s order, two
-    per row across the text column; one legend, below the panels."""
-    _require(frame, ["model"])
-    models = list(dict.fromkeys(frame["model"]))
-    nrows = -(-len(models) // ncols)
+    """One :func:`alignment_curve` panel per value of ``col`` (default: per model; e.g. ``col="lang"``,
+    ``hue="model"`` overlays the models in a panel per language), in ``frame``'s order, ``ncols`` per row across
+    the text column at the book's font size (no later shrink), titles wrapped to their panel; ``fa_layers`` maps
+    a panel's value to the layers it shades (a value it lacks: none). One legend, below the panels."""
+    _require(frame, [col])
+    panels = list(dict.fromkeys(frame[col]))
+    ncols = min(ncols, len(panels))
+    nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(
-        nrows, min(ncols, len(models)), figsize=figsize(nrows, panel_height=2.8), squeeze=False, sharey=True
+        nrows,
+        ncols,
+        figsize=figsize(nrows, panel_height=2.8 if ncols <= 2 else 2.4),
+        squeeze=False,
+        sharey=True,
     )
-    for i, (ax, model) in enumerate(zip(axes.flat, models)):
-        alignment_curve(
-            frame[frame["model"] == model], fa_layers[model], model, ax=ax, y=y, hue=hue, legend=i == 0
-        )
-    for ax in list(axes.flat)[len(models) :]:
+    for i, (ax, panel) in enumerate(zip(axes.flat, panels)):
+        rows = frame[frame[col] == panel]
+        alignment_curve(rows, fa_layers.get(panel, ()), "", ax=ax, y=y, hue=hue, legend=i == 0)
+        _panel_title(ax, str(panel))
+        if i % ncols:
+            ax.set_ylabel("")
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     first = axes.flat[0].get_legend()
-    labels = [t.get_text() for t in first.texts]
-    fig.legend(
-        first.legend_handles,
-        labels,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        ncol=len(labels),
-        frameon=False,
-    )
+    handles, labels = list(first.legend_handles), [t.get_text() for t in first.texts]
+    shaded = [p for ax in axes.flat for p in ax.patches if p.get_label() == "full attention"]
+    if shaded and "full attention" not in labels:  # the first panel is all attention, a later one shaded
+        handles, labels = [shaded[0], *handles], ["full attention", *labels]
+    _legend_below(fig, handles, labels)
     first.remove()
-    fig.suptitle(title)
-    fig.tight_layout()
+    _suptitle(fig, title)
     return fig
 
 
@@ -221,7 +350,8 @@ def layer_bars(
     """A bar per layer (columns ``model``, ``layer``, ``y``), one panel per model in ``frame``'s order, ``ncols``
     per row across the text column, a zero line and every 5th layer labelled. Without ``hue`` the bars of a
     model's full-attention layers (``fa_layers``; all-attention models stay plain) are orange; with ``hue`` its
-    values are side-by-side bars with one legend below the panels."""
+    values are side-by-side bars with one legend below the panels. Titles are wrapped to their panel; the y
+    label stands left of the first column only."""
     _require(frame, ["model", "layer", y] + ([hue] if hue else []))
     models = list(dict.fromkeys(frame["model"]))
     groups = list(dict.fromkeys(frame[hue])) if hue else [None]
@@ -245,17 +375,15 @@ def layer_bars(
             else:
                 ax.bar(x, part[y], width=width, color=PALETTE[i], label=str(group))
         ax.axhline(0, color="black", lw=0.8)
-        ax.set(title=model, xlabel="layer", ylabel=y)
+        ax.set(xlabel="layer", ylabel=y if ax.get_subplotspec().is_first_col() else "")
+        _panel_title(ax, str(model))
         layer_ticks(ax, n_layers)
     for ax in list(axes.flat)[len(models) :]:
         ax.set_visible(False)
     if hue:
         handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(
-            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(labels), frameon=False
-        )
-    fig.suptitle(title)
-    fig.tight_layout()
+        _legend_below(fig, handles, labels, title=hue)
+    _suptitle(fig, _wrap(title, COLUMN_WIDTH_IN, MIN_FONT_PT + 3))
     return fig
 
 
@@ -353,6 +481,165 @@ def verdict_bars(panels: Mapping[str, Mapping[str, Mapping[str, int]]]) -> Figur
         handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=font, frameon=False
     )
     fig.tight_layout()
+    return fig
+
+
+def effect_fraction(x: float, null: float, paper: float) -> float:
+    """``x`` on the common relative scale of the paper-vs-book chart: ``(x - null) / (paper - null)``, so 0 is no
+    effect (the rule's null) and 1 the paper's effect, for a claim in either direction (``paper < null`` too)."""
+    if paper == null:
+        raise ValueError(f"the paper's value {paper!r} equals the null: no effect to scale by")
+    return (x - null) / (paper - null)
+
+
+def effect_points(rows: Sequence[Mapping]) -> list[dict]:
+    """The quantitative claims of ``rows`` (rows of a ``paper_vs_book_*.json``: ``id`` and ``rule``) on the
+    :func:`effect_fraction` scale, in order: ``label`` (the id without its chapter prefix), ``outcome``,
+    ``estimate``, ``low`` and ``high`` (the interval, low <= high; None for one measurement without one) and
+    ``tol_low``, ``tol_high`` (the rule's tolerance; None where it has none on that side). Rows without an
+    estimate, a paper value or a null, or whose paper value is the null, are not quantitative: left out."""
+    points = []
+    for row in rows:
+        rule = row.get("rule") or {}
+        estimate, null, paper = rule.get("estimate"), rule.get("null"), rule.get("paper_value")
+        if estimate is None or null is None or paper is None or paper == null:
+            continue
+
+        def scaled(a, b):
+            if a is None and b is None:
+                return None, None
+            ends = [None if v is None else effect_fraction(v, null, paper) for v in (a, b)]
+            if paper < null:  # the scale flips a negative-direction claim: its low end maps to the high one
+                ends.reverse()
+            return ends[0], ends[1]
+
+        tolerance = rule.get("tolerance") or {}
+        low, high = scaled(rule.get("low"), rule.get("high"))
+        tol_low, tol_high = scaled(tolerance.get("low"), tolerance.get("high"))
+        points.append(
+            {
+                "label": row["id"].split(".", 1)[-1],
+                "outcome": rule["outcome"],
+                "estimate": effect_fraction(estimate, null, paper),
+                "low": low,
+                "high": high,
+                "tol_low": tol_low,
+                "tol_high": tol_high,
+            }
+        )
+    return points
+
+
+#: the paper-vs-book chart's x range (effect fractions); points beyond it sit at its edge as arrows
+EFFECT_XLIM = (-1.5, 3.0)
+#: its font (points; shown at 1:1 on the scoreboard's wide column) and row pitch (inches)
+EFFECT_FONT_PT = 9.5
+EFFECT_ROW_IN = 0.15
+#: its width (inches): the scoreboard's column at 1400 px, which shows no "on this page" column (1120 px)
+EFFECT_CHART_WIDTH_IN = 10.1
+_TOLERANCE_COLOUR = "#d4e3f1"
+_INTERVAL_COLOUR = "#555555"
+
+
+def _columns(sizes: Mapping[str, int], ncols: int) -> list[list[str]]:
+    """The chapters split into ``ncols`` columns of about equal rows (largest first to the shortest column), each
+    column and the columns in the chapters' order."""
+    columns: list[list[str]] = [[] for _ in range(ncols)]
+    height = [0] * ncols
+    for name in sorted(sizes, key=lambda n: -sizes[n]):
+        i = height.index(min(height))
+        columns[i].append(name)
+        height[i] += sizes[name] + 1
+    order = list(sizes)
+    return sorted((sorted(c, key=order.index) for c in columns if c), key=lambda c: order.index(c[0]))
+
+
+def paper_vs_book_effects(rows_by_chapter: Mapping[str, Sequence[Mapping]], ncols: int = 2) -> Figure:
+    """Each quantitative claim (:func:`effect_points`) of each chapter (keys: the chapters' names, in reading
+    order; values: their rows) on one line of a common relative scale: 0 no effect (the rule's null), 1 the paper's
+    effect. The interval a grey bar, the estimate a dot in its verdict's :data:`~hybridlib.style.OUTCOME_COLORS`,
+    the rule's tolerance a light band; a point beyond :data:`EFFECT_XLIM` an arrow at the edge (an estimate's with
+    its value). The chapters (a bold header line each) in ``ncols`` columns of about equal length; chapters without
+    a quantitative claim left out."""
+    points = {name: effect_points(rows) for name, rows in rows_by_chapter.items()}
+    points = {name: p for name, p in points.items() if p}
+    if not points:
+        raise ValueError("no quantitative claim: no row has an estimate, a null and a paper value apart")
+    columns = _columns({name: len(p) for name, p in points.items()}, ncols)
+    lines = max(sum(len(points[n]) + 1 for n in col) for col in columns)
+    font = EFFECT_FONT_PT
+    lo, hi = EFFECT_XLIM
+    fig, axes = plt.subplots(
+        1,
+        len(columns),
+        figsize=(EFFECT_CHART_WIDTH_IN, 0.75 + EFFECT_ROW_IN * lines),
+        squeeze=False,
+    )
+    for ax, column in zip(axes[0], columns):
+        y, ticks, labels = 0, [], []
+        for name in column:
+            ax.text(lo + 0.05, y, name, va="center", ha="left", fontsize=font, fontweight="bold")
+            if y:
+                ax.axhline(y - 0.5, color="0.75", lw=0.6)
+            y += 1
+            for p in points[name]:
+                ticks.append(y)
+                labels.append(p["label"])
+                if p["tol_low"] is not None or p["tol_high"] is not None:
+                    a = lo if p["tol_low"] is None else max(p["tol_low"], lo)
+                    b = hi if p["tol_high"] is None else min(p["tol_high"], hi)
+                    ax.fill_betweenx([y - 0.42, y + 0.42], a, b, color=_TOLERANCE_COLOUR, lw=0, zorder=0)
+                if p["low"] is not None and p["high"] is not None:
+                    ax.plot(
+                        [max(p["low"], lo), min(p["high"], hi)],
+                        [y, y],
+                        color=_INTERVAL_COLOUR,
+                        lw=2.2,
+                        solid_capstyle="butt",
+                        zorder=2,
+                    )
+                    for edge, marker, beyond in ((lo, "<", p["low"] < lo), (hi, ">", p["high"] > hi)):
+                        if beyond:  # the interval runs on past the axis
+                            ax.plot(edge, y, marker, color=_INTERVAL_COLOUR, ms=5, zorder=2, clip_on=False)
+                colour = OUTCOME_COLORS[Outcome(p["outcome"])]
+                x = p["estimate"]
+                if lo <= x <= hi:
+                    ax.plot(x, y, "o", color=colour, mec="black", mew=0.6, ms=6.5, zorder=3)
+                else:
+                    edge = hi if x > hi else lo
+                    ax.plot(
+                        edge,
+                        y,
+                        ">" if x > hi else "<",
+                        color=colour,
+                        mec="black",
+                        mew=0.6,
+                        ms=8,
+                        zorder=3,
+                        clip_on=False,
+                    )
+                    ax.text(
+                        edge - 0.14 if x > hi else edge + 0.14,
+                        y,
+                        f"{x:.1f}",
+                        ha="right" if x > hi else "left",
+                        va="center",
+                        fontsize=font,
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5},
+                        zorder=4,
+                    )
+                y += 1
+        ax.axvline(0, color="black", lw=1.0, zorder=1)
+        ax.axvline(1, color=OUTCOME_COLORS[Outcome.REPRODUCED], lw=1.0, ls="--", zorder=1)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lines - 0.5, -0.5)
+        ax.set_yticks(ticks, labels, fontsize=font)
+        ax.tick_params(axis="y", length=0, pad=2)
+        ax.tick_params(axis="x", labelsize=font, pad=1)
+        ax.set_xticks([t for t in (-1, 0, 1, 2, 3) if lo <= t <= hi])
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel("effect as a fraction of the paper's", fontsize=font, labelpad=2)
+    fig.tight_layout(pad=0.3, w_pad=1.0)
     return fig
 
 

@@ -35,3 +35,20 @@ def inductor_at_capability():
     simdlen = {"default": 1, "avx2": 256, "avx512": 512}.get(os.environ.get("ATEN_CPU_CAPABILITY", ""))
     with torch._inductor.config.patch({"cpp.simdlen": simdlen} if simdlen else {}):
         yield
+
+
+@pytest.fixture
+def book_style():
+    """The book's plot style (``hybridlib.style.apply``) for one test, matplotlib's settings restored and its
+    figures closed after it (a figure test module: ``pytestmark = pytest.mark.usefixtures("book_style")``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hybridlib import style
+
+    with matplotlib.rc_context():
+        style.apply()
+        yield
+    plt.close("all")

@@ -15,13 +15,7 @@ import seaborn as sns  # noqa: E402
 from hybridlib import plots, style  # noqa: E402
 from hybridlib.verdicts import Outcome  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _styled():
-    with matplotlib.rc_context():
-        style.apply()
-        yield
-    plt.close("all")
+pytestmark = pytest.mark.usefixtures("book_style")  # tests/conftest.py
 
 
 def _lab(hex_colour: str) -> tuple[float, float, float]:
@@ -248,3 +242,203 @@ def test_verdict_bars_colour_by_outcome_and_stay_readable_on_a_phone():
     assert min(t.get_fontsize() for t in texts) >= plots.VERDICT_CHART_FONT_PT
     shown = 356 / (fig.get_figwidth() * style.DPI)
     assert plots.VERDICT_CHART_FONT_PT * style.DPI / 72 * shown >= style.MIN_FONT_PX
+
+
+# --- issue 50: the H200 pages' figures (30 layers, up to 12 panels, ~22 languages) read at the column's width
+
+MODELS = [
+    "smollm2-135m",
+    "standard_periodic",
+    "reverse_periodic",
+    "periodic_first_at_0",
+    "standard_periodic+swa",
+    "layout_distillation_long_name",
+]
+LANGS = ["tel", "mal", "tam", "mya", "khm", "tha", "arb", "cmn_hans", "rus", "hin", "yor", "sot"]
+
+
+def _texts(fig):
+    return [t for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text().strip()]
+
+
+def _min_shown_px(fig) -> float:
+    """The smallest text of ``fig`` as displayed: its points at the figure's dpi, shrunk to the text column."""
+    shown = min(1.0, style.TEXT_WIDTH_PX / (fig.get_figwidth() * fig.dpi))
+    return min(t.get_fontsize() for t in _texts(fig)) * fig.dpi / 72 * shown
+
+
+def _overlap(texts, renderer) -> list[tuple[str, str]]:
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts if t.get_visible() and t.get_text()]
+    return [(a, b) for i, (a, p) in enumerate(boxes) for b, q in boxes[i + 1 :] if p.overlaps(q)]
+
+
+def _assert_ticks_readable(fig, max_ticks: int | None = None):
+    """Every visible panel has x tick labels, none of its tick labels overlap, titles do not run together."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
+    for ax in panels:
+        xlabels = [t for t in ax.get_xticklabels() if t.get_text() and t.get_visible()]
+        assert xlabels, f"panel {ax.get_title()!r} has no x tick labels"
+        assert not _overlap(xlabels, renderer), ax.get_title()
+        assert not _overlap(ax.get_yticklabels(), renderer), ax.get_title()
+        if max_ticks:
+            assert len(xlabels) <= max_ticks
+    assert not _overlap([ax.title for ax in panels] + [fig._suptitle] * (fig._suptitle is not None), renderer)
+    for ax in panels:  # a y label never reaches into the panel to its left
+        label = ax.yaxis.label.get_window_extent(renderer)
+        assert not any(
+            label.overlaps(other.get_window_extent(renderer)) for other in panels if other is not ax
+        )
+
+
+def test_lines_vs_context_legend_lists_values_not_column_names_and_every_panel_has_x_labels():
+    """Efficiency Fig. 2: the decode panel had no x tick labels; the legend listed "mixer" and "shape"."""
+    best = pd.DataFrame(
+        [
+            {"T": t, "latency_ms": t / 1e3 * (1 + i), "mixer": m, "mode": mode, "shape": s}
+            for t in (512, 1024, 2048, 4096)
+            for m in ("gdn", "sdpa")
+            for mode in ("decode", "fwd", "fwd_bwd")
+            for i, s in enumerate(("gemma3-270m", "qwen3-4b", "smollm2-135m"))
+        ]
+    )
+    fig = plots.lines_vs_context(best, "T", "latency_ms", "mixer", "t", col="mode", style="shape", logy=True)
+    labels = [t.get_text() for legend in fig.legends for t in legend.texts]
+    assert labels == ["gdn", "sdpa", "gemma3-270m", "qwen3-4b", "smollm2-135m"]
+    assert not set(labels) & set(best.columns)
+    assert not any(ax.get_legend() for ax in fig.axes)
+    _assert_ticks_readable(fig)
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_visible() and ax.has_data()] == [
+        "latency_ms",
+        "",
+        "latency_ms",
+    ]
+    markers = {str(line.get_marker()) for line in fig.axes[0].lines if line.get_xydata().size}
+    assert len(markers) == 3  # the shapes differ in marker (and dash)
+
+
+def test_lines_vs_context_gives_each_line_style_a_row_when_a_panel_would_hold_too_many_lines():
+    """Efficiency Fig. 3: 4 stacks x 3 shapes = 12 lines a panel, and the right y label over the left panel."""
+    pred = pd.DataFrame(
+        [
+            {"T": t, "latency_ms": t * (1 + j) * (1 + i), "stack": st, "shape": s, "mode": mode}
+            for t in (1024, 4096, 16384, 65536)
+            for j, st in enumerate(("full-attention", "gdn", "hybrid-3:1", "hybrid-9:1"))
+            for i, s in enumerate(("gemma3-270m", "qwen3-4b", "smollm2-135m"))
+            for mode in ("fwd", "decode")
+        ]
+    )
+    fig = plots.lines_vs_context(pred, "T", "latency_ms", "stack", "t", col="mode", style="shape", logy=True)
+    panels = [ax for ax in fig.axes if ax.has_data()]
+    assert len(panels) == 6
+    assert max(sum(1 for line in ax.lines if line.get_xydata().size) for ax in panels) <= plots.MAX_LINES
+    assert "qwen3-4b" in panels[2].get_title() and "decode" in panels[1].get_title()
+    assert fig.get_figwidth() == pytest.approx(style.COLUMN_WIDTH_IN)
+    _assert_ticks_readable(fig)
+    assert [t.get_text() for t in fig.legends[0].texts] == [
+        "full-attention",
+        "gdn",
+        "hybrid-3:1",
+        "hybrid-9:1",
+    ]
+
+
+def _curves(panels: list[str], hues: list[str], col: str, hue: str, y: str = "softcka") -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {col: p, hue: h, "layer": layer, "rep": r, y: 0.1 * (layer % 7) + 0.01 * r + 0.02 * k}
+            for p in panels
+            for k, h in enumerate(hues)
+            for layer in range(30)
+            for r in range(3)
+        ]
+    )
+
+
+def test_alignment_grid_per_language_reads_at_the_column_width():
+    """SoftCKA Fig. 2: twelve language panels drawn 12.5 in wide and shrunk to the column showed ~8 px text."""
+    frame = _curves(LANGS, MODELS[:5], "lang", "model")
+    fig = plots.alignment_grid(frame, {}, "t", hue="model", col="lang", ncols=3)
+    fig = style.fit(fig)
+    assert fig.get_figwidth() == pytest.approx(style.COLUMN_WIDTH_IN)
+    assert _min_shown_px(fig) >= 9
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == LANGS
+    assert len({round(ax.get_position().x0, 3) for ax in panels}) == 3
+    _assert_ticks_readable(fig, max_ticks=8)
+    assert [t.get_text() for t in fig.legends[0].texts] == MODELS[:5]
+
+
+def test_alignment_grid_fades_the_bands_of_many_curves():
+    """SoftCKA Fig. 4: five IQR bands at seaborn's default alpha covered each other."""
+    five = plots.alignment_grid(
+        _curves(["mean", "last"], MODELS[:5], "pooling", "model", "cka"),
+        {},
+        "t",
+        y="cka",
+        hue="model",
+        col="pooling",
+    )
+    bands = [c for c in five.axes[0].collections if c.get_alpha() is not None]
+    assert len(bands) == 5 and max(c.get_alpha() for c in bands) <= 0.1
+    _assert_ticks_readable(five, max_ticks=8)
+    two = plots.alignment_grid(_curves(["m"], ["parallel", "shuffled"], "model", "pairing"), {"m": [3]}, "t")
+    assert min(c.get_alpha() for c in two.axes[0].collections if c.get_alpha() is not None) >= 0.15
+
+
+def test_heatmap_of_22_languages_keeps_its_labels_and_numbers_apart():
+    """SoftCKA Fig. 3: numbers ran into each other and column labels ran together once shrunk to the column."""
+    for rows, cols in ((4, 12), (11, 22), (3, 4)):
+        table = pd.DataFrame(
+            [[(-1) ** (i + j) * 0.031 for j in range(cols)] for i in range(rows)],
+            index=pd.Index((MODELS * 2)[:rows], name="model"),
+            columns=pd.Index((LANGS * 2)[:cols], name="lang"),
+        )
+        fig = plots.heatmap(table, "hybrid - teacher", fmt=".3f", cmap="vlag", center=0.0, size=(11, 4))
+        fig = style.fit(fig)
+        assert fig.get_figwidth() <= style.COLUMN_WIDTH_IN + 1e-9
+        assert _min_shown_px(fig) >= 9
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        assert not _overlap(ax.get_xticklabels(), renderer)
+        assert not _overlap(ax.get_yticklabels(), renderer)
+        cell_w = ax.get_window_extent(renderer).width / cols
+        numbers = [t for t in ax.texts if t.get_text()]
+        assert not _overlap(numbers, renderer)
+        assert all(t.get_window_extent(renderer).width < cell_w for t in numbers)
+        if (rows, cols) == (3, 4):
+            assert len(numbers) == 12 and numbers[0].get_text() == "0.031"
+
+
+def test_layer_panels_of_12_models_wrap_titles_and_label_every_fifth_layer():
+    """First FA Figs. 1-3: facet titles ran together and layers 0-29 were all labelled (four panels a row
+    here, the H200 page's layout, so that long names must wrap)."""
+    names = [f"{m}_{i}" for i in range(2) for m in MODELS]
+    bars = pd.DataFrame([{"model": m, "layer": layer, "jump": 0.1} for m in names for layer in range(30)])
+    fa = {m: [3, 10, 20] for m in names} | {names[0]: list(range(30))}  # the first all attention: unshaded
+    for fig in (
+        plots.layer_bars(
+            bars,
+            "jump",
+            30,
+            "jump of the language-mean attn_delta SoftCKA at every layer",
+            fa_layers=fa,
+            ncols=4,
+        ),
+        plots.alignment_grid(_curves(names, ["parallel", "shuffled"], "model", "pairing"), fa, "t", ncols=4),
+    ):
+        assert fig.get_figwidth() == pytest.approx(style.COLUMN_WIDTH_IN)
+        assert _min_shown_px(fig) >= 9
+        _assert_ticks_readable(fig, max_ticks=8)
+        titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+        assert [t.replace("\n", "") for t in titles] == names
+        assert any("\n" in t for t in titles)  # the longest names wrapped to their panel
+    assert [t.get_text() for t in fig.legends[0].texts] == ["full attention", "parallel", "shuffled"]
+    # six rows of panels: the figure's title sat on the first row's titles
+    curves = _curves(names, ["parallel", "shuffled"], "model", "pairing")
+    tall = plots.alignment_grid(
+        curves, fa, "attn_delta SoftCKA, English vs each language (mean, IQR over languages)"
+    )
+    _assert_ticks_readable(tall, max_ticks=8)

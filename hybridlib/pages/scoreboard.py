@@ -3,13 +3,16 @@
 ``python -m hybridlib.pages.scoreboard`` writes ``book/scoreboard.md`` from the files
 :func:`hybridlib.notebook.provenance_table` leaves in ``data/results/<chapter>/paper_vs_book_<preset>.json``:
 one table per chapter, one row per claim (matched by its rule's id across presets,
-:data:`hybridlib.verdicts.RULE_ID`), the paper's number, ours on each preset (with the rule's interval and replicate
-count) and each verdict. A preset without such a file says so. A row judged by a rule that changed after its run
-(:data:`hybridlib.findings.RULE_CHANGES`) is marked "(earlier rule)" and says what that rule did. On top, a chart
-of each chapter's rules per outcome (:data:`CHART`). It also writes ``book/summaries/<chapter>.md``, the box each
-chapter page opens with (a markdown cell ```{include} <path>/book/summaries/<chapter>.md```), and the verdict
-words' colours (:data:`CSS`, from :data:`hybridlib.style.OUTCOME_COLORS`). ``make book`` regenerates them all;
-never edit them by hand.
+:data:`hybridlib.verdicts.RULE_ID`): the paper's number, ours on one H200 (the rule's estimate and interval, its
+notes folded into it), its runs and its verdict; the seminar preset's verdicts and results folded in one section at
+the end (issue 50: the page at most 8 screens at 1400 px); a chapter's tally of rules per verdict, which the chart
+draws, in its verdict word's tooltip. A preset without such a file says so. A row judged by a rule that changed
+after its run (:data:`hybridlib.findings.RULE_CHANGES`) is marked "(earlier rule)" and says what that rule did. On
+top, a chart of each chapter's rules per outcome (:data:`CHART`) and, below the at-a-glance table, each
+quantitative H200 claim's paper value and our estimate on one relative scale (:data:`EFFECTS`). It also writes
+``book/summaries/<chapter>.md``, the box each chapter page opens with (a markdown cell
+```{include} <path>/book/summaries/<chapter>.md```), and the verdict words' colours (:data:`CSS`, from
+:data:`hybridlib.style.OUTCOME_COLORS`). ``make book`` regenerates them all; never edit them by hand.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ PLAN_FILE = "replicate_plan.json"
 #: the verdict chart (under the repository; the page includes it), its PNG text key holding the counts it draws
 CHART = Path("book/figures/scoreboard_verdicts.png")
 CHART_KEY = "Description"
+#: the paper-vs-book chart (:func:`hybridlib.plots.paper_vs_book_effects` of the H200 rows), its points as JSON in
+#: the same text key
+EFFECTS = Path("book/figures/scoreboard_effects.png")
 #: the verdict words' badge colours, one class per outcome (``verdict-direction-only``)
 CSS = Path("_static/verdicts.css")
 #: the units a rule's metric names in its closing parentheses, as a value is followed by them
@@ -125,9 +131,9 @@ def _single(rule: Mapping[str, Any]) -> bool:
     return rule["n_replicates"] <= 1 and (rule["low"] is None or rule["low"] == rule["high"])
 
 
-def measured(rule: Mapping[str, Any]) -> str:
-    """``"-22.1 [-57.6, 13.5] tokens, 3 distilled students"``: the estimate with its unit (:func:`unit`), interval
-    and replicates (:func:`replicates`); one measurement without its interval."""
+def value(rule: Mapping[str, Any]) -> str:
+    """``"-22.1 [-57.6, 13.5] tokens"``: the estimate with its unit (:func:`unit`) and interval; one measurement
+    without its interval."""
     if rule["estimate"] is None:
         return "not measured"
     suffix = unit(rule)
@@ -135,7 +141,15 @@ def measured(rule: Mapping[str, Any]) -> str:
     text = f"{rule['estimate']:.3g}{ratio}"
     if not _single(rule) and rule["low"] is not None and rule["high"] is not None:
         text += f" [{rule['low']:.3g}, {rule['high']:.3g}]"
-    return f"{text}{'' if ratio else suffix}, {replicates(rule)}"
+    return f"{text}{'' if ratio else suffix}"
+
+
+def measured(rule: Mapping[str, Any]) -> str:
+    """``"-22.1 [-57.6, 13.5] tokens, 3 distilled students"``: :func:`value` with the replicates
+    (:func:`replicates`)."""
+    if rule["estimate"] is None:
+        return "not measured"
+    return f"{value(rule)}, {replicates(rule)}"
 
 
 def _result(row: Mapping[str, Any]) -> str:
@@ -157,14 +171,6 @@ def _status(record: Mapping[str, Any] | None, preset: str) -> str:
     if record is None or not record.get("status"):
         return MISSING[preset]
     return badge(record["status"]["status"])
-
-
-def _glance(record: Mapping[str, Any] | None, preset: str) -> str:
-    """The at-a-glance cell: the chapter's verdict and, under it, its rules' tally (the first sentence of the
-    reason :func:`hybridlib.notebook.verdict_summary` wrote, "N pre-registered rules: ...")."""
-    reason = ((record or {}).get("status") or {}).get("reason", "")
-    tally = reason.split(". ")[0].rstrip(".") if "pre-registered rules:" in reason else ""
-    return _status(record, preset) + (f"<br>{table_cell(tally)}" if tally else "")
 
 
 def _collect(chapter: ChapterSpec, results: Path) -> dict[str, Any]:
@@ -256,6 +262,14 @@ def _planned(entry: Mapping[str, Any] | None, row: Mapping[str, Any]) -> str:
     return f" {runs} of {planned} planned{capped}."
 
 
+def _runs(entry: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> str:
+    """The runs column: ``"3 of 5 planned"`` against the replicate plan's count (:func:`_planned` says the rest in
+    the row's notes), else the rule's replicates (:func:`replicates`)."""
+    if entry is None or entry["planned"] is None:
+        return replicates(rule)
+    return f"{rule['n_replicates']} of {entry['planned']} planned"
+
+
 def _halves(row: Mapping[str, Any]) -> str:
     """``" Split halves (...): a / b, the verdict flips."``: the row's rule on the first and the second half of its
     runs (:func:`hybridlib.planning.split_half`), where each half has the rule's minimum of runs; else nothing."""
@@ -327,9 +341,53 @@ def draw_chart(counts: Mapping[str, Mapping[str, Mapping[str, int]]], path: Path
     plt.close(fig)
 
 
+def effect_rows(chapters: Sequence[ChapterSpec], results: Path) -> dict[str, list[Mapping[str, Any]]]:
+    """The paper-vs-book chart's data: per chapter (its title before a colon) the rows of its H200 record
+    (:func:`load`, separate runs included)."""
+    return {c.title.split(":")[0]: (load(results, c.name, "gpu") or {}).get("rows", []) for c in chapters}
+
+
+def effect_points(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """What the paper-vs-book chart draws of ``rows`` (:func:`effect_rows`): per chapter with a quantitative
+    claim its :func:`hybridlib.plots.effect_points`."""
+    points = {name: plots.effect_points(chapter_rows) for name, chapter_rows in rows.items()}
+    return {name: p for name, p in points.items() if p}
+
+
+def draw_effects(rows: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> None:
+    """Draw :func:`hybridlib.plots.paper_vs_book_effects` of ``rows`` to ``path`` (PNG), the points it draws
+    (:func:`effect_points`) as JSON in its text chunk :data:`CHART_KEY`."""
+    style.apply()
+    fig = plots.paper_vs_book_effects(rows)
+    with atomic_path(path) as tmp:
+        fig.savefig(
+            tmp,
+            dpi=style.DPI,
+            bbox_inches="tight",
+            pad_inches=0.03,
+            format="png",
+            metadata={CHART_KEY: json.dumps(effect_points(rows))},
+        )
+    plt.close(fig)
+
+
+def _effects_caption(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """What the paper-vs-book chart shows and what to look for, naming the chapters it leaves out."""
+    points = effect_points(rows)
+    n = sum(map(len, points.values()))
+    left_out = [name for name in rows if name not in points]
+    return (
+        f"The {n} H200 claim{'' if n == 1 else 's'} with a paper number, each on its own scale "
+        '(0: its rule\'s "no effect", 1: the '
+        "paper's effect). Dots right of 0 lie on the paper's side, at 1 they match its size; grey bar: our 95% "
+        "interval (across 0: undecided); light band: the sizes the rule accepts; colour: the verdict; arrow: beyond "
+        "the axis." + (f" No paper number: {', '.join(left_out)}." if left_out else "")
+    )
+
+
 def _caption(counts: Mapping[str, Mapping[str, Mapping[str, int]]]) -> str:
-    """What the chart shows and what to look for, with its totals per preset: rules on the paper's side, against
-    it, undecided."""
+    """What the chart shows and what to look for, with its totals per preset (rules on the paper's side, against
+    it, undecided) folded: the bars show them, the paper-vs-book chart stays within the page's first screens."""
     parts = []
     for name, bars in counts.items():
         total = {word: sum(bar.get(word, 0) for bar in bars.values()) for word in VERDICTS}
@@ -343,30 +401,78 @@ def _caption(counts: Mapping[str, Mapping[str, Mapping[str, int]]]) -> str:
     return (
         "Each bar is one chapter's pre-registered rules on the paper's claims, split by verdict: look for the blue "
         "share of each H200 bar (how much of a chapter holds up, at least in direction), its red (what our runs "
-        "contradict) and how little one CPU run decides. In all, " + "; ".join(parts) + "."
+        "contradict) and how little one CPU run decides. "
+        + _folded(
+            "In all", f"{'; '.join(parts)}."
+        )  # the bars' sums: folded, so that the next chart is in view
     )
+
+
+_TALLIED = re.compile(r"(: )?\d+ pre-registered rules: [^.]*\. ?")
+
+
+def _untallied(line: str) -> str:
+    """A chapter's status line without the tally of its rules (:func:`tally`, "7 pre-registered rules: 2
+    reproduced, ..."), which the verdict chart draws as the chapter's bar; it stays in the verdict word's tooltip."""
+    found = _TALLIED.search(line)
+    if found is None:
+        return line
+    counts = found.group(0).removeprefix(": ").strip()
+    line = line[: found.start()] + (". " if found.group(1) else "") + line[found.end() :]
+    return line.replace('<span class="verdict ', f'<span title="{counts}" class="verdict ', 1).rstrip()
+
+
+def _folded(short: str, full: str) -> str:
+    """A table cell showing ``short`` and, unfolded (a ``<details>`` collapsed by default), ``full``."""
+    return f"<details><summary>{short}</summary>{full}</details>"
+
+
+def _h200_cells(
+    records: Mapping[str, Any],
+    row: Mapping[str, Any],
+    changes: Sequence[RuleChange],
+    plan: Mapping[str, Any] | None,
+    history: Mapping[str, Any] | None,
+) -> list[str]:
+    """A claim's H200 cells in its chapter's table: our number (the rule's :func:`value`, else the row's own words)
+    folding the row's notes (:func:`_result_cell`), its runs (:func:`_runs`) and its verdict (:func:`_verdict`)."""
+    rule = row.get("rule")
+    short = value(rule) if rule else table_cell(row.get("book"))
+    return [
+        _folded(short, _result_cell(records, "gpu", row, changes, plan, history)),
+        _runs(plan, rule) if rule else "",
+        _verdict(records, "gpu", row, changes),
+    ]
+
+
+#: the page's front matter: no "on this page" column (the at-a-glance table links each chapter), so that the
+#: chapters' tables have the width (``_static/scoreboard.css``)
+FRONT_MATTER = ("---", "html_theme.sidebar_secondary.remove: true", "---")
 
 
 def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> str:
     """The scoreboard's markdown for ``chapters`` (reading order), page links relative to ``book/``; the verdict
-    chart (:func:`draw_chart`) is expected at :data:`CHART`."""
+    chart (:func:`draw_chart`) is expected at :data:`CHART`. Per chapter one table row per claim with its H200
+    result (its notes folded into the number) and the seminar preset's verdicts folded below (a dropdown)."""
     board = {c.name: _collect(c, results) for c in chapters}
     plan = load_plan(results)
     history = rule_history.load(results)
     order = ", ".join(VERDICTS)
+    cpu = PRESETS[1][1]
     lines = [
+        *FRONT_MATTER,
         f"% {GENERATED}",
         "",
         "# Scoreboard: what reproduces",
         "",
         f"```{{figure}} {CHART.relative_to('book').as_posix()}",
         ":alt: Stacked bars: each chapter's pre-registered rules by verdict, on one H200 and on a CPU",
+        ":figclass: scoreboard-chart",
         "",
         _caption(chart_counts(chapters, results)),
         "```",
         "",
-        "Every claim this book tests, with the paper's number, ours and the verdict of its rule (each H200 row "
-        "says when the rule was written, from git: before the runs it judges, or changed after one): "
+        "Every claim this book tests, with the paper's number, ours and the verdict of its rule: "
         f"{badge('reproduced')} (every run on the paper's side, the interval around our estimate clear of "
         '"no effect", and the size within the rule\'s tolerance), '
         f"{badge('direction only')} (the same, but the size outside the tolerance), "
@@ -374,10 +480,13 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
         f"evidence the other way) or {badge('not tested')} (a control that cannot bind, too few runs). "
         f"A chapter's verdict is the verdict most of its rules reached; a tie goes to the later word in the order "
         f"{order}. Rows beyond the paper's claims (a robustness check, a hypothesis of ours) are listed but not "
-        "counted. "
-        "**On one H200** is the `gpu` preset, the headline run; **seminar preset on a CPU** is the run a teacher "
-        "repeats in class. A number comes with its unit where it has one (x: a ratio), its 95% interval and what "
-        "was replicated (training seeds, timing repeats, needle cells); a single measurement stands alone.",
+        "counted.",
+        "",
+        "Each chapter's table: the `gpu` preset on one H200, the headline run; our number with its unit (x: a "
+        "ratio) and 95% interval (a single measurement stands alone) and its runs. Click a number for its notes: "
+        "the run's own words, the replicate plan, split halves and when the rule was written, from git (before the "
+        f"runs it judges, or changed after one). The {cpu}, the run a teacher repeats in class, is folded "
+        "{ref}`at the end <scoreboard-cpu>`.",
         "",
         "## At a glance",
         "",
@@ -388,9 +497,20 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
         records = board[c.name]
         lines.append(
             f"| {{ref}}`{table_cell(c.title)} <scoreboard-{c.name}>` | "
-            + " | ".join(_glance(records[p], p) for p, _ in PRESETS)
+            + " | ".join(_status(records[p], p) for p, _ in PRESETS)
             + " |"
         )
+    rows = effect_rows(chapters, results)
+    lines += [
+        "",
+        f"```{{figure}} {EFFECTS.relative_to('book').as_posix()}",
+        ":alt: Each quantitative claim on one line: the paper's effect at 1, no effect at 0, our H200 estimate as a "
+        "dot coloured by verdict with its interval",
+        ":figclass: scoreboard-effects",
+        "",
+        _effects_caption(rows),
+        "```",
+    ]
     for c in chapters:
         records = board[c.name]
         changes = RULE_CHANGES.get(c.name, ())
@@ -399,50 +519,63 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
         if (gpu_pages / c.notebook).exists():
             pages.insert(0, f"{{doc}}`on one H200 <gpu/{stem}>`")
         pages[1:1] = [f"{{doc}}`{p['title']} <{p['doc']}>`" for p in (records["gpu"] or {}).get("pages", [])]
+        h200 = _untallied(_status_lines(records, changes)[0])
         lines += [
             "",
             f"(scoreboard-{c.name})=",
             f"## {c.title}",
             "",
-            "Pages: " + " · ".join(pages) + ".",
-            "",
-            *_status_lines(records, changes),
+            f"{h200.removeprefix('- ')} Pages: " + " · ".join(pages) + ".",
         ]
         claims = _claims(records)
-        if not claims:
-            continue
-        lines += [
-            "",
-            "| claim | paper | H200 verdict | H200 result | CPU verdict | CPU result |",
-            "|---|---|---|---|---|---|",
-        ]
-        for rule_id, by_preset in claims.items():
-            cells = [
-                table_cell(label(rule_id, by_preset)),
-                table_cell(next(r.get("paper") for r in by_preset.values())),
-            ]
-            for p, _ in PRESETS:
-                row = by_preset.get(p)
-                cells += [
-                    _verdict(records, p, row, changes),
-                    _result_cell(
-                        records,
-                        p,
-                        row,
-                        changes,
-                        plan.get((c.name, row["id"])) if p == "gpu" else None,
-                        history.get((c.name, row["id"])) if p == "gpu" else None,
-                    )
-                    if row
-                    else "",
+        h200_claims = {rule_id: by for rule_id, by in claims.items() if "gpu" in by}
+        if h200_claims:
+            lines += ["", "| claim | paper | on one H200 | runs | verdict |", "|---|---|---|---|---|"]
+            for rule_id, by_preset in h200_claims.items():
+                row = by_preset["gpu"]
+                key = (c.name, row["id"])
+                cells = [
+                    table_cell(label(rule_id, by_preset)),
+                    table_cell(next(r.get("paper") for r in by_preset.values())),
+                    *_h200_cells(records, row, changes, plan.get(key), history.get(key)),
                 ]
-            lines.append("| " + " | ".join(cells) + " |")
+                lines.append("| " + " | ".join(cells) + " |")
+        if len(h200_claims) < len(claims):
+            n = len(claims) - len(h200_claims)
+            lines += [
+                "",
+                f"Not reported in this run: {n} {'claim' if n == 1 else 'claims'} of the "
+                f"{{ref}}`{cpu} <scoreboard-cpu>`.",
+            ]
+    lines += [
+        "",
+        "(scoreboard-cpu)=",
+        f"## {cpu[0].upper() + cpu[1:]}",
+        "",
+        ":::{dropdown} Every chapter's claims",
+    ]
+    for c in chapters:
+        records = board[c.name]
+        changes = RULE_CHANGES.get(c.name, ())
+        claims = _claims(records)
+        lines += ["", f"**{c.title}**", "", _status_lines(records, changes)[1]]
+        if claims:
+            lines += ["", "| claim | verdict | result |", "|---|---|---|"]
+            for rule_id, by_preset in claims.items():
+                row = by_preset.get("seminar")
+                cells = [
+                    table_cell(label(rule_id, by_preset)),
+                    _verdict(records, "seminar", row, changes),
+                    _result_cell(records, "seminar", row, changes) if row else "",
+                ]
+                lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", ":::"]
     return "\n".join(lines) + "\n"
 
 
 def render_summary(chapter: ChapterSpec, results: Path) -> str:
     """The box a chapter opens with (``book/summaries/<chapter>.md``, pulled in by an ``{include}``): its verdict
-    on each preset and each claim's verdicts, linking to the scoreboard for the numbers."""
+    on each preset and each claim's verdicts (folded), linking to the scoreboard for the numbers."""
     records = _collect(chapter, results)
     changes = RULE_CHANGES.get(chapter.name, ())
     lines = [
@@ -454,14 +587,16 @@ def render_summary(chapter: ChapterSpec, results: Path) -> str:
         *_status_lines(records, changes),
     ]
     claims = _claims(records)
-    if claims:
-        lines += ["", "| claim | on one H200 | seminar preset on a CPU |", "|---|---|---|"]
+    if claims:  # folded: the page opens with the two status lines, each claim's verdict a click away
+        lines += ["", f"<details><summary>Each claim's verdict ({len(claims)} claims)</summary>", ""]
+        lines += ["| claim | on one H200 | seminar preset on a CPU |", "|---|---|---|"]
         lines += [
             f"| {table_cell(label(rule_id, by_preset))} | "
             + " | ".join(_verdict(records, p, by_preset.get(p), changes) for p, _ in PRESETS)
             + " |"
             for rule_id, by_preset in claims.items()
         ]
+        lines += ["", "</details>"]
     lines += _fast_path_note(chapter, equivalence.load_judged(results / "benchmarks"))
     lines += [
         "",
@@ -505,12 +640,13 @@ def write(root: Path = REPO_ROOT) -> list[Path]:
     chapters = list(CHAPTERS.values())
     results, gpu_pages = root / "data" / "results", root / "book" / "gpu"
     draw_chart(chart_counts(chapters, results), root / CHART)
+    draw_effects(effect_rows(chapters, results), root / EFFECTS)
     pages = {root / "book" / "scoreboard.md": render(chapters, results, gpu_pages), root / CSS: verdict_css()}
     pages.update({root / "book" / "summaries" / f"{c.name}.md": render_summary(c, results) for c in chapters})
     for path, text in pages.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)
-    return [root / CHART, *pages]
+    return [root / CHART, root / EFFECTS, *pages]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
