@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 BASELINE = "standard_periodic"
+#: the label suffix of a student trained on text capped to fewer unique tokens (``text_cap``): the repetition control
+CAPPED_SUFFIX = "+capped"
 
 
 def _block_bounds(n_layers: int, n_full: int) -> list[tuple[int, int]]:

@@ -17,7 +17,7 @@ from hybridlib.atomic import write_json
 from hybridlib.findings import chapter, notebook_params
 from hybridlib.params import check_choice
 from hybridlib.paths import book_notebook
-from hybridlib.verdicts import Outcome, Verdict, check_id
+from hybridlib.verdicts import Outcome, Verdict, check_id, tally_text
 
 VERDICTS = tuple(o.value for o in Outcome)
 _PAGE: dict[str, Any] = {"chapter": None, "rows": [], "status": None}  # what this notebook reported so far
@@ -193,8 +193,7 @@ def verdict_summary(verdicts: Sequence[Verdict]) -> tuple[str, str]:
         raise ValueError("verdicts must not be empty")
     counts = {o.value: sum(v.outcome == o for v in verdicts) for o in Outcome}
     status = max(reversed(VERDICTS), key=lambda word: counts[word])
-    tally = ", ".join(f"{n} {word}" for word, n in counts.items() if n)
-    return status, f"{len(verdicts)} pre-registered rules: {tally}."
+    return status, tally_text(counts)
 
 
 def provenance_table(params: dict[str, Any]) -> pd.DataFrame:

@@ -473,7 +473,7 @@ def verdict_bars(panels: Mapping[str, Mapping[str, Mapping[str, int]]]) -> Figur
         ax.set_ylim(len(bars) - 0.45, -0.5)
         ax.set_title(title, fontsize=font + 1, loc="left", fontweight="bold")
         ax.tick_params(axis="x", labelsize=font)
-    axes[-1, 0].set_xlabel("pre-registered rules", fontsize=font)
+    axes[-1, 0].set_xlabel("rules", fontsize=font)
     handles = [
         Patch(facecolor=c, edgecolor="0.6", linewidth=0.5, label=o.value) for o, c in OUTCOME_COLORS.items()
     ]

@@ -1,7 +1,8 @@
-"""Pre-registered verdict rules and intervals over runs: the one verdict core every finding report uses.
+"""Verdict rules and intervals over runs: the one verdict core every finding report uses.
 
 **Vocabulary** (:class:`Outcome`; the values are the words the book prints). A :class:`Rule` is written
-before any run: the claim, the metric, the unit of replication, the direction that supports the paper
+before the runs it judges (``python -m hybridlib.rule_history`` dates each from git and says which changed after
+a run they judge): the claim, the metric, the unit of replication, the direction that supports the paper
 (``+1``: the effect lies above ``null``, ``-1``: below), a magnitude :class:`Tolerance` with its reason,
 the minimum number of replicates and the paper's value. All numbers are on the metric's own scale;
 ``null`` is the value meaning "no effect" (0 for a difference, 1 for a ratio such as R or a speed-up).
@@ -81,6 +82,40 @@ class Outcome(StrEnum):
 #: ``softcka.lower.standard_periodic.seen``. Ids are labels: stable across runs and presets (no run-dependent
 #: number such as a layer, a window or a token count), matched exactly, never parsed for meaning, except that the
 #: last slug of a row whose arms coincide in its run joins the arms with ``=`` (:func:`claim_ids`).
+#: a chapter's tally of its rules' outcomes, as its status reason opens (:func:`tally_text`); stored runs may read
+#: "pre-registered rules"
+TALLY = re.compile(r"(\d+) (?:pre-registered )?rules?: ([^.]*)\.")
+
+
+def tally_text(counts: Mapping[str, int]) -> str:
+    """``"7 rules: 2 reproduced, 5 inconclusive."``: the outcome counts (outcome word -> rules) in
+    :class:`Outcome` order, zeros left out."""
+    if not set(counts) <= {o.value for o in Outcome} or any(n < 0 for n in counts.values()):
+        raise ValueError(
+            f"counts must map outcome words {[o.value for o in Outcome]} to counts >= 0: {counts}"
+        )
+    n = sum(counts.values())
+    parts = ", ".join(f"{counts[o.value]} {o.value}" for o in Outcome if counts.get(o.value))
+    return f"{n} rule{'s' * (n != 1)}: {parts}."
+
+
+def parse_tally(text: str) -> dict[str, int] | None:
+    """The outcome counts of the first tally (:data:`TALLY`) in ``text``, None without one; ``ValueError`` when
+    its counts do not add up or name no outcome."""
+    found = TALLY.search(text)
+    if found is None:
+        return None
+    counts = {word: int(n) for n, word in (part.split(" ", 1) for part in found.group(2).split(", "))}
+    if sum(counts.values()) != int(found.group(1)) or not set(counts) <= {o.value for o in Outcome}:
+        raise ValueError(f"unreadable tally: {found.group(0)!r}")
+    return counts
+
+
+def retell_tally(text: str) -> str:
+    """``text`` with each tally (:data:`TALLY`) in the words of :func:`tally_text`."""
+    return TALLY.sub(lambda m: tally_text(parse_tally(m.group(0)) or {}), text)
+
+
 RULE_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9+][a-z0-9_+=]*)+$")
 
 
@@ -126,7 +161,7 @@ def claim_ids(rule_id: str) -> list[str]:
 
 @dataclass(frozen=True)
 class RuleChange:
-    """A pre-registered rule changed after a committed run it judged: rows of the rule ``rule_id`` (a rule's id,
+    """A rule changed after a committed run it judged: rows of the rule ``rule_id`` (a rule's id,
     :data:`RULE_ID`; it covers the ids under it, e.g. ``layout.speedup`` every arm's ``layout.speedup.<arm>``) from
     runs dated before ``since_utc`` (ISO 8601, UTC) were judged by the rule as it was, which ``before`` states;
     with ``precondition`` set, only rows in which that precondition failed (the change concerns that case; elsewhere
@@ -605,7 +640,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Rule:
-    """A claim's pre-registered test (see the module docstring for the outcomes).
+    """A claim's test (see the module docstring for the outcomes).
 
     ``unit``: the unit of replication, e.g. ``"training run (seed)"``, ``"benchmark repeat"``;
     ``direction``: +1 if the paper's effect lies above ``null``, -1 if below; ``paper_value``: the paper's

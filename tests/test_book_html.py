@@ -140,7 +140,21 @@ const selectors = Array.from(article.querySelectorAll('.hybrid-selector'))
   .map(d => (d.querySelector('svg') || {childElementCount: 0}).childElementCount);
 const stderr = Array.from(article.querySelectorAll('.output.stderr, .stderr'))
   .map(e => e.innerText.trim()).filter(t => t);
-return {cells, images, widgets, selectors, stderr};
+const requests = performance.getEntriesByType('resource').map(e => e.name)
+  .concat(Array.from(document.querySelectorAll('img[src], script[src], link[href], iframe[src]'))
+    .map(e => e.src || e.href));
+// wider than the text column: an element past the article's right edge that no box of the article scrolls or clips
+const right = article.getBoundingClientRect().right;
+const clipped = e => {
+  for (let a = e.parentElement; a && a !== article; a = a.parentElement) {
+    if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(a).overflowX)) return true;
+  }
+  return false;
+};
+const wide = Array.from(article.querySelectorAll('*'))
+  .filter(e => e.getBoundingClientRect().right > right + 1 && !clipped(e))
+  .map(e => e.tagName + '.' + Array.from(e.classList).join('.') + ' ' + (e.innerText || '').slice(0, 40));
+return {cells, images, widgets, selectors, stderr, requests, wide};
 """
 OVERFLOW_JS = """
 const width = document.documentElement.clientWidth;
@@ -252,6 +266,27 @@ def test_no_console_errors(doc, server, browser, html_root):
 def test_no_stderr_outputs(doc, server, browser, html_root):
     stderr = page_report(doc, server, browser, html_root)["stderr"]
     assert not stderr, f"{doc}: stderr outputs {[t[:120] for t in stderr]}"
+
+
+@pytest.mark.parametrize("doc", _pages("hosts"))
+def test_no_request_to_another_host(doc, server, browser, html_root):
+    """Everything a page loads (resource timing and every src / href of the document) comes from the book's own
+    server: an offline reader sees the whole page, and no reader is tracked."""
+    own = urlparse(server).netloc
+    foreign = sorted(
+        {
+            url
+            for url in page_report(doc, server, browser, html_root)["requests"]
+            if urlparse(url).scheme in ("http", "https") and urlparse(url).netloc != own
+        }
+    )
+    assert not foreign, f"{doc} requests other hosts: {foreign}"
+
+
+@pytest.mark.parametrize("doc", _pages("column"))
+def test_nothing_wider_than_the_column(doc, server, browser, html_root):
+    wide = page_report(doc, server, browser, html_root)["wide"]
+    assert not wide, f"{doc}: wider than the text column at {DESKTOP} px, not in a scroll box: {wide[:5]}"
 
 
 @pytest.mark.parametrize("doc", _pages("overflow"))

@@ -75,7 +75,7 @@ def test_paper_vs_book_shows_a_verdicts_interval_runs_and_reason():
 
 def test_verdict_summary_takes_the_most_frequent_outcome_and_breaks_ties_against_the_paper():
     status, reason = notebook.verdict_summary([_verdict("reproduced"), _verdict("inconclusive")])
-    assert status == "inconclusive" and reason == "2 pre-registered rules: 1 reproduced, 1 inconclusive."
+    assert status == "inconclusive" and reason == "2 rules: 1 reproduced, 1 inconclusive."
     assert (
         notebook.verdict_summary([_verdict("reproduced")] * 2 + [_verdict("not tested")])[0] == "reproduced"
     )

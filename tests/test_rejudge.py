@@ -125,7 +125,7 @@ def test_a_repeated_claim_is_dropped_once_and_the_tally_loses_it():
     assert got["rows"] == [main, mine, other] and got["dropped_rows"] == [{"row": copy_, "why": "why"}]
     assert got["status"] == {
         "status": "reproduced",
-        "reason": "3 pre-registered rules: 2 reproduced, 1 contradicted.",
+        "reason": "3 rules: 2 reproduced, 1 contradicted.",
     }
     assert rejudge.drop_repeated_claims(got, "why") == got  # idempotent
 
@@ -199,13 +199,13 @@ def test_rejudging_the_run_as_committed_moves_the_verdicts_and_the_tally():
     assert _by_id(new, NEEDLE)["rule"]["estimate"] == pytest.approx(2 / 5)  # 2 of 5 discordant cells
     assert new["status"] == {
         "status": "direction only",
-        "reason": "7 pre-registered rules: 2 reproduced, 3 direction only, 1 inconclusive, 1 not tested.",
+        "reason": "7 rules: 2 reproduced, 3 direction only, 1 inconclusive, 1 not tested.",
     }
     new = rejudge.first_fa_record(ffa)
     swa = new["rows"][4]
     assert swa["id"] == SWA and swa["note"].endswith("; first FA layer: 2; " + swa["rule"]["reason"])
     assert swa["verdict"] == "not tested" and "standard_periodic: contradicted" in swa["rule"]["reason"]
-    assert new["status"]["reason"] == "8 pre-registered rules: 4 inconclusive, 1 contradicted, 3 not tested."
+    assert new["status"]["reason"] == "8 rules: 4 inconclusive, 1 contradicted, 3 not tested."
 
 
 def test_retally_moves_one_rule_and_keeps_the_rest_of_the_reason():
@@ -215,10 +215,10 @@ def test_retally_moves_one_rule_and_keeps_the_rest_of_the_reason():
     }
     assert rejudge.retally(status, "reproduced", "not tested") == {
         "status": "not tested",  # 1 each: the less favourable word wins the tie
-        "reason": "3 pre-registered rules: 1 reproduced, 1 inconclusive, 1 not tested. Tail.",
+        "reason": "3 rules: 1 reproduced, 1 inconclusive, 1 not tested. Tail.",
     }
     assert rejudge.retally(status, "reproduced", "reproduced") == status
     assert rejudge.retally(status, "inconclusive", None) == {
         "status": "reproduced",
-        "reason": "2 pre-registered rules: 2 reproduced. Tail.",
+        "reason": "2 rules: 2 reproduced. Tail.",
     }

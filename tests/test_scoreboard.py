@@ -142,8 +142,8 @@ html_theme.sidebar_secondary.remove: true
 | chapter | on one H200 | seminar preset on a CPU |
 |---|---|---|
 | {{ref}}`Alpha: a claim <scoreboard-alpha>` | {reproduced} | {inconclusive} |
-| {{ref}}`Beta <scoreboard-beta>` | not yet re-run under the pre-registered rules | not yet executed under the \
-pre-registered rules |
+| {{ref}}`Beta <scoreboard-beta>` | not yet re-run under the current rules | not yet executed under the \
+current rules |
 
 {effects}(scoreboard-alpha)=
 ## Alpha: a claim
@@ -160,7 +160,7 @@ Not reported in this run: 1 claim of the {{ref}}`seminar preset on a CPU <scoreb
 (scoreboard-beta)=
 ## Beta
 
-On one H200: not yet re-run under the pre-registered rules. Pages: {{doc}}`on one H200 <gpu/02_beta>` · \
+On one H200: not yet re-run under the current rules. Pages: {{doc}}`on one H200 <gpu/02_beta>` · \
 {{doc}}`seminar preset on a CPU <../notebooks/02_beta>`.
 
 (scoreboard-cpu)=
@@ -179,7 +179,7 @@ On one H200: not yet re-run under the pre-registered rules. Pages: {{doc}}`on on
 
 **Beta**
 
-- Seminar preset on a CPU: not yet executed under the pre-registered rules.
+- Seminar preset on a CPU: not yet executed under the current rules.
 
 :::
 """
@@ -190,9 +190,7 @@ On one H200: not yet re-run under the pre-registered rules. Pages: {{doc}}`on on
     badges = {w.replace(" ", "_"): scoreboard.badge(w) for w in ("reproduced", "inconclusive", "not tested")}
     # the chapter's tally (the verdict chart's bar) in its verdict word's tooltip, the paper-vs-book chart after
     # the at-a-glance table: its one quantitative claim drawn, the chapter without one named
-    tallied = scoreboard.badge("reproduced").replace(
-        "<span ", '<span title="1 pre-registered rules: 1 reproduced." '
-    )
+    tallied = scoreboard.badge("reproduced", "1 rule: 1 reproduced.")  # a stored run's words, retold
     effects = text[
         text.index("```{figure} figures/scoreboard_effects.png") : text.index("(scoreboard-alpha)=")
     ]
@@ -215,7 +213,7 @@ def test_chapter_summary_box(tmp_path):
 :::{{admonition}} Scoreboard
 :class: tip
 
-- On one H200: {reproduced}. 1 pre-registered rules: 1 reproduced.
+- On one H200: {reproduced}. 1 rule: 1 reproduced.
 - Seminar preset on a CPU: {inconclusive}. tiny \\| model
 
 <details><summary>Each claim's verdict (2 claims)</summary>
@@ -236,14 +234,14 @@ The paper's numbers and ours, with intervals: {{doc}}`the scoreboard </book/scor
         )
     )
     assert scoreboard.render_summary(BETA, results).splitlines()[5:7] == [
-        "- On one H200: not yet re-run under the pre-registered rules.",
-        "- Seminar preset on a CPU: not yet executed under the pre-registered rules.",
+        "- On one H200: not yet re-run under the current rules.",
+        "- Seminar preset on a CPU: not yet executed under the current rules.",
     ]
 
 
 def test_an_executed_notebook_s_verdict_boxes_are_no_verdict_of_the_scoreboard(tmp_path):
     """Verdicts come from the rule rows of a run's record only (matched by id): the verdict boxes an older executed
-    H200 notebook printed (before the pre-registered rules) neither stand for the chapter's verdict nor are
+    H200 notebook printed (before the current rules) neither stand for the chapter's verdict nor are
     tallied; the notebook is linked, and the chapter reads as not re-run until a record exists."""
     results, gpu = _results(tmp_path)
     box = '<p class="admonition-title">Verdict: {}</p>'
@@ -253,14 +251,14 @@ def test_an_executed_notebook_s_verdict_boxes_are_no_verdict_of_the_scoreboard(t
     text = scoreboard.render([ALPHA, BETA], results, gpu)
     beta_part = text[text.index("(scoreboard-beta)=") :]
     assert beta_part.splitlines()[3] == (
-        "On one H200: not yet re-run under the pre-registered rules. Pages: {doc}`on one H200 <gpu/02_beta>` · "
+        "On one H200: not yet re-run under the current rules. Pages: {doc}`on one H200 <gpu/02_beta>` · "
         "{doc}`seminar preset on a CPU <../notebooks/02_beta>`."
     )
     assert not re.search(r"contradicted|verdicts:|old rules", beta_part)
     glance = [line for line in text.splitlines() if line.startswith("| {ref}`Beta")]
     assert glance == [
-        "| {ref}`Beta <scoreboard-beta>` | not yet re-run under the pre-registered rules | not yet executed under "
-        "the pre-registered rules |"
+        "| {ref}`Beta <scoreboard-beta>` | not yet re-run under the current rules | not yet executed under "
+        "the current rules |"
     ]
     assert "contradicted" not in scoreboard.render_summary(BETA, results)
 
@@ -378,14 +376,14 @@ def test_rows_of_a_separate_run_join_the_chapter(tmp_path):
         "Pages: {doc}`on one H200 <gpu/02_beta>` · {doc}`whole models on one H200 <gpu/whole_models>` · "
         in beta_part
     )
-    assert "On one H200: not yet re-run under the pre-registered rules. Pages: " in beta_part
+    assert "On one H200: not yet re-run under the current rules. Pages: " in beta_part
     alpha_part = text[text.index("(scoreboard-alpha)=") : text.index("(scoreboard-beta)=")]
     assert "(whole model)" not in alpha_part and "separate" not in alpha_part
     assert (
         f"| 128K | 25/40 | <details><summary>8/8</summary>8/8</details> |  | {scoreboard.badge('reproduced')} |"
         in beta_part
     )
-    assert "| 128K | not yet executed under the pre-registered rules |  |" in beta_part
+    assert "| 128K | not yet executed under the current rules |  |" in beta_part
 
 
 def test_an_older_first_fa_row_naming_its_layer_is_the_same_claim():
@@ -428,7 +426,7 @@ def test_an_older_needle_row_naming_its_haystack_is_the_same_claim(tmp_path):
             "note": "",
             "rule": _rule(0.4, 0.1, 0.7, 10, outcome, rule_id),
         }
-        status = {"status": outcome.value, "reason": f"1 pre-registered rules: 1 {outcome.value}."}
+        status = {"status": outcome.value, "reason": f"1 rule: 1 {outcome.value}."}
         _write(
             results / "alpha" / f"paper_vs_book_{preset}.json",
             {"chapter": "alpha", "status": status, "rows": [row], "provenance": {}},
@@ -663,7 +661,7 @@ def test_the_verdict_chart_draws_the_committed_counts_in_the_outcome_colours():
         for y, chapter in enumerate(CHAPTERS.values()):
             record = json.loads((results / chapter.name / f"paper_vs_book_{preset}.json").read_text())
             total, words = re.search(
-                r"(\d+) pre-registered rules: ([^.]*)\.", record["status"]["reason"]
+                r"(\d+) (?:pre-registered )?rules?: ([^.]*)\.", record["status"]["reason"]
             ).groups()
             tally = {word: int(n) for n, word in re.findall(rf"(\d+) ({_WORDS})", words)}
             rows = Counter(row["verdict"] for row in record["rows"])

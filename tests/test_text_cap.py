@@ -25,6 +25,7 @@ from hybridlib.data.corpus import repetition, split_documents
 from hybridlib.data.tokenizers import tokenizer_fingerprint
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import replicates
+from hybridlib.layouts import CAPPED_SUFFIX
 from hybridlib.paths import cache_dir
 from hybridlib.train import distill
 
@@ -255,7 +256,7 @@ def test_capped_arm_only_at_the_largest_budget_with_the_smallest_budgets_text():
     assert cap == budgets[0] == 2**20  # 64 whole steps of 32 x 512
     for budget in budgets:
         plan = replicates.budget_plans(params, budget)
-        capped = {label: p for label, p in plan.items() if label.endswith(replicates.CAPPED)}
+        capped = {label: p for label, p in plan.items() if label.endswith(CAPPED_SUFFIX)}
         if budget == budgets[-1]:
             assert capped == {"standard_periodic+capped": ("standard_periodic", "gdn", cap)}
         else:

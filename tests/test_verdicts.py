@@ -507,3 +507,25 @@ def test_ids_qualify_by_slugs_and_a_row_of_coinciding_arms_stands_for_each():
     assert claim_ids("layout.r.sandwich") == ["layout.r.sandwich"]
     assert under("layout.speedup.sandwich", "layout.speedup") and under("layout.speedup", "layout.speedup")
     assert not under("layout.speedups", "layout.speedup")
+
+
+def test_a_tally_is_written_in_outcome_order_and_read_back_in_either_wording():
+    from hybridlib.verdicts import parse_tally, retell_tally, tally_text
+
+    counts = {"not tested": 1, "reproduced": 2, "contradicted": 0}
+    assert tally_text(counts) == "3 rules: 2 reproduced, 1 not tested."
+    assert tally_text({"inconclusive": 1}) == "1 rule: 1 inconclusive."
+    assert parse_tally("tiny, 1 replicate(s): 3 rules: 2 reproduced, 1 not tested. Tail.") == {
+        "reproduced": 2,
+        "not tested": 1,
+    }
+    stored = "8 pre-registered rules: 4 inconclusive, 1 contradicted, 3 not tested. Students of ..."
+    assert parse_tally(stored) == {"inconclusive": 4, "contradicted": 1, "not tested": 3}
+    assert retell_tally(stored) == "8 rules: 4 inconclusive, 1 contradicted, 3 not tested. Students of ..."
+    assert parse_tally("no tally here.") is None and retell_tally("no tally here.") == "no tally here."
+    with pytest.raises(ValueError, match="unreadable tally"):
+        parse_tally("3 rules: 2 reproduced.")  # the counts do not add up
+    with pytest.raises(ValueError, match="unreadable tally"):
+        parse_tally("2 rules: 2 maybe.")
+    with pytest.raises(ValueError, match="outcome words"):
+        tally_text({"maybe": 1})

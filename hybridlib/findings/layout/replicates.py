@@ -29,12 +29,11 @@ import numpy as np
 from hybridlib.findings import chapter
 from hybridlib.findings.layout.report import FA_FIRST
 from hybridlib.findings.layout.spec import BUDGET_ARMS, BUDGET_EVALS
-from hybridlib.layouts import BASELINE
+from hybridlib.layouts import BASELINE, CAPPED_SUFFIX
 from hybridlib.recipes import RECIPE_ARGS, replicate_seeds
 from hybridlib.train.distill import DistillRun, distill_layout, heldout_scores
 
 LR_ARGS = ("lr_recurrent", "lr_rest")
-CAPPED = "+capped"  #: suffix of the repetition control's arm label (the budget curve's largest budget)
 
 
 def recipe(params: Mapping[str, Any], lr_factor: float = 1.0) -> dict[str, Any]:
@@ -69,7 +68,7 @@ def budget_plans(params: Mapping[str, Any], budget: int) -> dict[str, tuple[str,
     return (
         out
         | ({f"{BASELINE}+swa": (BASELINE, "swa", None)} if swa else {})
-        | ({f"{BASELINE}{CAPPED}": (BASELINE, "gdn", budget_text_cap(params))} if capped else {})
+        | ({f"{BASELINE}{CAPPED_SUFFIX}": (BASELINE, "gdn", budget_text_cap(params))} if capped else {})
     )
 
 

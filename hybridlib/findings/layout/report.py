@@ -1,4 +1,4 @@
-"""The layout chapter's tables and its pre-registered verdict rules (the hybrid paper's Finding 7).
+"""The layout chapter's tables and its verdict rules (the hybrid paper's Finding 7).
 
 Inputs: ``runs``: arm label -> one :class:`~hybridlib.train.distill.DistillRun` per replicate (replicate
 ``r`` of every arm shares its seeds, ``recipes.replicate_seeds``), and ``scores``: label -> one ``evaluate_pair`` frame
@@ -56,7 +56,7 @@ from matplotlib.ticker import FuncFormatter
 from hybridlib import metrics
 from hybridlib.data.languages import LANGUAGES
 from hybridlib.findings.layout.spec import FA_FIRST
-from hybridlib.layouts import BASELINE, Layout
+from hybridlib.layouts import BASELINE, CAPPED_SUFFIX, Layout
 from hybridlib.style import COLUMN_WIDTH_IN, MIN_FONT_PT, figsize, text_color
 from hybridlib.train.distill import DistillRun
 from hybridlib.verdicts import (
@@ -750,7 +750,7 @@ def trend_verdict(
 
 #: the repetition control's arm (``replicates.budget_plans``): the baseline at the largest budget on text capped
 #: to the smallest budget's unique tokens
-CAPPED = f"{BASELINE}+capped"
+CAPPED = f"{BASELINE}{CAPPED_SUFFIX}"
 REPETITION_MARGIN = 0.05  # ln KL ratio: a capped student's KL more than ~5% above the uncapped one's counts
 REPETITION_REASON = (
     "a repetition effect under 5% of KL is under half the layout effect the chapter measures at 1M tokens (1 - R "

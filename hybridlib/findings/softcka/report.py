@@ -1,4 +1,4 @@
-"""The SoftCKA chapter's paper numbers (Findings 2-3) and its pre-registered rules.
+"""The SoftCKA chapter's paper numbers (Findings 2-3) and its verdict rules.
 
 **The metric is the alignment gap.** Per model and language, the layer-mean SoftCKA of parallel pairs minus that of
 shuffled (non-parallel) pairs: on SmolLM2 the shuffled score is most of the parallel one (``summary`` in
