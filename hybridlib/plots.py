@@ -19,6 +19,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from hybridlib.style import (
     COLUMN_WIDTH_IN,
@@ -247,6 +248,58 @@ def lines_vs_context(
     grid.figure.tight_layout()
     grid.figure.suptitle(title, y=1.02)
     return grid.figure
+
+
+def beside_paper(
+    frame: pd.DataFrame,
+    x: str,
+    ours: str,
+    paper: str,
+    *,
+    title: str,
+    ours_label: str,
+    paper_label: str,
+    hue: str | None = None,
+    logy: bool = False,
+) -> Figure:
+    """One row per run (``frame``: the arm ``x``, the run's value ``ours``, the paper's value of that arm
+    ``paper``, NaN where the paper has none, optionally a ``hue``): our runs (small dots) and their mean (a
+    diamond) in the left panel, the paper's values in the right, the arms in the same order along both x axes, so
+    that the two orderings can be set side by side although the metrics differ. ``logy``: a panel whose values
+    span a factor of 10 or more on a log scale (perplexities), its ticks in plain numbers."""
+    _require(frame, [c for c in (x, ours, paper, hue) if c])
+    if frame.empty:
+        raise ValueError("frame has no rows: nothing to draw")
+    order = [str(v) for v in dict.fromkeys(frame[x])]
+    frame = frame.assign(**{x: frame[x].astype(str)})
+    fig, (left, right) = plt.subplots(1, 2, figsize=figsize(1, panel_height=2.9))
+    common = {"x": x, "hue": hue, "order": order, "dodge": 0.35 if hue else False}
+    sns.stripplot(data=frame, y=ours, ax=left, alpha=0.45, size=3.5, legend=False, jitter=0.08, **common)
+    sns.pointplot(
+        data=frame, y=ours, ax=left, errorbar=None, linestyles="none", markers="D", legend=bool(hue), **common
+    )
+    shown = frame.drop_duplicates([x] + ([hue] if hue else [])).dropna(subset=[paper])
+    sns.pointplot(data=shown, y=paper, ax=right, errorbar=None, linestyles="none", legend=False, **common)
+    right.set_xlim(left.get_xlim())
+    for ax, values in ((left, frame[ours]), (right, shown[paper])):
+        if logy and values.min() > 0 and values.max() >= 10 * values.min():
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
+    font = plt.rcParams["font.size"]
+    per_arm = left.get_position().width * fig.get_size_inches()[0] / len(order)
+    height = left.get_position().height * fig.get_size_inches()[1]
+    for ax, label, who in ((left, ours_label, "this book"), (right, paper_label, "the paper")):
+        ax.set_ylabel(_wrap(label, height, font))
+        ax.set_xlabel(x.replace("_", " "))
+        _panel_title(ax, who)
+        ax.set_xticks(range(len(order)), [_wrap(a.replace(", ", " "), per_arm, font) for a in order])
+    if hue:
+        handles, labels = left.get_legend_handles_labels()
+        left.get_legend().remove()
+        _legend_below(fig, handles, labels, title=hue.replace("_", " "))
+    _suptitle(fig, title)
+    return fig
 
 
 def _shade_layers(ax, layers: Sequence[int], label: str = "full attention") -> None:

@@ -442,3 +442,76 @@ def test_layer_panels_of_12_models_wrap_titles_and_label_every_fifth_layer():
         curves, fa, "attn_delta SoftCKA, English vs each language (mean, IQR over languages)"
     )
     _assert_ticks_readable(tall, max_ticks=8)
+
+
+def _beside_frame() -> pd.DataFrame:
+    """Two feature maps x three stages x two runs of a LoLCATs-like Table 2: perplexities from 900 to 40, the
+    paper's from 2448 to 3.9 (Llama 3 8B)."""
+    paper = {"swap": 2448.0, "transfer": 60.9, "transfer+lora": 3.9}
+    ours = {"swap": (900.0, 700.0), "transfer": (120.0, 100.0), "transfer+lora": (44.0, 40.0)}
+    return pd.DataFrame(
+        [
+            {
+                "feature_map": fm,
+                "stage": stage,
+                "seed": seed,
+                "ppl": runs[seed] * scale,
+                "paper": paper[stage],
+            }
+            for fm, scale in (("hedgehog", 1.0), ("t2r", 1.5))
+            for stage, runs in ours.items()
+            for seed in (0, 1)
+        ]
+    )
+
+
+def test_beside_paper_draws_each_mean_and_the_papers_values_on_the_same_arms():
+    frame = _beside_frame()
+    fig = plots.beside_paper(
+        frame,
+        "stage",
+        "ppl",
+        "paper",
+        hue="feature_map",
+        logy=True,
+        title="t",
+        ours_label="a",
+        paper_label="b",
+    )
+    left, right = fig.axes[:2]
+    for ax in (left, right):
+        assert [t.get_text().replace("\n", "") for t in ax.get_xticklabels()] == [
+            "swap",
+            "transfer",
+            "transfer+lora",
+        ]
+        assert ax.get_yscale() == "log"  # both span more than 10x
+    drawn = sorted(
+        y for line in left.lines for y in line.get_ydata()
+    )  # the diamonds: one mean per arm and map
+    means = sorted(frame.groupby(["feature_map", "stage"])["ppl"].mean())
+    assert drawn == pytest.approx(means)
+    runs = sorted(y for c in left.collections for _, y in c.get_offsets())  # the dots: every run
+    assert runs == pytest.approx(sorted(frame["ppl"]))
+    paper = sorted(y for line in right.lines for y in line.get_ydata())
+    assert paper == pytest.approx(sorted([2448.0, 60.9, 3.9] * 2))
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["hedgehog", "t2r"]
+
+
+def test_beside_paper_leaves_a_narrow_range_linear_skips_missing_paper_values_and_rejects_bad_frames():
+    frame = _beside_frame().query("feature_map == 'hedgehog' and stage != 'swap'")
+    frame = frame.assign(
+        paper=frame["paper"].where(frame["stage"] == "transfer")
+    )  # no paper value for one arm
+    fig = plots.beside_paper(
+        frame, "stage", "ppl", "paper", logy=True, title="t", ours_label="a", paper_label="b"
+    )
+    left, right = fig.axes[:2]
+    assert left.get_yscale() == "linear"  # 40-120: under 10x
+    assert [y for line in right.lines for y in line.get_ydata() if y == y] == [60.9]
+    with pytest.raises(ValueError, match="no rows"):
+        plots.beside_paper(
+            frame.iloc[:0], "stage", "ppl", "paper", title="t", ours_label="a", paper_label="b"
+        )
+    with pytest.raises(ValueError, match=r"lacks column\(s\) \['nll'\]"):
+        plots.beside_paper(frame, "stage", "nll", "paper", title="t", ours_label="a", paper_label="b")

@@ -601,6 +601,22 @@ def fig8_row(
     return _row("Fig. 8: generation throughput", PAPER_FIG8, v, note)
 
 
+def seed_frame(rows: Sequence[Row], by: Sequence[str]) -> pd.DataFrame:
+    """One row per run (its ``by`` fields and seed): perplexity (exp of the mean per-sequence NLL) and verse-cloze
+    accuracy, in the rows' order."""
+    return pd.DataFrame(
+        [
+            {
+                **{k: r[k] for k in by},
+                "seed": r["seed"],
+                "ppl": float(np.exp(np.mean(r["nll"]))),
+                "cloze": float(np.mean(r["hits"])),
+            }
+            for r in rows
+        ]
+    )
+
+
 def summary(rows: Sequence[Row], by: Sequence[str]) -> pd.DataFrame:
     """Per group of ``by``: perplexity (exp of the mean over seeds of the mean per-sequence NLL), verse-cloze
     accuracy (mean over seeds) and the number of seeds."""
