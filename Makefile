@@ -11,14 +11,25 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: book test test-capability env data chapters html browser clean
+.PHONY: book test test-notebooks test-library test-capability env data chapters html browser clean
+# `make test` runs its two halves side by side (TEST_JOBS=1: one after the other), each half's output printed whole
+# when it ends
+TEST_JOBS ?= 2
 NBVAL := -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 book: html
 
 test: env data browser
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
-	$(PY) -m pytest $(NBVAL) --durations=25 --ignore-glob='notebooks/.*' tests notebooks  # .*: temp files a killed run left
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-notebooks test-library
+
+# The halves of `make test` (after `make env data browser`): nbval over notebooks/ and the tests that read what its
+# runs wrote (one process, in that order: tests/conftest.py), and the rest of tests/.
+test-notebooks:
+	$(PY) -m pytest $(NBVAL) -m "notebook or after_notebooks" --durations=10 --ignore-glob='notebooks/.*' \
+	  tests notebooks  # .*: temp files a killed run left
+test-library:
+	$(PY) -m pytest -p no:cacheprovider -m "not after_notebooks" --durations=20 tests
 
 # The suite's CPU-dependent parts under another ATen CPU capability (default: the portable scalar kernels; also
 # avx2, avx512): the library tests, then the layout chapter with the tiny teacher and its students trained afresh

@@ -18,7 +18,11 @@ if not os.environ.get(RESULTS_ENV):  # before any kernel starts: nbval's kernels
     atexit.register(shutil.rmtree, os.environ[RESULTS_ENV], ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks set here
 def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        if item.path.suffix == ".ipynb":  # nbval's cells
+            item.add_marker(pytest.mark.notebook)
     late = [item for item in items if item.get_closest_marker("after_notebooks")]
     if late:
         items[:] = [item for item in items if not item.get_closest_marker("after_notebooks")] + late
