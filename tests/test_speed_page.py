@@ -119,12 +119,13 @@ def test_committed_page_is_current():
 
 
 def test_committed_page_keeps_the_targets_limits_equivalence_and_two_gpus_only():
-    """The page a reader finishes (issue 50): four sections, no variant history, no commands, one raw-file line."""
+    """The page a reader finishes (issue 50): five sections, no variant history, no commands, one raw-file line."""
     page = (REPO_ROOT / speed.PAGE).read_text()
     heads = [line for line in page.splitlines() if line.startswith("## ")]
     assert heads == [
         "## Targets",
         "## What limits the step",
+        "## Compile warm-up",
         "## The fast path against eager: the equivalence test",
         "## Two H200s",
     ]
@@ -294,16 +295,88 @@ def test_the_page_from_the_sources_it_reads_is_the_page_from_all():
             "first_step": {"precision": "bf16", "common": {"eager": 6.0, "compiled": 6.1}},
         },
         "curve": {"rows": [], "loss_curves": [[4.0, 3.0]]},
+        "warm": {
+            "rows": [step(0.30, 180_000.0, 90.0, conv_impl="fla", compile_cache=COLD)]
+        },  # slow, but warm-up
         "equivalence": judged(0.3, rounding={"fast": (2e-4, 1.5e-3)}),
     } | scaling(200.0, [4.0, 3.0, 2.0, 1.0])
     read = speed.read_sources(runs)
     assert read == sorted(
         f"step_profile_cuda_{t}.json"
-        for t in ("best", "again", "chapters", "gemma", "probe", "train1", "train1_repeat", "train2")
+        for t in ("best", "again", "chapters", "gemma", "probe", "train1", "train1_repeat", "train2", "warm")
     )
     kept = {tag: run for tag, run in runs.items() if speed.source_name(tag) in read or tag == "equivalence"}
     assert speed.render(kept, speed.SOURCE, True) == speed.render(runs, speed.SOURCE, True)
     assert speed.source_name("") == "step_profile_cuda.json" and speed.read_sources({}) == []
+
+
+COLD = {"enabled": True, "restored": False, "restored_bytes": 0, "load_s": 0.0}
+RESTORED = {"enabled": True, "restored": True, "restored_bytes": 38_475_712, "load_s": 0.14}
+OFF = {"enabled": False, "restored": False, "restored_bytes": 0, "load_s": 0.0}
+
+
+def test_warmup_rows_and_reading_cold_against_restored():
+    """Only steps that record their compile artefacts are rows; a teacher and variant timed cold and restored gets
+    one reading line with both warm-ups and their difference; one timed cold alone (or with artefacts off) none."""
+    runs = {
+        "old": {"rows": [step(0.35, 200_000.0, 78.0)]},  # no compile_cache: before the artefacts were kept
+        "cold": {
+            "rows": [
+                step(0.08, 44_000.0, 368.0, variant="eager", warmup_s=119.6, compile_cache=COLD),
+                step(0.349, 205_000.0, 79.9, warmup_s=124.7, compile_cache=COLD),
+            ],
+            "provenance": {"git_commit": "876b2eef757d"},
+        },
+        "restored": {"rows": [step(0.349, 205_100.0, 79.8, warmup_s=132.9, compile_cache=RESTORED)]},
+        "gemma": {
+            "rows": [
+                step(
+                    0.44,
+                    134_800.0,
+                    121.5,
+                    teacher="gemma3-270m",
+                    random_weights=True,
+                    warmup_s=221.7,
+                    compile_cache=OFF,
+                )
+            ]
+        },
+    }
+    frame = speed.warmup_frame(runs)
+    assert list(frame["file"]) == ["cold", "cold", "restored", "gemma"]
+    assert list(frame["compile artefacts"]) == [
+        "none saved yet (cold)",
+        "none saved yet (cold)",
+        "restored: 38.5 MB loaded in 0.14 s",
+        "off (a cold compile)",
+    ]
+    assert (
+        list(frame["teacher"])[-1] == "gemma3-270m (random)" and list(frame["commit"])[:2] == ["876b2ee"] * 2
+    )
+    assert speed._warmup_reading(frame) == [
+        "smollm2-135m, fast: warm-up 133 s from restored artefacts against 125 s cold (+8 s); the step 79.8 against "
+        "79.9 ms."
+    ]
+    page = speed.render(runs, speed.SOURCE, False)
+    assert "## Compile warm-up" in page and "- smollm2-135m, fast: warm-up 133 s" in page
+    assert "## Compile warm-up" not in speed.render({"old": runs["old"]}, speed.SOURCE, False)
+
+
+def test_committed_warmup_against_the_curated_file():
+    """Issue 45's timings at 876b2ee (one H200): the fast SmolLM2 step cold and from restored artefacts, recomputed
+    here from the curated JSON: restoring them did not shorten the warm-up (124.7 s cold, 132.9 s restored)."""
+    sources = json.loads((REPO_ROOT / "data/results/benchmarks" / speed.STEP_FILE).read_text())["sources"]
+    (cold,) = [
+        r for r in sources["step_profile_cuda_issue45_cold_fla_alone.json"]["rows"] if r["variant"] == "fast"
+    ]
+    (restored,) = sources["step_profile_cuda_issue45_restored_fla_alone.json"]["rows"]
+    assert not cold["compile_cache"]["restored"] and restored["compile_cache"]["restored"]
+    line = (
+        f"warm-up {restored['warmup_s']:.0f} s from restored artefacts against {cold['warmup_s']:.0f} s cold "
+        f"({restored['warmup_s'] - cold['warmup_s']:+.0f} s)"
+    )
+    assert line == "warm-up 133 s from restored artefacts against 125 s cold (+8 s)"
+    assert line in (REPO_ROOT / speed.PAGE).read_text()
 
 
 def test_noise_bound_is_twice_the_repeat_gap_or_bf16_rounding():

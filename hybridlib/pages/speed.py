@@ -6,7 +6,8 @@ hand).
 its provenance and command, curated by ``python -m benchmarks.promote --curate``) and the judged equivalence file
 (:data:`~hybridlib.pages.equivalence.JUDGED_FILE`). It writes ``book/gpu/distill_speed.md`` with one figure: the
 targets, what limits the step now (:func:`limits_frame`: the targets' best steps and the chapters' path, phase by
-phase, with the profiler's GPU and host time), the fast path's equivalence test against eager
+phase, with the profiler's GPU and host time), the compile warm-up cold and from saved artefacts
+(:func:`warmup_frame`), the fast path's equivalence test against eager
 (:mod:`hybridlib.train.equivalence`; the figure: its loss curves seed by seed, the fast run against eager's repeats
 and eager runs from rounding-perturbed weights) and the two-GPU runs of the trainer. The targets
 (:data:`TARGET_MFU`, :data:`TARGET_TOKENS_PER_S`, the fast path's equivalence (:data:`EQUIVALENCE_TARGET`),
@@ -114,10 +115,11 @@ def source_name(tag: str) -> str:
 def read_sources(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The file names of :data:`STEP_FILE` the page's figures come from, in name order: per teacher of
     :data:`ONE_GPU_TARGETS` every file timing its best fast step's variant (:func:`best_fast` and the spread of
-    :func:`_one_gpu_check`), the chapters' step (:func:`chapters_step`), the trainer runs (:data:`SCALING_RUNS`) and
-    the bf16 first-step probe (:func:`_bf16_first_gap`); never the judged file (curated apart). The page rendered
-    from these alone is the page rendered from all of ``runs``: ``python -m benchmarks.promote --curate`` trims the
-    curated file to them (``--keep $(python -m hybridlib.pages.speed --sources)``)."""
+    :func:`_one_gpu_check`), the chapters' step (:func:`chapters_step`), the steps that record their compile
+    artefacts (:func:`warmup_frame`), the trainer runs (:data:`SCALING_RUNS`) and the bf16 first-step probe
+    (:func:`_bf16_first_gap`); never the judged file (curated apart). The page rendered from these alone is the
+    page rendered from all of ``runs``: ``python -m benchmarks.promote --curate`` trims the curated file
+    to them (``--keep $(python -m hybridlib.pages.speed --sources)``)."""
     steps = step_frame(runs)
     tags = {_name(tag): tag for tag in runs}
     files: set[str] = set()
@@ -127,6 +129,7 @@ def read_sources(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
             files |= set(same["file"])
     if (chapters := chapters_step(steps)) is not None:
         files.add(chapters["file"])
+    files |= set(warmup_frame(runs).get("file", ()))
     read = {tags[f] for f in files} | {tag for tag in SCALING_RUNS if tag in runs}
     if (bf16 := _bf16_first_gap(runs)) is not None:
         read.add(bf16[0])
@@ -311,6 +314,77 @@ def _limits_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
         "",
         *[f"- {line}" for line in reading],
         *(["", ratio.strip()] if ratio else []),
+        "",
+    ]
+
+
+def _artefacts(cache: Mapping[str, Any]) -> str:
+    """A step's compile-artefact state (:func:`hybridlib.train.compile_cache.status`) in words."""
+    if not cache.get("enabled", True):
+        return "off (a cold compile)"
+    if cache.get("restored"):
+        return f"restored: {cache['restored_bytes'] / 1e6:.1f} MB loaded in {cache['load_s']:.2f} s"
+    return "none saved yet (cold)"
+
+
+def warmup_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per timed step whose row records its compile artefacts (``compile_cache``): file, commit, teacher
+    (``(random)``: random weights), variant, warm-up s (the untimed steps, compiling included: a process's first
+    variant also compiles the teacher), the artefacts (:func:`_artefacts`), ms a step and MFU (%)."""
+    out = []
+    for tag, run in runs.items():
+        prov = run.get("provenance") or {}
+        for r in run.get("rows", []):
+            if "compile_cache" not in r or "phase_ms" not in r:
+                continue
+            out.append(
+                {
+                    "file": _name(tag),
+                    "commit": str(prov.get("git_commit") or "")[:7],
+                    "teacher": r["teacher"] + (" (random)" if r.get("random_weights") else ""),
+                    "variant": _variant(r, prov.get("params") or {}),
+                    "warm-up s": r["warmup_s"],
+                    "compile artefacts": _artefacts(r["compile_cache"]),
+                    "ms": r["step_ms"],
+                    "MFU %": 100 * r["mfu"],
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def _warmup_reading(frame: pd.DataFrame) -> list[str]:
+    """Per teacher and variant timed both cold and from restored artefacts: the two warm-ups."""
+    lines = []
+    for (teacher, variant), group in frame.groupby(["teacher", "variant"], sort=False):
+        cold = group[group["compile artefacts"].str.endswith("(cold)")]
+        restored = group[group["compile artefacts"].str.startswith("restored")]
+        if cold.empty or restored.empty:
+            continue
+        c, r = cold.iloc[0], restored.iloc[0]
+        lines.append(
+            f"{teacher}, {variant}: warm-up {r['warm-up s']:.0f} s from restored artefacts against "
+            f"{c['warm-up s']:.0f} s cold ({r['warm-up s'] - c['warm-up s']:+.0f} s); the step {r['ms']:.1f} "
+            f"against {c['ms']:.1f} ms."
+        )
+    return lines
+
+
+def _warmup_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The compile warm-up with and without saved artefacts (no lines without a step that records them)."""
+    frame = warmup_frame(runs)
+    if frame.empty:
+        return []
+    return [
+        "## Compile warm-up",
+        "",
+        "A process compiles both backbones before its first timed step. `hybridlib.train.compile_cache` saves "
+        "inductor's artefacts when a process exits and restores them in the next, on this machine or another; "
+        "the restored run below started after inductor's local cache was deleted, so only the saved artefacts "
+        "could spare it work.",
+        "",
+        markdown_table(frame.set_index("file")),
+        "",
+        *[f"- {line}" for line in _warmup_reading(frame)],
         "",
     ]
 
@@ -860,6 +934,7 @@ def render(runs: Mapping[str, Mapping[str, Any]], source: str, drawn: bool) -> s
         markdown_table(pd.DataFrame(checks(runs)).set_index("target")),
         "",
         *_limits_section(runs),
+        *_warmup_section(runs),
         *_equivalence_section(judged, runs, drawn),
         "## Two H200s",
         "",
