@@ -99,21 +99,23 @@ def tally_text(counts: Mapping[str, int]) -> str:
     return f"{n} rule{'s' * (n != 1)}: {parts}."
 
 
-def parse_tally(text: str) -> dict[str, int] | None:
-    """The outcome counts of the first tally (:data:`TALLY`) in ``text``, None without one; ``ValueError`` when
-    its counts do not add up or name no outcome."""
-    found = TALLY.search(text)
-    if found is None:
-        return None
+def tally_counts(found: re.Match[str]) -> dict[str, int]:
+    """The outcome counts of one :data:`TALLY` match; ``ValueError`` when they do not add up or name no outcome."""
     counts = {word: int(n) for n, word in (part.split(" ", 1) for part in found.group(2).split(", "))}
     if sum(counts.values()) != int(found.group(1)) or not set(counts) <= {o.value for o in Outcome}:
         raise ValueError(f"unreadable tally: {found.group(0)!r}")
     return counts
 
 
+def parse_tally(text: str) -> dict[str, int] | None:
+    """The outcome counts of the first tally (:data:`TALLY`) in ``text`` (:func:`tally_counts`), None without one."""
+    found = TALLY.search(text)
+    return None if found is None else tally_counts(found)
+
+
 def retell_tally(text: str) -> str:
     """``text`` with each tally (:data:`TALLY`) in the words of :func:`tally_text`."""
-    return TALLY.sub(lambda m: tally_text(parse_tally(m.group(0)) or {}), text)
+    return TALLY.sub(lambda m: tally_text(tally_counts(m)), text)
 
 
 RULE_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9+][a-z0-9_+=]*)+$")

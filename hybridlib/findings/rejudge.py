@@ -32,7 +32,16 @@ from hybridlib.findings.efficiency import report as efficiency
 from hybridlib.findings.first_fa import report as first_fa
 from hybridlib.findings.lolcats import report as lolcats
 from hybridlib.paths import REPO_ROOT
-from hybridlib.verdicts import TALLY, Interval, Outcome, Precondition, Verdict, parse_tally, tally_text, under
+from hybridlib.verdicts import (
+    TALLY,
+    Interval,
+    Outcome,
+    Precondition,
+    Verdict,
+    tally_counts,
+    tally_text,
+    under,
+)
 
 RESULTS = REPO_ROOT / "data" / "results"
 CHANGED = "rule changed after this run (issue 47); re-judged on a CPU from the run's committed data"
@@ -82,7 +91,7 @@ def retally(status: Mapping[str, str], old: str, new: str | None) -> dict[str, s
     match = TALLY.search(status["reason"])
     if match is None or old == new:
         return dict(status)
-    counts = {o.value: 0 for o in Outcome} | (parse_tally(match.group(0)) or {})
+    counts = {o.value: 0 for o in Outcome} | tally_counts(match)
     counts[old] -= 1
     if new is not None:
         counts[new] += 1

@@ -5,7 +5,7 @@
 one table per chapter, one row per claim (matched by its rule's id across presets,
 :data:`hybridlib.verdicts.RULE_ID`): the paper's number, ours on one H200 (the rule's estimate and interval, its
 notes folded into it), its runs and its verdict; the seminar preset's verdicts and results folded in one section at
-the end (issue 50: the page at most 8 screens at 1400 px); a chapter's tally of rules per verdict, which the chart
+the end (the page at most 8 screens at 1400 px); a chapter's tally of rules per verdict, which the chart
 draws, in its verdict word's tooltip. A preset without such a file says so. A row judged by a rule that changed
 after its run (:data:`hybridlib.findings.RULE_CHANGES`) is marked "(earlier rule)" and says what that rule did. On
 top, a chart of each chapter's rules per outcome (:data:`CHART`) and, below the at-a-glance table, each

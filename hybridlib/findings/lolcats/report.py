@@ -620,17 +620,8 @@ def seed_frame(rows: Sequence[Row], by: Sequence[str]) -> pd.DataFrame:
 def summary(rows: Sequence[Row], by: Sequence[str]) -> pd.DataFrame:
     """Per group of ``by``: perplexity (exp of the mean over seeds of the mean per-sequence NLL), verse-cloze
     accuracy (mean over seeds) and the number of seeds."""
-    frame = pd.DataFrame(
-        [
-            {
-                **{k: r[k] for k in by},
-                "seed": r["seed"],
-                "nll": float(np.mean(r["nll"])),
-                "cloze": float(np.mean(r["hits"])),
-            }
-            for r in rows
-        ]
-    )
+    frame = seed_frame(rows, by)
+    frame["nll"] = np.log(frame.pop("ppl"))
     out = frame.groupby(list(by), sort=False).agg(
         nll=("nll", "mean"), cloze=("cloze", "mean"), seeds=("seed", "nunique")
     )
