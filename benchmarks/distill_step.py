@@ -91,6 +91,23 @@ FAMILIES = (
 )
 
 
+#: the compile caches' counters a warm-up records (``torch._dynamo.utils.counters``: group, key): inductor's FX
+#: graphs and AOT autograd's graphs, each hit or missed (compiled afresh)
+CACHE_COUNTERS = (
+    ("inductor", "fxgraph_cache_hit"),
+    ("inductor", "fxgraph_cache_miss"),
+    ("aot_autograd", "autograd_cache_hit"),
+    ("aot_autograd", "autograd_cache_miss"),
+)
+
+
+def _cache_counts() -> dict[str, int]:
+    """The :data:`CACHE_COUNTERS` of this process so far, by key."""
+    from torch._dynamo.utils import counters
+
+    return {key: int(counters[group][key]) for group, key in CACHE_COUNTERS}
+
+
 def profile_step(
     teacher_name: str,
     *,
@@ -115,7 +132,8 @@ def profile_step(
     """Mean milliseconds per phase (:data:`PHASES`) over ``steps`` steps after ``warmup``, ``step_ms`` (their sum),
     ``tokens_per_s``, ``mfu`` (CUDA only), the settings and (CUDA, ``profile_steps > 0``) ``profile``, for the
     student of ``layout``. ``warmup_s`` includes compiling: a later layout in the same process shows what a new
-    layout costs to compile once the teacher and the kernels are. ``cuda_graphs=False``: ``fast`` and ``regional``
+    layout costs to compile once the teacher and the kernels are; ``cache_counts``: the compile caches' hits and
+    misses in it (:data:`CACHE_COUNTERS`). ``cuda_graphs=False``: ``fast`` and ``regional``
     without CUDA graphs (compiled only). ``sdpa_layout``, ``sdpa_backend`` and ``gdn_projections``: the attention
     inputs' layout, SDPA's kernels and the GDN layers' input projections in every variant but ``eager``
     (:func:`build_models`)."""
@@ -148,12 +166,14 @@ def profile_step(
         for _ in range(warmup + steps)
     ]
     step = Step(variant, student, teacher, device, precision, batches[0], lr=1e-5, cuda_graphs=cuda_graphs)
+    cached = _cache_counts()
     start = time.perf_counter()
     warm = Timer(device)
     for ids in batches[:warmup]:
         step(ids, warm.phase)
     warm.ms()
     warmup_s = time.perf_counter() - start
+    cached = {key: n - cached[key] for key, n in _cache_counts().items()}
     timer = Timer(device)
     for ids in batches[warmup:]:
         step(ids, timer.phase)
@@ -190,6 +210,7 @@ def profile_step(
         "step_ms": round(step_ms, 3),
         "warmup_s": round(warmup_s, 1),
         "compile_cache": compile_cache.status(),  # whether this process began from saved compile artefacts
+        "cache_counts": cached,  # the compile caches' hits and misses during the warm-up (CACHE_COUNTERS)
         "tokens_per_s": round(tokens_per_s, 1),
         "flops_per_token": float(flops),
         "mfu": tokens_per_s * flops / PEAK_BF16_FLOPS if cuda else None,

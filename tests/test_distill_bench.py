@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from benchmarks.distill_setup import PHASES
-from benchmarks.distill_step import kernel_family, profile_step
+from benchmarks.distill_step import CACHE_COUNTERS, kernel_family, profile_step
 from hybridlib.models import flops, load
 from hybridlib.train import distill
 from kernels.layers import GatedDeltaNet
@@ -22,6 +22,8 @@ def test_profile_phases_add_up_to_the_step_and_give_the_speed():
     assert row["tokens_per_s"] == pytest.approx(2 * 32 / (row["step_ms"] / 1e3), rel=1e-3, abs=0.05)
     assert row["mfu"] is None and row["precision"] == "fp32" and not row["teacher_compiled"]
     assert row["conv_impl"] == "torch" and row["gdn_projections"] == "fused"  # eager is the reference
+    # nothing compiles on the CPU's eager step: every compile-cache counter of the warm-up stays 0
+    assert row["cache_counts"] == {key: 0 for _, key in CACHE_COUNTERS}
     teacher, _ = load("tiny-teacher")
     embed = teacher.get_input_embeddings().weight.numel()
     n_teacher = (

@@ -312,6 +312,12 @@ def test_the_page_from_the_sources_it_reads_is_the_page_from_all():
 
 COLD = {"enabled": True, "restored": False, "restored_bytes": 0, "load_s": 0.0}
 RESTORED = {"enabled": True, "restored": True, "restored_bytes": 38_475_712, "load_s": 0.14}
+COUNTS = {
+    "fxgraph_cache_hit": 41,
+    "fxgraph_cache_miss": 0,
+    "autograd_cache_hit": 40,
+    "autograd_cache_miss": 1,
+}
 OFF = {"enabled": False, "restored": False, "restored_bytes": 0, "load_s": 0.0}
 
 
@@ -327,7 +333,11 @@ def test_warmup_rows_and_reading_cold_against_restored():
             ],
             "provenance": {"git_commit": "876b2eef757d"},
         },
-        "restored": {"rows": [step(0.349, 205_100.0, 79.8, warmup_s=132.9, compile_cache=RESTORED)]},
+        "restored": {
+            "rows": [
+                step(0.349, 205_100.0, 79.8, warmup_s=132.9, compile_cache=RESTORED, cache_counts=COUNTS)
+            ]
+        },
         "gemma": {
             "rows": [
                 step(
@@ -350,6 +360,8 @@ def test_warmup_rows_and_reading_cold_against_restored():
         "restored: 38.5 MB loaded in 0.14 s",
         "off (a cold compile)",
     ]
+    assert list(frame["cache hit/miss"].fillna("-")) == ["-", "-", "FX 41/0, AOT 40/1", "-"]
+    assert "cache hit/miss" not in speed.warmup_frame({"cold": runs["cold"]})  # recorded by no row: no column
     assert (
         list(frame["teacher"])[-1] == "gemma3-270m (random)" and list(frame["commit"])[:2] == ["876b2ee"] * 2
     )

@@ -327,10 +327,26 @@ def _artefacts(cache: Mapping[str, Any]) -> str:
     return "none saved yet (cold)"
 
 
+#: the warm-up table's column of the compile caches' hits and misses (dropped where no row records them)
+CACHE_HEAD = "cache hit/miss"
+
+
+def _cache_counts(counts: Mapping[str, int] | None) -> str | None:
+    """``"FX 41/0, AOT 41/0"``: inductor's FX-graph and AOT autograd's cache hits/misses in a warm-up (the
+    benchmark's ``cache_counts``); None where the row has none."""
+    if not counts:
+        return None
+    return (
+        f"FX {counts['fxgraph_cache_hit']}/{counts['fxgraph_cache_miss']}, "
+        f"AOT {counts['autograd_cache_hit']}/{counts['autograd_cache_miss']}"
+    )
+
+
 def warmup_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """One row per timed step whose row records its compile artefacts (``compile_cache``): file, commit, teacher
     (``(random)``: random weights), variant, warm-up s (the untimed steps, compiling included: a process's first
-    variant also compiles the teacher), the artefacts (:func:`_artefacts`), ms a step and MFU (%)."""
+    variant also compiles the teacher), the artefacts (:func:`_artefacts`), the caches' hits and misses in the
+    warm-up where recorded (:data:`CACHE_HEAD`), ms a step and MFU (%)."""
     out = []
     for tag, run in runs.items():
         prov = run.get("provenance") or {}
@@ -345,11 +361,13 @@ def warmup_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
                     "variant": _variant(r, prov.get("params") or {}),
                     "warm-up s": r["warmup_s"],
                     "compile artefacts": _artefacts(r["compile_cache"]),
+                    CACHE_HEAD: _cache_counts(r.get("cache_counts")),
                     "ms": r["step_ms"],
                     "MFU %": 100 * r["mfu"],
                 }
             )
-    return pd.DataFrame(out)
+    frame = pd.DataFrame(out)
+    return frame.drop(columns=CACHE_HEAD) if not frame.empty and frame[CACHE_HEAD].isna().all() else frame
 
 
 def _warmup_reading(frame: pd.DataFrame) -> list[str]:
