@@ -166,14 +166,14 @@ def profile_step(
         for _ in range(warmup + steps)
     ]
     step = Step(variant, student, teacher, device, precision, batches[0], lr=1e-5, cuda_graphs=cuda_graphs)
-    cached = _cache_counts()
+    before = _cache_counts()
     start = time.perf_counter()
     warm = Timer(device)
     for ids in batches[:warmup]:
         step(ids, warm.phase)
     warm.ms()
     warmup_s = time.perf_counter() - start
-    cached = {key: n - cached[key] for key, n in _cache_counts().items()}
+    cache_delta = {key: n - before[key] for key, n in _cache_counts().items()}
     timer = Timer(device)
     for ids in batches[warmup:]:
         step(ids, timer.phase)
@@ -210,7 +210,7 @@ def profile_step(
         "step_ms": round(step_ms, 3),
         "warmup_s": round(warmup_s, 1),
         "compile_cache": compile_cache.status(),  # whether this process began from saved compile artefacts
-        "cache_counts": cached,  # the compile caches' hits and misses during the warm-up (CACHE_COUNTERS)
+        "cache_counts": cache_delta,  # the compile caches' hits and misses during the warm-up (CACHE_COUNTERS)
         "tokens_per_s": round(tokens_per_s, 1),
         "flops_per_token": float(flops),
         "mfu": tokens_per_s * flops / PEAK_BF16_FLOPS if cuda else None,

@@ -360,6 +360,7 @@ def test_warmup_rows_and_reading_cold_against_restored():
         "restored: 38.5 MB loaded in 0.14 s",
         "off (a cold compile)",
     ]
+    assert list(frame["state"]) == ["cold", "cold", "restored", "off"]
     assert list(frame["cache hit/miss"].fillna("-")) == ["-", "-", "FX 41/0, AOT 40/1", "-"]
     assert "cache hit/miss" not in speed.warmup_frame({"cold": runs["cold"]})  # recorded by no row: no column
     assert (
@@ -371,6 +372,7 @@ def test_warmup_rows_and_reading_cold_against_restored():
     ]
     page = speed.render(runs, speed.SOURCE, False)
     assert "## Compile warm-up" in page and "- smollm2-135m, fast: warm-up 133 s" in page
+    assert "| state |" not in page  # the state selects the reading's rows; the table says it in words
     assert "## Compile warm-up" not in speed.render({"old": runs["old"]}, speed.SOURCE, False)
 
 

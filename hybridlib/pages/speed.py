@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,27 +141,41 @@ def step_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     random weights), variant (:func:`_variant`), ms a step, tokens/s, MFU (%), ms per phase (:data:`PHASES`) and the
     profiler's totals a step (:data:`PROFILE`; None where the step was not profiled)."""
     out = []
-    for tag, run in runs.items():
-        prov = run.get("provenance") or {}
-        params = prov.get("params") or {}
-        for r in run.get("rows", []):
-            if "phase_ms" not in r:
-                continue
-            profile = r.get("profile") or {}
-            out.append(
-                {
-                    "file": _name(tag),
-                    "commit": str(prov.get("git_commit") or "")[:7],
-                    "teacher": r["teacher"] + (" (random)" if r.get("random_weights") else ""),
-                    "variant": _variant(r, params),
-                    "ms": r["step_ms"],
-                    "tokens/s": r["tokens_per_s"],
-                    "MFU %": 100 * r["mfu"] if r.get("mfu") is not None else None,
-                }
-                | {head: r["phase_ms"].get(p) for p, head in PHASES.items()}
-                | {head: profile.get(key) for key, head in PROFILE.items()}
-            )
+    for tag, run, r in _steps(runs):
+        profile = r.get("profile") or {}
+        out.append(
+            _step_label(tag, run, r)
+            | {
+                "ms": r["step_ms"],
+                "tokens/s": r["tokens_per_s"],
+                "MFU %": 100 * r["mfu"] if r.get("mfu") is not None else None,
+            }
+            | {head: r["phase_ms"].get(p) for p, head in PHASES.items()}
+            | {head: profile.get(key) for key, head in PROFILE.items()}
+        )
     return pd.DataFrame(out)
+
+
+def _steps(
+    runs: Mapping[str, Mapping[str, Any]],
+) -> Iterator[tuple[str, Mapping[str, Any], Mapping[str, Any]]]:
+    """``(tag, run, row)`` for every timed step (a row with ``phase_ms``) of ``runs``, in file and row order."""
+    for tag, run in runs.items():
+        for r in run.get("rows", []):
+            if "phase_ms" in r:
+                yield tag, run, r
+
+
+def _step_label(tag: str, run: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, str]:
+    """What names a timed step in every table: its file tag, commit (7 characters), teacher (``(random)``: random
+    weights) and variant (:func:`_variant`)."""
+    prov = run.get("provenance") or {}
+    return {
+        "file": _name(tag),
+        "commit": str(prov.get("git_commit") or "")[:7],
+        "teacher": row["teacher"] + (" (random)" if row.get("random_weights") else ""),
+        "variant": _variant(row, prov.get("params") or {}),
+    }
 
 
 def _variant(row: Mapping[str, Any], params: Mapping[str, Any]) -> str:
@@ -318,17 +332,26 @@ def _limits_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _artefacts(cache: Mapping[str, Any]) -> str:
-    """A step's compile-artefact state (:func:`hybridlib.train.compile_cache.status`) in words."""
+def _artefact_state(cache: Mapping[str, Any]) -> str:
+    """A step's compile-artefact state (:func:`hybridlib.train.compile_cache.status`): ``off`` (artefacts
+    disabled), ``restored`` (the process began from saved artefacts) or ``cold`` (none saved yet)."""
     if not cache.get("enabled", True):
-        return "off (a cold compile)"
-    if cache.get("restored"):
+        return "off"
+    return "restored" if cache.get("restored") else "cold"
+
+
+def _artefacts(cache: Mapping[str, Any]) -> str:
+    """A step's compile-artefact state (:func:`_artefact_state`) in words."""
+    state = _artefact_state(cache)
+    if state == "restored":
         return f"restored: {cache['restored_bytes'] / 1e6:.1f} MB loaded in {cache['load_s']:.2f} s"
-    return "none saved yet (cold)"
+    return "off (a cold compile)" if state == "off" else "none saved yet (cold)"
 
 
 #: the warm-up table's column of the compile caches' hits and misses (dropped where no row records them)
 CACHE_HEAD = "cache hit/miss"
+#: the warm-up frame's column of the artefacts' state (:func:`_artefact_state`; not shown in the page's table)
+STATE_HEAD = "state"
 
 
 def _cache_counts(counts: Mapping[str, int] | None) -> str | None:
@@ -345,27 +368,22 @@ def _cache_counts(counts: Mapping[str, int] | None) -> str | None:
 def warmup_frame(runs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """One row per timed step whose row records its compile artefacts (``compile_cache``): file, commit, teacher
     (``(random)``: random weights), variant, warm-up s (the untimed steps, compiling included: a process's first
-    variant also compiles the teacher), the artefacts (:func:`_artefacts`), the caches' hits and misses in the
-    warm-up where recorded (:data:`CACHE_HEAD`), ms a step and MFU (%)."""
-    out = []
-    for tag, run in runs.items():
-        prov = run.get("provenance") or {}
-        for r in run.get("rows", []):
-            if "compile_cache" not in r or "phase_ms" not in r:
-                continue
-            out.append(
-                {
-                    "file": _name(tag),
-                    "commit": str(prov.get("git_commit") or "")[:7],
-                    "teacher": r["teacher"] + (" (random)" if r.get("random_weights") else ""),
-                    "variant": _variant(r, prov.get("params") or {}),
-                    "warm-up s": r["warmup_s"],
-                    "compile artefacts": _artefacts(r["compile_cache"]),
-                    CACHE_HEAD: _cache_counts(r.get("cache_counts")),
-                    "ms": r["step_ms"],
-                    "MFU %": 100 * r["mfu"],
-                }
-            )
+    variant also compiles the teacher), the artefacts (:func:`_artefacts`) and their state
+    (:data:`STATE_HEAD`: :func:`_artefact_state`), the caches' hits and misses in the warm-up where recorded
+    (:data:`CACHE_HEAD`), ms a step and MFU (%)."""
+    out = [
+        _step_label(tag, run, r)
+        | {
+            "warm-up s": r["warmup_s"],
+            "compile artefacts": _artefacts(r["compile_cache"]),
+            STATE_HEAD: _artefact_state(r["compile_cache"]),
+            CACHE_HEAD: _cache_counts(r.get("cache_counts")),
+            "ms": r["step_ms"],
+            "MFU %": 100 * r["mfu"],
+        }
+        for tag, run, r in _steps(runs)
+        if "compile_cache" in r
+    ]
     frame = pd.DataFrame(out)
     return frame.drop(columns=CACHE_HEAD) if not frame.empty and frame[CACHE_HEAD].isna().all() else frame
 
@@ -374,8 +392,8 @@ def _warmup_reading(frame: pd.DataFrame) -> list[str]:
     """Per teacher and variant timed both cold and from restored artefacts: the two warm-ups."""
     lines = []
     for (teacher, variant), group in frame.groupby(["teacher", "variant"], sort=False):
-        cold = group[group["compile artefacts"].str.endswith("(cold)")]
-        restored = group[group["compile artefacts"].str.startswith("restored")]
+        cold = group[group[STATE_HEAD] == "cold"]
+        restored = group[group[STATE_HEAD] == "restored"]
         if cold.empty or restored.empty:
             continue
         c, r = cold.iloc[0], restored.iloc[0]
@@ -400,7 +418,7 @@ def _warmup_section(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
         "the restored run below started after inductor's local cache was deleted, so only the saved artefacts "
         "could spare it work.",
         "",
-        markdown_table(frame.set_index("file")),
+        markdown_table(frame.drop(columns=STATE_HEAD).set_index("file")),
         "",
         *[f"- {line}" for line in _warmup_reading(frame)],
         "",
