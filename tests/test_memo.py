@@ -32,6 +32,37 @@ def test_value_is_computed_once_per_settings_and_code(monkeypatch):
     assert len(calls) == 3
 
 
+def test_a_value_keyed_by_its_own_code_outlives_other_library_changes(monkeypatch):
+    """With ``code`` the value depends on those sources alone: another change of the library (the whole code
+    digest) finds it, a change of those sources does not."""
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    assert memo.memoized("demo", {"a": 1}, compute, code="probe v1") == 1
+    monkeypatch.setattr(memo, "code_digest", lambda: "the pages changed")
+    assert memo.memoized("demo", {"a": 1}, compute, code="probe v1") == 1
+    assert memo.memoized("demo", {"a": 1}, compute, code="probe v2") == 2
+    assert memo.memoized("demo", {"a": 1}, compute) == 3  # the whole library's code: its own key
+
+
+def test_first_fa_measurements_are_keyed_by_the_measuring_code(monkeypatch):
+    """The first-FA chapter's locality and detokenisation measurements name the sources that measure
+    (``measures.code_version``), so records carried across machines match after unrelated library changes."""
+    from hybridlib.findings.first_fa import measures
+
+    seen = []
+    monkeypatch.setattr(measures, "memoized", lambda kind, settings, compute, *, code=None: seen.append(code))
+    m = type(
+        "M", (), {"identity": "student-1", "label": "s", "model": None, "tokenizer": None, "card": None}
+    )()
+    measures.locality(m, [[1, 2, 3]], [0], window=4)
+    measures.word_probe(m, ["a text"], max_tokens=8, min_count=1)
+    assert seen == [measures.code_version()] * 2 and len(seen[0]) == 16
+
+
 def test_a_failed_computation_stores_nothing(cache):
     def fail():
         raise RuntimeError("killed")

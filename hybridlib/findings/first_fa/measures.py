@@ -1,10 +1,12 @@
-"""The chapter's per-model measurements, memoized under the model's content identity (:mod:`hybridlib.memo`):
-attention locality and the detokenisation probe. A model whose measurements are cached is never loaded, so a
-student carried to another machine as its record (:mod:`hybridlib.carry`) is still measured."""
+"""The chapter's per-model measurements, memoized under the model's content identity and the code that measures
+(:func:`code_version`; :mod:`hybridlib.memo`): attention locality and the detokenisation probe. A model whose
+measurements are cached is never loaded, so a student carried to another machine as its record
+(:mod:`hybridlib.carry`) is still measured, also by a checkout whose other library code has moved on."""
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -16,6 +18,7 @@ from hybridlib import probe
 from hybridlib.findings.first_fa import detokenisation
 from hybridlib.memo import memoized
 from hybridlib.models import ModelCard, encode
+from hybridlib.provenance import source_digest
 
 
 class Measured(Protocol):
@@ -28,6 +31,12 @@ class Measured(Protocol):
 
     @property
     def model(self) -> nn.Module: ...
+
+
+def code_version() -> str:
+    """Hash of the sources a measurement depends on besides the model's weights: this module, the probes
+    (:mod:`hybridlib.probe`, :mod:`~hybridlib.findings.first_fa.detokenisation`) and the model encoding."""
+    return source_digest((inspect.getmodule(code_version), probe, detokenisation, inspect.getmodule(encode)))
 
 
 def _digest(value: Any) -> str:
@@ -51,6 +60,7 @@ def locality(
         "first_fa_locality",
         settings | {"window": window},
         lambda: probe.attention_locality(m.model, ids, layers, window=window),
+        code=code_version(),
     )
 
 
@@ -71,4 +81,5 @@ def word_probe(m: Measured, texts: Sequence[str], *, max_tokens: int, min_count:
             label=m.label,
             progress=False,
         ),
+        code=code_version(),
     )
