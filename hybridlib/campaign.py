@@ -7,6 +7,9 @@ these students is in the records :mod:`hybridlib.carry` packs::
     python -m hybridlib.campaign --preset gpu --arms standard_periodic reverse_periodic --replicates 3 4
     python -m hybridlib.carry pack records.tgz       # for the next machine
 
+Arms are finished one at a time (trained, scored, measured); with ``--pack ARCHIVE --newer MARK`` the records
+written since MARK are packed after each arm, so the archive never holds a student without its measurements.
+
 Every machine of a campaign runs the same frozen commit (records match only under the same library code), and
 replicate 0 of an arm comes first (the chapters load it beside the other replicates). Once every arm has all
 its replicates, the layout chapter's learning-rate check (``python -m hybridlib.findings.layout.replicates
@@ -18,10 +21,11 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
-from hybridlib import alignment
+from hybridlib import alignment, carry
 from hybridlib.findings import chapter, students
 from hybridlib.findings.first_fa import measures
 from hybridlib.findings.layout import replicates as layout_replicates
@@ -81,7 +85,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--arms", nargs="+", required=True, metavar="ARM", help="layout arm labels (layout[+swa])"
     )
     parser.add_argument("--replicates", type=int, nargs="+", required=True, help="replicate indices")
+    parser.add_argument(
+        "--pack",
+        type=Path,
+        metavar="ARCHIVE",
+        help="after each arm: pack the records written since --newer into ARCHIVE (finished arms only)",
+    )
+    parser.add_argument("--newer", type=Path, metavar="MARK", help="with --pack: the share's start mark")
     args = parser.parse_args(argv)
+    if (args.pack is None) != (args.newer is None):
+        parser.error("--pack and --newer go together (the archive, and the mark its records must follow)")
+    if args.newer is not None and not args.newer.is_file():
+        parser.error(f"--newer {args.newer}: no such file (touch it when the share starts)")
     params = chapter("layout_distillation").resolve(args.preset)
     allowed = sorted(layout_replicates.plans(params))
     bad = [a for a in args.arms if a not in allowed]
@@ -94,14 +109,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     device = "cuda" if torch.cuda.is_available() else "cpu"
     start = time.perf_counter()
-    n = train(args.preset, args.arms, args.replicates)
-    print(
-        f"campaign: {n} run(s) trained or found and scored in {time.perf_counter() - start:.0f} s", flush=True
-    )
-    done = measure(args.preset, args.arms, args.replicates, device)
-    print(
-        f"campaign: {len(done)} measurement(s) in {time.perf_counter() - start:.0f} s on {device}", flush=True
-    )
+    for arm in args.arms:  # one arm at a time, so a machine taken back loses at most the arm under way
+        n = train(args.preset, [arm], args.replicates)
+        done = measure(args.preset, [arm], args.replicates, device)
+        if args.pack is not None:
+            carry.pack(args.pack, newer=args.newer)
+        print(
+            f"campaign: {arm}: {n} run(s) trained or found, scored and given {len(done)} measurement(s) "
+            f"({time.perf_counter() - start:.0f} s in all, {device})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -72,3 +72,43 @@ def test_every_chosen_model_gets_each_chapters_measurements(monkeypatch):
         "softcka:reverse_periodic/4",
         "first_fa:reverse_periodic/4",
     ]
+
+
+def test_arms_are_finished_one_at_a_time_and_packed_after_each(monkeypatch, tmp_path):
+    """Each arm is trained, scored and measured before the next starts, and with --pack the archive is rewritten
+    after each arm, so it never holds a student without its measurements; --pack needs --newer."""
+    events = []
+    monkeypatch.setattr(campaign, "train", lambda preset, arms, reps: events.append(("train", *arms)) or 1)
+    monkeypatch.setattr(
+        campaign, "measure", lambda preset, arms, reps, device: events.append(("measure", *arms)) or ["m"]
+    )
+    monkeypatch.setattr(campaign.carry, "pack", lambda archive, newer: events.append(("pack", archive.name)))
+    mark = tmp_path / "mark"
+    mark.touch()
+    argv = ["--preset", "gpu", "--arms", "sandwich", "reverse_periodic", "--replicates", "2"]
+    campaign.main([*argv, "--pack", str(tmp_path / "r2.tgz"), "--newer", str(mark)])
+    assert events == [
+        ("train", "sandwich"),
+        ("measure", "sandwich"),
+        ("pack", "r2.tgz"),
+        ("train", "reverse_periodic"),
+        ("measure", "reverse_periodic"),
+        ("pack", "r2.tgz"),
+    ]
+    events.clear()
+    campaign.main(argv)
+    assert [e[0] for e in events] == ["train", "measure", "train", "measure"]  # no --pack: nothing packed
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--pack", "r.tgz"], "--pack and --newer go together"),
+        (["--pack", "r.tgz", "--newer", "/no/mark"], "no such file"),
+    ],
+)
+def test_pack_without_its_mark_is_refused_before_any_work(extra, named, capsys, monkeypatch):
+    monkeypatch.setattr(campaign, "train", lambda *a: pytest.fail("trained before checking"))
+    with pytest.raises(SystemExit):
+        campaign.main(["--preset", "gpu", "--arms", "sandwich", "--replicates", "0", *extra])
+    assert named in capsys.readouterr().err

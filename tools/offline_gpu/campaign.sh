@@ -24,11 +24,12 @@ source tools/offline_gpu/env.sh
 arms=$(python3 -c "from hybridlib.findings import chapter; from hybridlib.findings.layout import replicates as r
 print(' '.join(r.plans(chapter('layout_distillation').resolve('gpu'))))")
 mkdir -p /tmp/gpu-out
-# each replicate's records (python -m hybridlib.carry pack --newer: what it wrote since its start, never weights);
-# collect.sh packs the replicate under way's so far (/tmp/campaign.current names it)
-share="for r in $*; do echo \$(date +%T) replicate \$r; touch /tmp/campaign.mark; echo \$r > /tmp/campaign.current; \
-python3 -m hybridlib.campaign --preset gpu --arms $arms --replicates \$r || exit 1; python3 -m hybridlib.carry pack \
---newer /tmp/campaign.mark /tmp/gpu-out/records-r\$r.tgz && ls -la /tmp/gpu-out/records-r\$r.tgz; done; \
-rm -f /tmp/campaign.current; echo \$(date +%T) share done"
+# each replicate's records (what it wrote since its start, never weights), packed after each finished arm into
+# records-r<R>-partial.tgz (never a student without its measurements), renamed records-r<R>.tgz when all are done
+share="for r in $*; do echo \$(date +%T) replicate \$r; touch /tmp/campaign.mark; \
+python3 -m hybridlib.campaign --preset gpu --arms $arms --replicates \$r --newer /tmp/campaign.mark \
+--pack /tmp/gpu-out/records-r\$r-partial.tgz || exit 1; mv /tmp/gpu-out/records-r\$r-partial.tgz \
+/tmp/gpu-out/records-r\$r.tgz && ls -la /tmp/gpu-out/records-r\$r.tgz; done; \
+echo \$(date +%T) share done"
 setsid bash -c "$share" > /tmp/campaign.log 2>&1 < /dev/null &
 echo "campaign: replicates $* of $arms (log /tmp/campaign.log)"

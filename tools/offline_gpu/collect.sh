@@ -2,9 +2,9 @@
 # Usage: collect.sh [WAIT_SECONDS] : wait, then pack what queue.sh's runs finished into $OUT/gpu-out.tgz (one
 # file, within the transfer's file-count limit), copy the campaign's per-replicate records (campaign.sh:
 # /tmp/gpu-out/records-r<R>.tgz, ~8 MB each; install.sh records restores one in a later session) into $OUT (at most
-# 6 of them: 8 files come back a call) with the replicate under way's records so far (records-r<R>-partial.tgz:
-# a machine taken back then loses only what ran since the last collect), and print each queue's progress and each
-# log's last lines.
+# 6 of them: 8 files come back a call) with the replicate under way's finished arms (records-r<R>-partial.tgz: a
+# machine taken back then loses only the arms finished since the last collect and the one under way), and print
+# each queue's progress and each log's last lines.
 sleep "${1:-0}"
 for q in /tmp/queue-*.log /tmp/campaign.log; do [ -f "$q" ] && echo "== $q" && tr "\r" "\n" < "$q" | grep -v "%|" | tail -n 6; done
 for f in /tmp/log-*.txt; do [ -f "$f" ] && echo "== $f" && tr '\r' '\n' < "$f" | grep -v "^Executing" | tail -n 4; done
@@ -13,8 +13,3 @@ nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader
 mkdir -p /tmp/gpu-out
 tar -C /tmp/gpu-out --exclude='./records-r*.tgz' -czf "${OUT:-.}/gpu-out.tgz" . && ls -la /tmp/gpu-out/
 find /tmp/gpu-out -maxdepth 1 -name 'records-r*.tgz' | sort | head -n 6 | xargs -r cp -t "${OUT:-.}"
-if [ -f /tmp/campaign.current ]; then
-  r=$(cat /tmp/campaign.current)
-  (source tools/offline_gpu/env.sh && python3 -m hybridlib.carry pack --newer /tmp/campaign.mark \
-    "${OUT:-.}/records-r$r-partial.tgz") || echo "collect.sh: replicate $r has no records yet"
-fi
