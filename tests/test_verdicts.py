@@ -267,6 +267,18 @@ def test_interval_excluding_null_needs_every_replicate():
     assert against.low > 1.0 and against.outcome is Outcome.INCONCLUSIVE
 
 
+def test_replicate_exactly_on_the_null_is_a_tie_on_neither_side():
+    """Nine runs well below 1 and one at exactly 1 (a tie): the interval excludes 1, but the tied run goes
+    neither way, so the rule cannot reproduce (nor contradict); a tie among runs beyond 1 cannot contradict."""
+    verdict = R_RULE.judge(make_runs([0.7] * 9 + [1.0], doc_sd=0.01), n_boot=1000)
+    assert verdict.replicate_values[-1] == pytest.approx(1.0, abs=1e-12) and verdict.high < 1.0
+    assert verdict.outcome is Outcome.INCONCLUSIVE
+    assert "only 9/10 replicates go the paper's way and 0/10 the other" in verdict.reason
+    against = R_RULE.judge(make_runs([1.3] * 9 + [1.0], doc_sd=0.01), n_boot=1000)
+    assert against.low > 1.0 and against.outcome is Outcome.INCONCLUSIVE
+    assert "only 0/10 replicates go the paper's way and 9/10 the other" in against.reason
+
+
 def test_failed_precondition_is_not_tested_and_named():
     window, probe = 128, 128
     control = binds(
