@@ -6,7 +6,7 @@
 # machine taken back then loses only the arms finished since the last collect and the one under way), and print
 # each queue's progress and each log's last lines.
 sleep "${1:-0}"
-for q in /tmp/queue-*.log /tmp/campaign.log; do [ -f "$q" ] && echo "== $q" && tr "\r" "\n" < "$q" | grep -v "%|" | tail -n 6; done
+for q in /tmp/queue-*.log /tmp/campaign*.log; do [ -f "$q" ] && echo "== $q" && tr "\r" "\n" < "$q" | grep -v "%|" | tail -n 6; done
 for f in /tmp/log-*.txt; do [ -f "$f" ] && echo "== $f" && tr '\r' '\n' < "$f" | grep -v "^Executing" | tail -n 4; done
 tail -n 2 /tmp/warm.log 2>/dev/null
 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader

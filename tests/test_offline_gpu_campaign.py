@@ -1,0 +1,87 @@
+"""tools/offline_gpu/campaign.sh: bad options are refused before any work, and a second share (--slot) on the same
+GPU runs from its own tree, log, start mark and copy of the cache, so that neither share packs the other's records
+(a stand-in env.sh replaces python3 with a shell function that records its arguments and writes the pack)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CAMPAIGN = ROOT / "tools" / "offline_gpu" / "campaign.sh"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+SLOT = "97"  # a slot no real share uses: /tmp/tree-97, /tmp/campaign-97.log
+REPLICATE = "97"  # its archive /tmp/gpu-out/records-r97.tgz
+
+
+def campaign(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(CAMPAIGN), *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--slot", "x", "--tree", "t.tar.gz", "1"], "--slot takes a share index 0, 1, ..., got 'x'"),
+        (["--slot"], "--slot takes a share index 0, 1, ..., got ''"),
+        (["--tree", "frozen.tar.gz", "1"], "--tree must name a file tree-<40-hex commit>.tar.gz"),
+        (["--fast", "1"], "unknown option '--fast' (allowed: --tree FILE, --slot S)"),
+    ],
+)
+def test_bad_options_are_refused_before_any_work(args, message):
+    shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
+    got = campaign(*args)
+    assert got.returncode == 2
+    assert message in got.stderr
+    assert not Path(f"/tmp/tree-{SLOT}").exists()
+
+
+def test_a_second_slot_runs_on_its_own_copy_of_the_cache(tmp_path):
+    cache = tmp_path / "hlcache"
+    (cache / "students" / "s0").mkdir(parents=True)
+    (cache / "students" / "s0" / "run.json").write_text("{}")
+    env = tmp_path / "tree" / "tools" / "offline_gpu" / "env.sh"
+    env.parent.mkdir(parents=True)
+    env.write_text(
+        f"export HYBRIDLIB_CACHE={cache}\n"
+        'python3() { [ "$1" != -c ] || { echo arm_a arm_b; return; };'
+        ' echo "python3 $* | cache $HYBRIDLIB_CACHE | commit $HYBRIDLIB_GIT_COMMIT | $(pwd)";'
+        ' [ "${2-}" != hybridlib.campaign ] || touch "${@: -1}"; }\n'
+        "export -f python3\n"
+    )
+    tree = tmp_path / f"tree-{COMMIT}.tar.gz"
+    with tarfile.open(tree, "w:gz") as tar:
+        tar.add(tmp_path / "tree", arcname=".")
+    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/records-r{REPLICATE}.tgz")
+    log.unlink(missing_ok=True)
+    archive.unlink(missing_ok=True)
+    try:
+        got = campaign("--tree", str(tree), "--slot", SLOT, REPLICATE)
+        assert got.returncode == 0, got.stderr
+        assert f"(log {log}, cache {cache}-{SLOT})" in got.stdout
+        copy = Path(f"{cache}-{SLOT}")
+        assert (copy / "students" / "s0" / "run.json").read_text() == "{}"  # the cache as it was at the start
+        for _ in range(100):
+            if "share done" in (log.read_text() if log.exists() else ""):
+                break
+            time.sleep(0.1)
+        text = log.read_text()
+        assert (
+            f"python3 -m hybridlib.campaign --preset gpu --arms arm_a arm_b --replicates {REPLICATE} "
+            f"--newer /tmp/campaign-{SLOT}.mark "
+            f"--pack /tmp/gpu-out/records-r{REPLICATE}-partial.tgz | cache {copy} | commit {COMMIT} | "
+            f"/tmp/tree-{SLOT}" in text
+        ), text
+        assert (
+            "share done" in text and archive.exists()
+        )  # the partial archive renamed when the replicate is done
+    finally:
+        for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
