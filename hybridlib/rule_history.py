@@ -77,6 +77,20 @@ _T2 = (
     "MIN_SEEDS",
 )
 _DIR = ("direction_rule", "_ACCURACY_ONLY", "UNIT", "MIN_SEEDS")
+_HOLM = (  # what every SoftCKA rule reads: its signal, the languages the teacher resolves, primary rules, Holm
+    "SIGNAL",
+    "MIN_STUDENTS",
+    "gap",
+    "_tested",
+    "teacher_resolves",
+    "teacher_language_gap",
+    "resolves",
+    "RESOLVE_LEVEL",
+    "secondary_holm",
+    "is_primary",
+    "PRIMARY",
+    "HOLM_ALPHA",
+)
 
 #: Every rule of the H200 scoreboard and the lines that define it.
 SOURCES: tuple[Source, ...] = (
@@ -136,9 +150,14 @@ SOURCES: tuple[Source, ...] = (
     Source("lolcats", "lolcats.table21", _LOL, ("table21_row", "MIN_SEEDS")),
     Source("lolcats", "lolcats.fig7", _LOL, ("fig7_row", "FIG7_RULE_METRIC", "MIN_SEEDS")),
     Source("lolcats", "lolcats.fig8", _LOL, ("fig8_row", "PAPER_FIG8_SPEEDUP", "MIN_SEEDS")),
-    Source("softcka", "softcka.lower", _CKA, ("LOWER", "SIGNAL", "MIN_STUDENTS")),
-    Source("softcka", "softcka.jagged", _CKA, ("JAGGED", "SIGNAL", "MIN_STUDENTS")),
-    Source("softcka", "softcka.jagged_vs_swa", _CKA, ("JAGGED_VS_SWA", "SIGNAL", "MIN_STUDENTS")),
+    Source("softcka", "softcka.lower", _CKA, ("LOWER", "lower_verdict", *_HOLM)),
+    Source("softcka", "softcka.jagged", _CKA, ("JAGGED", "jagged_verdict", "jaggedness", *_HOLM)),
+    Source(
+        "softcka",
+        "softcka.jagged_vs_swa",
+        _CKA,
+        ("JAGGED_VS_SWA", "jagged_vs_swa_verdict", "jaggedness", "swa_binds", "SWA_SHARE", *_HOLM),
+    ),
 )
 
 

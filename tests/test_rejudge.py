@@ -9,6 +9,7 @@ import pytest
 from hybridlib.findings import rejudge
 from hybridlib.findings.efficiency import report as efficiency
 from hybridlib.paths import REPO_ROOT
+from hybridlib.verdicts import t_test_p
 
 RESULTS = REPO_ROOT / "data" / "results"
 
@@ -21,6 +22,8 @@ def _load(chapter: str, name: str) -> dict:
 NEEDLE = "efficiency.needle.language"
 MQAR = "efficiency.mqar.deficit_shrinks"
 SWA = "first_fa.swa_no_event.standard_periodic+swa"
+CKA_PRIMARY = "softcka.lower.standard_periodic.seen_in_distillation"
+CKA_LOWER_FIRST = "softcka.lower.periodic_first_at_0.seen_in_distillation"
 
 
 def _by_id(record: dict, rule_id: str) -> dict:
@@ -40,6 +43,10 @@ def test_committed_h200_rows_are_judged_by_the_current_rules():
     assert rejudge.first_fa_record(copy.deepcopy(ffa)) == ffa
     lol = _load("lolcats", "paper_vs_book_gpu.json")
     assert rejudge.lolcats_record(copy.deepcopy(lol), _load("lolcats", "gpu.json")) == lol
+    cka = _load("softcka", "paper_vs_book_gpu.json")
+    assert rejudge.softcka_record(copy.deepcopy(cka), _load("softcka", "gpu.json")) == cka
+    lay = _load("layout_distillation", "paper_vs_book_gpu.json")
+    assert rejudge.layout_record(copy.deepcopy(lay), _load("layout_distillation", "gpu.json")) == lay
 
 
 @pytest.mark.parametrize("chapter", ["efficiency", "first_fa", "lolcats", "layout_distillation", "softcka"])
@@ -136,6 +143,8 @@ def test_a_repeated_claim_is_dropped_once_and_the_tally_loses_it():
         ("efficiency", NEEDLE, "inconclusive", "inconclusive"),
         ("efficiency", MQAR, "reproduced", "not tested"),
         ("first_fa", SWA, "reproduced", "not tested"),
+        ("softcka", CKA_LOWER_FIRST, "reproduced", "inconclusive"),
+        ("softcka", CKA_PRIMARY, "inconclusive", "inconclusive"),
     ],
 )
 def test_rejudged_rows_say_their_rule_changed_after_the_run(chapter, rule_id, earlier, now):
@@ -222,3 +231,71 @@ def test_retally_moves_one_rule_and_keeps_the_rest_of_the_reason():
         "status": "reproduced",
         "reason": "2 rules: 2 reproduced. Tail.",
     }
+
+
+def _as_run_wrote(record: dict) -> dict:
+    """``record`` with each re-judged row back to the run's own verdict (rule outcome and reason)."""
+    for row in record["rows"]:
+        if "rejudged" in row:
+            earlier = row.pop("rejudged")["earlier"]
+            row["verdict"] = earlier["verdict"]
+            row["rule"] = {**row["rule"], "outcome": earlier["verdict"], "reason": earlier["reason"]}
+    return record
+
+
+def test_softcka_rows_rejudged_with_holm_over_the_secondary_rules():
+    """The committed H200 SoftCKA run as it wrote it: its primary row (standard periodic, seen languages) is judged
+    at 95% alone; the 17 secondary rows together by Holm, under which none of the six decided rows holds (the
+    smallest t-test p, about 0.0074, is above 0.05/17); every note says what the committed data cannot recompute."""
+    summary = _load("softcka", "gpu.json")
+    run = _as_run_wrote(_load("softcka", "paper_vs_book_gpu.json"))
+    run["status"]["reason"] = "18 pre-registered rules: 1 reproduced, 12 inconclusive, 5 contradicted."
+    new = rejudge.softcka_record(copy.deepcopy(run), summary)
+    moved = {
+        old["id"]: (old["verdict"], row["verdict"])
+        for old, row in zip(run["rows"], new["rows"], strict=True)
+        if old["verdict"] != row["verdict"]
+    }
+    assert moved == {
+        "softcka.jagged_vs_swa.reverse_periodic.seen_in_distillation": ("contradicted", "inconclusive"),
+        CKA_LOWER_FIRST: ("reproduced", "inconclusive"),
+        "softcka.jagged.periodic_first_at_0.seen_in_distillation": ("contradicted", "inconclusive"),
+        "softcka.jagged_vs_swa.periodic_first_at_0.seen_in_distillation": ("contradicted", "inconclusive"),
+        "softcka.lower.periodic_first_at_0.unseen_in_distillation": ("contradicted", "inconclusive"),
+        "softcka.jagged_vs_swa.periodic_first_at_0.unseen_in_distillation": ("contradicted", "inconclusive"),
+    }
+    assert new["status"] == {"status": "inconclusive", "reason": "18 rules: 18 inconclusive."}
+    lower = _by_id(new, CKA_LOWER_FIRST)
+    p = t_test_p(lower["rule"]["replicate_values"])
+    assert p < 0.05 and p > 0.05 / 17  # alone it decides; Holm's family does not reject it
+    assert "Holm over 17 tested secondary rules" in lower["rule"]["reason"]
+    assert lower["rule"]["reason"].endswith(": not rejected")
+    assert lower["rule"]["estimate"] == _by_id(run, CKA_LOWER_FIRST)["rule"]["estimate"]  # stored values
+    primary = _by_id(new, CKA_PRIMARY)
+    assert "Holm" not in primary["rule"]["reason"] and "; primary rule; " in primary["note"]
+    assert all(rejudge.SOFTCKA_UNCOMPUTED in row["note"] for row in new["rows"])
+    assert "teacher resolves each language" in rejudge.SOFTCKA_UNCOMPUTED
+    assert "softcka.jumps" in rejudge.SOFTCKA_UNCOMPUTED
+    assert rejudge.softcka_record(copy.deepcopy(new), summary) == new  # idempotent
+
+
+def test_layout_status_gives_the_run_to_run_share_of_the_papers_gap():
+    """The status as the run wrote it divided the baseline's spread by the best arm's gap (0.25); the library
+    divides by the reverse periodic gap, the paper's comparison: 0.112 / 0.150 = 0.75."""
+    run = _load("layout_distillation", "paper_vs_book_gpu.json")
+    tail = " (The paper: 1B tokens on 3-4B-parameter base models.)"
+    head = run["status"]["reason"].split(" Run-to-run: ")[0]
+    run["status"]["reason"] = (
+        f"{head} Run-to-run: the baseline's test delta varies by 0.25 of the layout gap across 3 replicates "
+        f"(the paper: ~1/10).{tail}"
+    )
+    new = rejudge.layout_record(run, _load("layout_distillation", "gpu.json"))
+    assert new["status"]["reason"] == (
+        f"{head} Run-to-run: the baseline's test delta varies by 0.75 of the reverse periodic gap across 3 "
+        f"replicates (the paper: ~1/10 of that gap).{tail}"
+    )
+    assert new["rows"] == run["rows"] and new["status"]["status"] == run["status"]["status"]
+    with pytest.raises(ValueError, match="run-to-run"):
+        rejudge.layout_record(
+            {**run, "status": {"status": "x", "reason": head}}, _load("layout_distillation", "gpu.json")
+        )

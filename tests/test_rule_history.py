@@ -110,3 +110,27 @@ def test_every_h200_rule_row_has_one_source_and_a_committed_history():
     for entry in committed["rows"]:
         status, _ = rh.relation(entry["written"]["date_utc"], entry["judged_run"], entry["runs_before"])
         assert status == entry["status"]
+
+
+def test_softcka_rows_are_dated_by_the_code_that_judges_them():
+    """SoftCKA's rows are judged through the teacher's per-language precondition, the primary rules and Holm over the
+    secondary ones (c97a2a9, after the H200 run of 2026-11-30): their sources name that code, so every SoftCKA row
+    of the committed history reads *changed after the run it judges*."""
+    judging = {
+        "_tested",
+        "resolves",
+        "RESOLVE_LEVEL",
+        "secondary_holm",
+        "is_primary",
+        "PRIMARY",
+        "HOLM_ALPHA",
+    }
+    sources = [s for s in rh.SOURCES if s.chapter == "softcka"]
+    assert sources and all(judging <= set(s.names) for s in sources)
+    committed = json.loads((REPO_ROOT / "data" / "results" / rh.FILE).read_text())
+    rows = [r for r in committed["rows"] if r["chapter"] == "softcka"]
+    assert len(rows) == 18
+    for entry in rows:
+        assert entry["status"] != rh.BEFORE
+        assert entry["written"]["date_utc"] >= "2026-12-03T14:12:27+00:00"  # c97a2a9 or later
+        assert entry["written"]["date_utc"] > entry["judged_run"]["date_utc"]

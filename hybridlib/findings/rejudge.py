@@ -7,7 +7,11 @@ the rules changed after the run: the efficiency chapter's needle rule (an exact 
 the same record), and the LoLCATs chapter's rows judged on per-document data (``rows`` and ``passkey_hits`` of
 ``lolcats/gpu.json``: documents shared by all seeds resampled once for all, window + linear students' Table 2
 orderings compared with Table 5 or marked without a paper number) and a row repeating another's claim on the same
-data (the LoRA learning-rate sweep's swap vs transfer) dropped, under the record's ``dropped_rows``. Every other row,
+data (the LoRA learning-rate sweep's swap vs transfer) dropped, under the record's ``dropped_rows``, and the SoftCKA
+chapter's rows (primary rule per claim, Holm over the secondary rules, from each row's stored interval and replicate
+values; what the committed data cannot recompute is named in the notes, :data:`SOFTCKA_UNCOMPUTED`). The layout
+chapter's status gives the run-to-run sentence of :func:`hybridlib.findings.layout.report.spread_note` on the run's
+replicates (``layout_distillation/gpu.json``). Every other row,
 the run's provenance and its metric names stay; a re-judged row says that its rule changed after the run and keeps
 the earlier verdict under ``rejudged``; the chapter's tally follows. Rows are matched by their rule's id (a re-judged
 row keeps its id). Idempotent.
@@ -30,7 +34,10 @@ from hybridlib.atomic import write_json
 from hybridlib.data.languages import ENGLISH
 from hybridlib.findings.efficiency import report as efficiency
 from hybridlib.findings.first_fa import report as first_fa
+from hybridlib.findings.layout import report as layout
 from hybridlib.findings.lolcats import report as lolcats
+from hybridlib.findings.softcka import report as softcka
+from hybridlib.layouts import BASELINE
 from hybridlib.paths import REPO_ROOT
 from hybridlib.verdicts import (
     TALLY,
@@ -56,10 +63,13 @@ def _head() -> str:
     return out.stdout.strip() or "unknown"
 
 
-def rejudged_row(row: Row, verdict: Verdict, note: str, book: str | None = None) -> Row:
+def rejudged_row(
+    row: Row, verdict: Verdict, note: str, book: str | None = None, *, always: bool = False
+) -> Row:
     """``row`` (a stored paper-vs-book row) judged by ``verdict``; ``note``: the row's note without any verdict's
-    reason; the earlier verdict (the run's, kept across re-judgings) goes under ``rejudged``. The verdict must be
-    of the row's rule (its id)."""
+    reason; the earlier verdict (the run's, kept across re-judgings) goes under ``rejudged``. A row whose verdict
+    and rule are unchanged stays as it is, unless ``always`` and it was never re-judged (its rule changed in what
+    the note tells). The verdict must be of the row's rule (its id)."""
     if verdict.id != row["id"]:
         raise ValueError(f"row {row['id']!r} cannot be judged by a verdict of {verdict.id!r}")
     earlier = row.get("rejudged", {}).get("earlier") or {
@@ -68,7 +78,7 @@ def rejudged_row(row: Row, verdict: Verdict, note: str, book: str | None = None)
     }
     if {"verdict": verdict.outcome.value, "rule": verdict.to_dict()} == {
         k: row.get(k) for k in ("verdict", "rule")
-    }:
+    } and (not always or "rejudged" in row):
         return row  # nothing moved: keep the record (and its date) as it is
     return {
         **row,
@@ -311,6 +321,80 @@ def lolcats_record(record: Row, summary: Mapping[str, Any]) -> Row:
     return drop_repeated_claims(_apply(record, judge), LOLCATS_REPEAT)
 
 
+SOFTCKA_UNCOMPUTED = (
+    "not recomputed, the committed run keeping no per-article or per-seed scores of a language (gpu.json: curves "
+    "averaged over seeds and languages, gaps averaged over seeds): the precondition that the teacher resolves each "
+    f"language ({softcka.RESOLVE_LEVEL:.0%} article-bootstrap interval of its gap above 0) is not applied, every "
+    "measured language stays in; the jump rules at FA layers (softcka.jumps, softcka.jumps_vs_swa, the jaggedness "
+    "claims' primary rules) are not judged on this run"
+)
+
+
+def softcka_record(record: Row, summary: Mapping[str, Any]) -> Row:
+    """The SoftCKA chapter's ``paper_vs_book_gpu.json`` ``record`` judged by the current rules from each row's
+    stored interval, replicate values and preconditions: primary rules at 95%, the secondary ones together by Holm
+    (:func:`~hybridlib.findings.softcka.report.secondary_holm`); notes from the run's ``summary`` (``gpu.json``:
+    ``gaps``, ``summary``) and :data:`SOFTCKA_UNCOMPUTED`."""
+    rules = (softcka.LOWER, softcka.JAGGED, softcka.JAGGED_VS_SWA)
+    known = {
+        rule.at(label, group).id: (rule, label, group)
+        for rule in rules
+        for label in record["provenance"]["params"]["layouts"]
+        for group in softcka.GROUPS
+    }
+    gaps = pd.DataFrame(summary["gaps"])
+    swa = next(m["model"] for m in summary["summary"] if m["kind"] == "hybrid SWA")
+    judged: list[tuple[str, str, Verdict]] = []
+    for row in record["rows"]:
+        rule, label, group = known[row["id"]]
+        stored = row["rule"]
+        measured = Interval(
+            stored["estimate"],
+            stored["low"],
+            stored["high"],
+            stored["level"],
+            tuple(stored["replicate_values"]),
+            stored["n_documents"],
+        )
+        kept = [Precondition(**p) for p in stored["preconditions"] if p["name"] != "replicates"]
+        judged.append((label, group, rule.at(label, group).decide(measured, kept)))
+    verdicts = {v.id: (label, group, v) for label, group, v in softcka.secondary_holm(judged)}
+
+    def judge(row: Row) -> Row:
+        label, group, v = verdicts[row["id"]]
+        role = "primary" if softcka.is_primary(label, group, v) else "secondary"
+        parts = [f"{role} rule", v.metric]
+        if v.claim == softcka.LOWER.claim:
+            mine = gaps[(gaps["model"] == label) & (gaps["group"] == group)]
+            parts.append(
+                f"gap lower in {int((mine['gap_difference'] < 0).sum())}/{len(mine)} languages (seed mean)"
+            )
+        if v.claim == softcka.JAGGED_VS_SWA.claim:
+            parts.append(softcka.distance_note({}, label, swa))
+        if row is record["rows"][0]:
+            parts.append(f"models: {softcka.MODELS_NOTE}")
+        return rejudged_row(row, v, "; ".join([*parts, SOFTCKA_UNCOMPUTED]), always=True)
+
+    return _apply(record, judge)
+
+
+_RUN_TO_RUN = re.compile(
+    r"Run-to-run: [^()]*\(the paper: [^)]*\)\.|One replicate per arm: the run-to-run spread is unknown\."
+)
+
+
+def layout_record(record: Row, summary: Mapping[str, Any]) -> Row:
+    """The layout chapter's ``paper_vs_book_gpu.json`` ``record`` with its status's run-to-run sentence from the run's
+    replicates (``summary``: ``gpu.json``'s ``replicates``; :func:`~hybridlib.findings.layout.report.spread_note`)."""
+    table = pd.DataFrame(summary["replicates"]).set_index(["arm", "replicate"])
+    spread = layout.replicate_spread(table)
+    sentence = layout.spread_note(spread, int(spread.loc[BASELINE, "replicates"]))
+    reason, found = _RUN_TO_RUN.subn(sentence, record["status"]["reason"])
+    if found != 1:
+        raise ValueError(f"no single run-to-run sentence in the status: {record['status']['reason']!r}")
+    return {**record, "status": {**record["status"], "reason": reason}}
+
+
 def main(results: Path = RESULTS) -> None:
     """Re-judge the committed H200 records under ``results`` and rewrite them (atomically)."""
     path = results / "efficiency" / "paper_vs_book_gpu.json"
@@ -321,6 +405,12 @@ def main(results: Path = RESULTS) -> None:
     path = results / "lolcats" / "paper_vs_book_gpu.json"
     summary = json.loads((results / "lolcats" / "gpu.json").read_text())
     write_json(path, lolcats_record(json.loads(path.read_text()), summary))
+    path = results / "softcka" / "paper_vs_book_gpu.json"
+    summary = json.loads((results / "softcka" / "gpu.json").read_text())
+    write_json(path, softcka_record(json.loads(path.read_text()), summary))
+    path = results / "layout_distillation" / "paper_vs_book_gpu.json"
+    summary = json.loads((results / "layout_distillation" / "gpu.json").read_text())
+    write_json(path, layout_record(json.loads(path.read_text()), summary))
 
 
 if __name__ == "__main__":
