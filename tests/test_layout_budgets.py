@@ -3,6 +3,7 @@ trend rule driven into every outcome with replicates whose slopes are known in c
 the figure and the repetition counts."""
 
 import dataclasses
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -188,9 +189,14 @@ def test_per_budget_rows_are_the_chapters_rules_on_each_budget():
     for b, budget in enumerate(BUDGETS):
         alone = {r["metric"]: r["verdict"] for r in report.judge(runs[budget], scores[budget], n_boot=200)}
         mine = {r["metric"]: r["verdict"] for r in rows if r["tokens"] == budget}
-        assert set(mine) == set(report.BUDGET_METRICS) and all(mine[m] == alone[m] for m in mine)
+        assert set(mine) == set(report.BUDGET_METRICS)
+        for m in mine:  # the chapter's verdict on this budget, under an id of its own
+            assert mine[m].id == f"{alone[m].id}.{budget}_tokens"
+            assert replace(mine[m], id=alone[m].id) == alone[m]
         assert mine["R, reverse_periodic"].replicate_values == pytest.approx([rep[b] for rep in rs])
     assert rows[-1]["verdict"] == report.trend_verdict(runs, scores, n_boot=200)
+    ids = [r["verdict"].id for r in rows]
+    assert len(set(ids)) == len(ids)  # claims are matched by id: one per claim and budget
     table = report.budget_table(rows)
     r_rows = table[table["metric"] == "R, reverse_periodic"]
     assert r_rows["estimate"].tolist() == pytest.approx(np.mean(rs, axis=0))

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import matplotlib.colors as mcolors
@@ -810,13 +810,15 @@ def judge_budgets(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Rows of the budget curve: per budget (key ``tokens``) the :func:`judge` rows of :data:`BUDGET_METRICS`,
-    judged by the chapter's rules on that budget's runs; then the trend row and, when the largest budget has the
-    capped arm, the repetition control's (``tokens`` None)."""
+    judged by the chapter's rules on that budget's runs, each id qualified by its budget
+    (``layout.r.reverse_periodic.1048576_tokens``: one id per claim and budget); then the trend row and, when the
+    largest budget has the capped arm, the repetition control's (``tokens`` None)."""
     rows = []
     for budget in sorted(runs):
         for row in judge(runs[budget], scores[budget], baseline=baseline, n_boot=n_boot, seed=seed):
             if row["metric"] in BUDGET_METRICS:
-                rows.append({**row, "tokens": budget})
+                verdict = replace(row["verdict"], id=qualified(row["verdict"].id, f"{budget} tokens"))
+                rows.append({**row, "verdict": verdict, "tokens": budget})
     trend = trend_verdict(runs, scores, baseline=baseline, n_boot=n_boot, seed=seed)
     rows.append(
         {
