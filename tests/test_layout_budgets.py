@@ -217,7 +217,20 @@ def test_budget_figure_draws_the_given_points():
         bars = ax.collections[0].get_segments()  # one vertical segment per budget: low to high
         assert np.allclose([s[:, 1].min() for s in bars], rows["low"], equal_nan=True)
         assert np.allclose([s[:, 1].max() for s in bars], rows["high"], equal_nan=True)
-        assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()][:1] != [""]
+        fig.canvas.draw()  # labels at the budgets run and the paper's only (no crowding)
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["1M", "4M", "16M", "64M", "1B"]
+
+
+@pytest.mark.parametrize(
+    ("ticks", "labels"),
+    [
+        ([2**20, 2**22, 2**24, 2**26, 1e9], ["1M", "4M", "16M", "64M", "1B"]),  # 4x apart: every one
+        ([2**14, 2**15, 1e9], ["16K", "", "1B"]),  # 2x apart: every other
+        ([2**20, 2**21, 2**22, 2**23, 2**29, 1e9], ["1M", "", "4M", "", "", "1B"]),  # 4x from the 1B
+    ],
+)
+def test_budget_tick_labels_never_run_together(ticks, labels):
+    assert report._tick_labels(ticks) == labels
 
 
 # --- repetition ------------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import NullLocator
 
 from hybridlib import metrics
 from hybridlib.data.languages import LANGUAGES
@@ -890,10 +890,24 @@ def _tokens_label(tokens: float, _pos: object = None) -> str:
     return f"{tokens:g}"
 
 
+def _tick_labels(ticks: Sequence[float], spacing: float = 4.0) -> list[str]:
+    """Labels of increasing log-axis ``ticks`` (:func:`_tokens_label`): the last (the paper's) always, any other only
+    at least ``spacing`` times from the last labelled one and from the last tick, so that no two labels run
+    together."""
+    labels, last = [], None
+    for i, tick in enumerate(ticks):
+        keep = i == len(ticks) - 1 or (
+            (last is None or tick >= spacing * last) and ticks[-1] >= spacing * tick
+        )
+        labels.append(_tokens_label(tick) if keep else "")
+        last = tick if keep else last
+    return labels
+
+
 def budget_figure(table: pd.DataFrame) -> Figure:
     """One panel per metric of a :func:`budget_table`: the estimate against training tokens (log axis) with its
-    run-level interval as error bars, and the paper's value at :data:`PAPER_TOKENS` as a star; sized for the
-    book's text column (two panels a row)."""
+    run-level interval as error bars, and the paper's value at :data:`PAPER_TOKENS` as a star; x ticks at the
+    budgets and the paper's; sized for the book's text column (two panels a row)."""
     metrics_ = list(dict.fromkeys(table["metric"]))
     nrows = math.ceil(len(metrics_) / 2)
     fig, axes = plt.subplots(nrows, 2, figsize=figsize(nrows, panel_height=2.6), squeeze=False)
@@ -906,7 +920,8 @@ def budget_figure(table: pd.DataFrame) -> Figure:
             [PAPER_TOKENS], [rows["paper"].iloc[0]], marker="*", markersize=10, ls="", c="k", label="paper"
         )
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(_tokens_label))
+        ax.set_xticks([*rows["tokens"], PAPER_TOKENS], _tick_labels([*rows["tokens"], PAPER_TOKENS]))
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.set_title(metric.replace(", reverse periodic", "").replace(" minus standard periodic", ""))
         ax.set_xlabel("training tokens per student")
     for ax in axes.flat[len(metrics_) :]:
