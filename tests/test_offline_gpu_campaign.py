@@ -42,6 +42,28 @@ def test_bad_options_are_refused_before_any_work(args, message):
     assert not Path(f"/tmp/tree-{SLOT}").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        (["0"], {}, "HYBRIDLIB_GIT_COMMIT"),
+        ([], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "usage: campaign.sh [--tree FILE] [--slot S] REPLICATE"),
+        (["--tree", "tree-abc.tar.gz", "0"], {}, "--tree must name a file tree-<40-hex commit>"),
+        (["0", "x"], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "replicates are indices 0, 1, ..., got 'x'"),
+    ],
+)
+def test_campaign_refuses_bad_input_before_any_work(args, env, named, tmp_path):
+    """Nothing starts (no log, no records) when the commit or a replicate index is missing or malformed."""
+    got = subprocess.run(
+        ["bash", str(CAMPAIGN), *args],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert got.returncode != 0 and named in got.stderr
+
+
 def test_a_second_slot_runs_on_its_own_copy_of_the_cache(tmp_path):
     cache = tmp_path / "hlcache"
     (cache / "students" / "s0").mkdir(parents=True)

@@ -206,26 +206,3 @@ def test_lines_runs_lines_appended_later_in_order_with_their_status_until_end(tm
         "0 (3)",
     ]
     assert log.rstrip().endswith("lines done")
-
-
-@pytest.mark.parametrize(
-    ("args", "env", "named"),
-    [
-        (["0"], {}, "HYBRIDLIB_GIT_COMMIT"),
-        ([], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "usage: campaign.sh [--tree FILE] REPLICATE"),
-        (["--tree", "tree-abc.tar.gz", "0"], {}, "--tree must name a file tree-<40-hex commit>"),
-        (["0", "x"], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "replicates are indices 0, 1, ..., got 'x'"),
-    ],
-)
-def test_campaign_refuses_bad_input_before_any_work(args, env, named, tmp_path):
-    """Nothing starts (no log, no records) when the commit or a replicate index is missing or malformed."""
-    script = ROOT / "tools" / "offline_gpu" / "campaign.sh"
-    got = subprocess.run(
-        ["bash", str(script), *args],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert got.returncode != 0 and named in got.stderr
