@@ -1,15 +1,38 @@
 """Replicates planned from the run-to-run spread before more runs: how many runs a rule needs to decide.
 
-A rule (:class:`hybridlib.verdicts.Rule`) leaves *inconclusive* once its run-level interval excludes ``null``;
-that interval is at least the Student-t interval ``mean +- t_{k-1} sd / sqrt(k)`` over the ``k`` run values.
-:func:`planned_runs` gives the smallest ``n`` for which that interval over ``n`` runs, at the mean and SD seen so
-far, clears ``null`` on the side the runs lie on (or on a given side) with the requested power: one-sample
-noncentral t, ``P(T'_{n-1}(d sqrt(n)) > t_{n-1})`` with ``d = |mean - null| / sd`` and ``t_{n-1}`` the two-sided
-quantile at ``level`` (so the bound cleared is one-sided at ``(1 - level) / 2``). The side the runs lie on, not
-the paper's: contradicting a claim takes as much evidence as reproducing it. Not planned for: every run on one
-side and a bootstrap interval wider than the t interval (documents dominating the run-to-run spread; the plan
-flags such rows), which can only ask for more runs, and the tolerance, which separates *reproduced* from
-*direction only*, not from *inconclusive*.
+A rule (:class:`hybridlib.verdicts.Rule`) leaves *inconclusive* once its run-level interval excludes ``null`` *and*
+every run lies on that side of ``null``; that interval is at least the Student-t interval
+``mean +- t_{k-1} sd / sqrt(k)`` over the ``k`` run values. :func:`planned_runs` gives the smallest ``n`` for which
+that interval over ``n`` runs, at the mean and SD seen so far, clears ``null`` on the side the runs lie on (or on a
+given side) with the requested power: one-sample noncentral t, ``P(T'_{n-1}(d sqrt(n)) > t_{n-1})`` with
+``d = |mean - null| / sd`` and ``t_{n-1}`` the two-sided quantile at ``level`` (so the bound cleared is one-sided at
+``(1 - level) / 2``). The side the runs lie on, not the paper's: contradicting a claim takes as much evidence as
+reproducing it.
+
+**Every run on one side.** Under the same normal model all ``n`` runs lie on the effect's side with probability
+``Phi(d)^n`` (:func:`all_side_probability`), which *falls* as ``n`` grows: more runs make the interval likelier to
+clear and a run on the other side likelier too. The plan's count must reach the interval's power where
+``Phi(d)^n`` is still at least the power (at most :func:`all_side_runs` runs). Where no count from the rule's minimum
+on meets both (``d`` below about 1.7 at 95% and 80%, 2.0 at ``1 - 0.05 / 17``) the row is *unplannable*: under the
+rule as written no run count decides with that probability at the effect seen. Its reason gives the interval's
+count, the most runs keeping every run on one side likely enough and the best count's chance; it is not planned at
+the cap, the count at which every run on one side is least likely. The two requirements are met separately; a
+decision needs both at once, whose probability is at most the smaller (:attr:`RunPlan.power`,
+:attr:`RunPlan.all_side`). A :class:`~hybridlib.verdicts.SignTestRule` drops ties and asks no such thing
+(:func:`planned_pairs`).
+
+**Holm families.** A secondary rule judged together with others by Holm (:func:`hybridlib.verdicts.holm_family`,
+e.g. the SoftCKA chapter's :func:`~hybridlib.findings.softcka.report.secondary_holm`) decides only when its t-test
+p is at most ``alpha / (m - j)`` at its rank ``j`` (from 0) of the ``m`` tested rules. Its plan is conservative, at
+Holm's first step (Bonferroni): the t interval at ``1 - alpha / m``, p at most ``alpha / m`` whatever its rank (its
+own 95% t interval then clears too). Which rows are secondary, ``alpha`` and ``m`` are read from the clause
+``holm_family`` writes into each tested secondary verdict's reason (:func:`holm_family_of`): the family as the stored
+run was judged, whatever size the next run's family takes (rules not judged there, languages a teacher does not
+resolve).
+
+Not planned for: a bootstrap interval wider than the t interval (documents dominating the run-to-run spread; the plan
+flags such rows), which can only ask for more runs, and the tolerance, which separates *reproduced* from *direction
+only*, not from *inconclusive*.
 
 ``python -m hybridlib.planning plan`` plans every rule row of the committed ``gpu`` runs
 (``data/results/<chapter>/paper_vs_book*_gpu.json``) into ``data/results/replicate_plan.json``.
@@ -52,7 +75,12 @@ _PAIRS = re.compile(r"^\d+ pairs \(")  # a SignTestRule's replicates preconditio
 _WITH = re.compile(
     r"(?:paper's direction in|only) (\d+)/\d+ replicates|\((\d+)/\d+ replicates in the paper's"
 )
+#: the clause :func:`hybridlib.verdicts.holm_family` writes into each tested secondary verdict's reason: the family's
+#: size ``m`` and its ``alpha`` (``"... Holm over 17 tested secondary rules: t-test p = 0.0688 against 0.05/9 ..."``)
+_HOLM = re.compile(r"Holm over (\d+) tested secondary rules: t-test p = \S+ against ([0-9.eE+-]+)/\d+")
 _OPEN = ("inconclusive", "not tested")  # outcomes more runs may change
+#: how the reason of a row no count decides with every run on one side opens (:func:`planned_runs`)
+_ONE_SIDE = "unplannable: every run must lie on one side"
 _LOWER_BOUND = " (a lower bound: resampling within runs widens the interval)"
 _GRID = 8001  # points of the chi-distribution quadrature in :func:`t_power`
 
@@ -63,7 +91,10 @@ class RunPlan:
     ddof 1) in the metric's units, None where unknown; ``needed``: the smallest run count reaching the power,
     uncapped (None where no count does, or more than :data:`MAX_SEARCH`); ``planned``: ``needed`` raised to the
     rule's minimum and capped at ``cap`` (the cap where ``needed`` is None), None when unplannable; ``power``:
-    the power at ``planned`` runs."""
+    the power of the interval at ``planned`` runs; ``all_side``: the probability that all ``planned`` runs lie on the
+    effect's side, ``Phi(d)^planned`` (None where the rule does not ask it or nothing is planned); ``all_side_max``:
+    the most runs for which that probability stays at least the power (None where more than :data:`MAX_SEARCH` do,
+    or the rule does not ask it)."""
 
     runs: int
     effect: float | None
@@ -73,6 +104,8 @@ class RunPlan:
     capped: bool
     power: float | None
     reason: str
+    all_side: float | None = None
+    all_side_max: int | None = None
 
     def progress(self, outcome: str) -> str:
         """The row's count, e.g. ``"inconclusive at 8 of 8 planned runs"``."""
@@ -105,6 +138,33 @@ def t_power(d: float, n: int, level: float = LEVEL) -> float:
     return float(np.trapezoid(_phi(d * math.sqrt(n) - crit * u / math.sqrt(df)) * density, u))
 
 
+def _log_phi(d: float) -> float:
+    """``log Phi(d)``, accurate where ``Phi(d)`` is near 1."""
+    return math.log1p(-NormalDist().cdf(-d))
+
+
+def all_side_probability(d: float, n: int) -> float:
+    """Probability that ``n`` normal runs with standardised effect ``d = (mean - null) / sd`` all lie above
+    ``null``: ``Phi(d)^n``."""
+    return math.exp(n * _log_phi(d))
+
+
+def all_side_runs(d: float, power: float = POWER) -> int | None:
+    """The most runs ``n`` (0 when not even one) that all lie above ``null`` with probability
+    ``Phi(d)^n >= power`` (:func:`all_side_probability`); None when more than :data:`MAX_SEARCH` do."""
+    if not 0 < power < 1:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    log_p, target = _log_phi(d), math.log(power)
+    if log_p == 0 or target / log_p > MAX_SEARCH + 1:
+        return None
+    n = max(0, math.floor(target / log_p))
+    while n > 0 and n * log_p < target:  # float rounding at the boundary
+        n -= 1
+    while (n + 1) * log_p >= target:
+        n += 1
+    return n if n <= MAX_SEARCH else None
+
+
 def planned_runs(
     values: Sequence[float],
     null: float,
@@ -114,10 +174,14 @@ def planned_runs(
     level: float = LEVEL,
     cap: int = CAP,
     minimum: int = 2,
+    one_side: bool = True,
 ) -> RunPlan:
     """Runs needed for the t interval at ``level`` over the runs to exclude ``null`` with probability ``power``,
     at the mean and SD of ``values`` (one per run, metric units). ``direction``: the side to clear (+1 above
-    ``null``, -1 below); None: the side the mean lies on. ``minimum``: the rule's least replicate count."""
+    ``null``, -1 below); None: the side the mean lies on. ``minimum``: the rule's least replicate count.
+    ``one_side``: the rule also needs every run on that side (a :class:`~hybridlib.verdicts.Rule`): the count must
+    keep ``Phi(d)^n`` at least ``power`` too (:func:`all_side_runs`), else the rule is unplannable; False: the
+    interval alone."""
     if not 0 < power < 1:
         raise ValueError(f"power must be in (0, 1), got {power!r}")
     if direction not in (None, 1, -1) or isinstance(direction, bool):
@@ -143,26 +207,82 @@ def planned_runs(
     if sd == 0:
         if side * effect > 0:
             return RunPlan(
-                k, effect, 0.0, 2, floor, False, 1.0, "no run-to-run spread: runs already sufficient"
+                k,
+                effect,
+                0.0,
+                2,
+                floor,
+                False,
+                1.0,
+                "no run-to-run spread: runs already sufficient",
+                *((1.0, None) if one_side else ()),
             )
         return RunPlan(
-            k, effect, 0.0, None, cap, True, 0.0, "no run-to-run spread and no effect on that side"
+            k,
+            effect,
+            0.0,
+            None,
+            cap,
+            True,
+            0.0,
+            "no run-to-run spread and no effect on that side",
+            *((0.0, 0) if one_side else ()),
         )
-    if side * effect <= 0:
+    signed = side * effect / sd  # standardised effect on the side to clear
+    if signed <= 0:
         why = "no effect seen" if effect == 0 else "the effect seen lies on the other side"
-        return RunPlan(k, effect, sd, None, cap, True, t_power(side * effect / sd, cap, level), why)
-    d = abs(effect) / sd
+        side_of = (all_side_probability(signed, cap), all_side_runs(signed, power)) if one_side else ()
+        return RunPlan(k, effect, sd, None, cap, True, t_power(signed, cap, level), why, *side_of)
+    d = signed
     z = NormalDist().inv_cdf
     n = max(2, math.floor(((z((1 + level) / 2) + z(power)) / d) ** 2))  # the normal n; t needs at least this
     while n <= MAX_SEARCH and t_power(d, n, level) < power:
         n += 1
     needed = n if n <= MAX_SEARCH else None
+    interval = f"the t interval at {_percent(level)}"
+    most = all_side_runs(d, power) if one_side else None
+    if one_side and most is not None and (needed is None or max(needed, floor) > most):
+        best, at = _best_count(d, floor, level)
+        runs_needed = f"{needed} runs" if needed else f"more than {MAX_SEARCH} runs"
+        why = (
+            f"{_ONE_SIDE}: at effect {effect:.4g} and SD {sd:.4g} over {k} runs (d = {d:.3g}) all n runs lie there "
+            f"with probability Phi(d)^n, below {power:.0%} from {most + 1} run{'s' * (most > 0)} on, while "
+            f"{interval} needs {runs_needed} for {power:.0%} power"
+            + (f" and the rule at least {floor} runs" if floor > most else "")
+            + f"; no run count decides with {power:.0%} probability (at most {best:.0%}, at {at} runs)"
+        )
+        return RunPlan(k, effect, sd, None, None, False, None, why, None, most)
     planned = min(max(needed or cap, floor), cap)
     capped = needed is None or needed > cap
-    why = f"{power:.0%} power at effect {effect:.4g} and SD {sd:.4g} over {k} runs"
+    why = f"{power:.0%} power of {interval} at effect {effect:.4g} and SD {sd:.4g} over {k} runs"
     if capped:
         why += f": {needed or f'more than {MAX_SEARCH}'} runs needed, capped at {cap}"
+    if one_side:
+        p_side = all_side_probability(d, planned)
+        why += f"; every run on that side with probability {p_side:.0%} at {planned} runs" + (
+            f" (at least {power:.0%} up to {most})" if most is not None else ""
+        )
+        return RunPlan(k, effect, sd, needed, planned, capped, t_power(d, planned, level), why, p_side, most)
     return RunPlan(k, effect, sd, needed, planned, capped, t_power(d, planned, level), why)
+
+
+def _percent(level: float) -> str:
+    """``0.95`` -> ``"95%"``, ``1 - 0.05 / 17`` -> ``"99.71%"``."""
+    return f"{100 * level:.4g}%"
+
+
+def _best_count(d: float, floor: int, level: float) -> tuple[float, int]:
+    """The run count from ``floor`` on at which the smaller of the interval's power and ``Phi(d)^n`` (an upper bound
+    on the chance that the rule decides) is largest, with that bound: the first count at which the power reaches
+    ``Phi(d)^n`` or the one before (the power rises with ``n``, ``Phi(d)^n`` falls)."""
+    best, at = 0.0, floor
+    for n in range(max(2, floor), MAX_SEARCH + 1):
+        t, side = t_power(d, n, level), all_side_probability(d, n)
+        if min(t, side) > best:
+            best, at = min(t, side), n
+        if t >= side:
+            break
+    return best, at
 
 
 @dataclass(frozen=True)
@@ -298,6 +418,15 @@ def _sign_test(rule: Mapping[str, Any]) -> bool:
     )
 
 
+def holm_family_of(rule: Mapping[str, Any]) -> tuple[float, int] | None:
+    """``(alpha, m)`` of the Holm family a stored verdict (:meth:`~hybridlib.verdicts.Verdict.to_dict`) was judged
+    in, from the clause :func:`hybridlib.verdicts.holm_family` writes into each tested secondary verdict's reason;
+    None for a rule judged alone (a primary rule, a rule of a chapter without Holm, or a secondary rule not tested in
+    that run, which the family left out)."""
+    found = _HOLM.search(rule.get("reason") or "")
+    return None if found is None else (float(found.group(2)), int(found.group(1)))
+
+
 def _minimum(rule: Mapping[str, Any]) -> int:
     """The rule's least replicate count, from its ``replicates`` precondition (2 where it has none)."""
     for p in rule.get("preconditions", ()):
@@ -337,19 +466,24 @@ def rule_rows(results: Path, preset: str = PRESET) -> list[dict[str, Any]]:
 def plan(
     results: Path, *, preset: str = PRESET, power: float = POWER, level: float = LEVEL, cap: int = CAP
 ) -> dict[str, Any]:
-    """The replicate plan of every rule row of ``preset`` under ``results`` (JSON-ready, with provenance)."""
-    rules = []
+    """The replicate plan of every rule row of ``preset`` under ``results`` (JSON-ready, with provenance): per row
+    the ``level`` it is planned at (``level``, or ``1 - alpha / m`` for a rule of a Holm family: ``family``, else
+    None) and, for a :class:`~hybridlib.verdicts.Rule`, whether every run on one side stays likely enough."""
+    rules, pairs = [], set()  # pairs: the rows of sign-test rules (planned in pairs, capped at CAP_PAIRS)
     for row in rule_rows(results, preset):
         rule = row["rule"]
         minimum = _minimum(rule)
+        family = holm_family_of(rule)
+        at = level if family is None else 1 - family[0] / family[1]
         if _sign_test(rule):
-            p = planned_pairs(rule.get("replicate_values") or (), power=power, level=level, minimum=minimum)
+            pairs.add(len(rules))
+            p = planned_pairs(rule.get("replicate_values") or (), power=power, level=at, minimum=minimum)
         else:
             p = planned_runs(
                 rule.get("replicate_values") or (),
                 rule["null"],
                 power=power,
-                level=level,
+                level=at,
                 cap=cap,
                 minimum=minimum,
             )
@@ -366,6 +500,10 @@ def plan(
                 "null": rule["null"],
                 "outcome": rule["outcome"],
                 "min_replicates": minimum,
+                "level": at,
+                "family": None
+                if family is None
+                else {"test": "Holm", "alpha": family[0], "rules": family[1]},
                 **asdict(p),
                 "interval_wider_than_t": wider,
                 "status": p.progress(rule["outcome"])
@@ -373,6 +511,10 @@ def plan(
             }
         )
     planned = [r for r in rules if r["planned"] is not None]
+    capped_pairs = sum(r["capped"] for i, r in enumerate(rules) if i in pairs and r["planned"] is not None)
+    capped_runs = sum(r["capped"] for r in planned) - capped_pairs
+    one_side = sum(r["planned"] is None and r["reason"].startswith(_ONE_SIDE) for r in rules)
+    in_family = sum(r["family"] is not None for r in rules)
     return {
         "preset": preset,
         "cap": cap,
@@ -380,13 +522,23 @@ def plan(
         "level": level,
         "method": (
             "smallest run count n (at least the rule's minimum, at most the cap) for which the two-sided t interval "
-            f"at {level:.0%} over n runs, at the mean and SD of the runs so far, excludes the rule's null on the side "
-            f"the mean lies on with probability {power:.0%} (noncentral t); every run on one side and the "
-            "tolerance are not planned for"
+            f"at the row's level ({level:.0%}, or 1 - alpha/m in a Holm family) over n runs, at the mean and SD of "
+            f"the runs so far, excludes the rule's null on the side the mean lies on with probability {power:.0%} "
+            "(noncentral t) and, for a rule that needs every run on that side, all n runs lie there with "
+            f"probability Phi(d)^n >= {power:.0%} (d = |mean - null| / SD; a rule no count satisfies both for is "
+            "unplannable); the tolerance is not planned for"
+        ),
+        "holm": (
+            "a rule judged in a Holm family (its stored reason's Holm clause: alpha and m, the tested secondary "
+            "rules of the stored run) is planned conservatively at Holm's first step (Bonferroni), the t interval at "
+            "1 - alpha/m: p at most alpha/m at any rank of the family"
         ),
         "summary": (
-            f"{len(rules)} rules: {len(planned)} planned ({sum(r['capped'] for r in planned)} capped at {cap}), "
-            f"{len(rules) - len(planned)} unplannable"
+            f"{len(rules)} rules: {len(planned)} planned ({capped_runs} capped at {cap}"
+            + (f", {capped_pairs} at {CAP_PAIRS} pairs" if capped_pairs else "")
+            + f"), {len(rules) - len(planned)} unplannable"
+            + (f" ({one_side} as every run on one side is unlikely at the effect seen)" if one_side else "")
+            + (f"; {in_family} in a Holm family, planned at alpha/m" if in_family else "")
         ),
         "pooling": POOLING,
         "rules": rules,

@@ -203,6 +203,37 @@ def test_per_budget_rows_are_the_chapters_rules_on_each_budget():
     assert (r_rows["paper"] == 0.697).all() and list(r_rows["tokens"]) == BUDGETS
 
 
+def test_budget_book_rows_name_each_metric_by_its_budget():
+    runs, scores = budget_arms(r_values([0.010, 0.015, 0.008, 0.012]), budgets=BUDGETS[:2])
+    rows = report.judge_budgets(runs, scores, n_boot=50)
+    book = report.budget_book_rows(rows)
+    assert [(r["verdict"].id, r["metric"]) for r in book] == [
+        ("layout.r.reverse_periodic.1048576_tokens", "R, reverse_periodic at 1,048,576 tokens"),
+        (
+            "layout.test_delta.reverse_periodic.1048576_tokens",
+            "test delta, reverse periodic minus standard periodic at 1,048,576 tokens",
+        ),
+        ("layout.speedup.reverse_periodic.1048576_tokens", "speed-up, reverse_periodic at 1,048,576 tokens"),
+        (
+            "layout.languages_improved.reverse_periodic.1048576_tokens",
+            "languages whose perplexity improves, reverse periodic at 1,048,576 tokens",
+        ),
+        ("layout.r.reverse_periodic.4194304_tokens", "R, reverse_periodic at 4,194,304 tokens"),
+        (
+            "layout.test_delta.reverse_periodic.4194304_tokens",
+            "test delta, reverse periodic minus standard periodic at 4,194,304 tokens",
+        ),
+        ("layout.speedup.reverse_periodic.4194304_tokens", "speed-up, reverse_periodic at 4,194,304 tokens"),
+        (
+            "layout.languages_improved.reverse_periodic.4194304_tokens",
+            "languages whose perplexity improves, reverse periodic at 4,194,304 tokens",
+        ),
+        ("layout.budget_trend.reverse_periodic", "trend of 1 - R, reverse periodic"),  # no budget: as it was
+    ]
+    assert [{**r, "metric": m["metric"]} for r, m in zip(book, rows)] == rows  # only the names change
+    assert rows[0]["metric"] == "R, reverse_periodic"  # the judged rows stay (budget_table keys on them)
+
+
 def test_budget_figure_draws_the_given_points():
     runs, scores = budget_arms(r_values([0.010, 0.015, 0.008, 0.012]))
     table = report.budget_table(report.judge_budgets(runs, scores, n_boot=100))

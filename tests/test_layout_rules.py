@@ -262,7 +262,7 @@ def test_arms_recipe_and_best_layout_of_the_chapter():
     plan = json.loads((REPO_ROOT / "data" / "results" / "replicate_plan.json").read_text(encoding="utf-8"))
     on_students = ("layout_distillation", "softcka", "first_fa")  # the rules judged on these students
     planned = [r["planned"] for r in plan["rules"] if r["chapter"] in on_students and r["planned"]]
-    assert params["seeds"] == max(planned) == planning.CAP and params["lr_check_factor"] > 0
+    assert params["seeds"] == planning.CAP >= max(planned) and params["lr_check_factor"] > 0
     assert chapter("layout_distillation").resolve("seminar")["lr_check_factor"] == 0
 
 

@@ -13,7 +13,7 @@ import pytest
 from hybridlib import planning
 from hybridlib.paths import REPO_ROOT
 from hybridlib.planning import CAP, RunPlan, main, plan, planned_runs, t_power
-from hybridlib.verdicts import Precondition, Rule, Tolerance, t_quantile
+from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, holm_family, t_quantile
 
 LAYOUT_GPU = REPO_ROOT / "data" / "results" / "layout_distillation" / "gpu.json"
 
@@ -35,8 +35,10 @@ def test_power_matches_simulated_t_intervals() -> None:
 
 
 def test_issue_figures_from_the_committed_layout_run() -> None:
-    """Issue 47's runs for 80% power at the observed effects: R reverse, test delta and speed-up reverse 5,
-    non-Latin minus Latin 8, R endpoint_spread 16 (above the cap: planned at the cap)."""
+    """Issue 47's runs for the interval alone at 80% power at the observed effects: R reverse, test delta and
+    speed-up reverse 5, non-Latin minus Latin 8, R endpoint_spread 16 (above the cap: planned at the cap). With
+    every run on one side required as well (the rule's), the first three keep their count and the last two, d 1.2
+    and 0.76, are unplannable."""
     rules = {r["metric"]: r["verdict"] for r in json.loads(LAYOUT_GPU.read_text())["rules"]}
     issue = {
         "R, reverse_periodic": 5,
@@ -46,10 +48,17 @@ def test_issue_figures_from_the_committed_layout_run() -> None:
         "R, endpoint_spread": 16,
     }
     for row, runs in issue.items():
-        p = planned_runs(rules[row]["replicate_values"], rules[row]["null"], minimum=3)
+        p = planned_runs(rules[row]["replicate_values"], rules[row]["null"], minimum=3, one_side=False)
         assert p.needed is not None and abs(p.needed - runs) <= 1, (row, p)
         assert p.planned == min(p.needed, CAP) and p.capped == (p.needed > CAP)
         assert p.power is not None and (p.power >= 0.8) != p.capped
+        both = planned_runs(rules[row]["replicate_values"], rules[row]["null"], minimum=3)
+        if runs <= 5:
+            assert (both.needed, both.planned) == (p.needed, p.planned) and both.all_side >= 0.8
+        else:
+            assert both.planned is None and both.reason.startswith(
+                "unplannable: every run must lie on one side"
+            )
 
 
 def test_the_side_given_or_seen() -> None:
@@ -95,18 +104,18 @@ def test_already_decided_and_capped() -> None:
     decided = planned_runs([4.16, 4.17, 4.17], 0.0, minimum=3)  # ln ppl ratio, nats/token
     assert (decided.needed, decided.planned, decided.capped) == (2, 3, False)
     assert decided.progress("reproduced") == "reproduced at 3 of 3 planned runs"
-    small = planned_runs([0.00042 + e for e in (-0.0017, 0.0, 0.0017)], 0.0, minimum=3)
+    small = planned_runs([0.00042 + e for e in (-0.0017, 0.0, 0.0017)], 0.0, minimum=3, one_side=False)
     assert small.capped and small.needed is not None and small.needed > 90 and small.planned == CAP
     assert small.progress("inconclusive").endswith(f"of {CAP} planned runs (capped; {small.needed} needed)")
-    tiny = planned_runs([1e-6, -1e-3, 1e-3 + 2e-6], 0.0)
+    tiny = planned_runs([1e-6, -1e-3, 1e-3 + 2e-6], 0.0, one_side=False)
     assert tiny.needed is None and "more than" in tiny.reason
 
 
 def test_inconclusive_at_its_planned_count() -> None:
-    """The non-Latin minus Latin rule planned at 8 runs and, once run 8 times, still inconclusive."""
+    """The non-Latin minus Latin rule's interval planned at 8 runs and, once run 8 times, still inconclusive."""
     rules = {r["metric"]: r["verdict"] for r in json.loads(LAYOUT_GPU.read_text())["rules"]}
     rule = rules["perplexity change, non-Latin minus Latin scripts, reverse periodic"]
-    p = planned_runs(rule["replicate_values"], rule["null"], minimum=3)
+    p = planned_runs(rule["replicate_values"], rule["null"], minimum=3, one_side=False)
     assert p.progress("inconclusive") == f"inconclusive at 3 of {p.planned} planned runs"
     assert replace(p, runs=p.planned).progress("inconclusive") == (
         f"inconclusive at {p.planned} of {p.planned} planned runs"
@@ -289,3 +298,178 @@ def test_sign_test_rows_are_planned_in_pairs() -> None:
     assert not q.capped and q.planned == q.needed
     assert planned_pairs([0.0] * 4).reason == "every pair tied: no discordant pair seen"
     assert planned_pairs([]).planned is None
+
+
+def _t_power_by_mpmath(d: float, n: int, level: float) -> float:
+    """The one-sample t interval's power written out independently of :func:`t_power`: the two-sided quantile from
+    the regularised incomplete beta (``P(|T| <= t) = 1 - I_{df/(df+t^2)}(df/2, 1/2)``), the power
+    ``E_V[Phi(d sqrt(n) - t sqrt(V / df))]`` integrated over the chi-square density of ``V`` (mpmath, 30 digits)."""
+    import mpmath as mp
+
+    mp.mp.dps = 30
+    df, level = n - 1, mp.mpf(level)
+    half = mp.mpf(df) / 2
+
+    def outside(t):  # P(|T| > t) - (1 - level)
+        return mp.betainc(half, mp.mpf(1) / 2, 0, df / (df + t**2), regularized=True) - (1 - level)
+
+    crit = mp.findroot(outside, (mp.mpf("0.01"), mp.mpf(1000)), solver="illinois")
+    chi2 = lambda v: v ** (half - 1) * mp.exp(-v / 2) / (2**half * mp.gamma(half))  # noqa: E731
+    return float(
+        mp.quad(lambda v: mp.ncdf(d * mp.sqrt(n) - crit * mp.sqrt(v / df)) * chi2(v), [0, df, mp.inf])
+    )
+
+
+def _fewest_runs_by_mpmath(d: float, level: float, start: int = 2) -> int:
+    n = start
+    while _t_power_by_mpmath(d, n, level) < 0.8:
+        n += 1
+    return n
+
+
+def test_the_independent_power_reproduces_published_figures() -> None:
+    assert _t_power_by_mpmath(1.0, 10, 0.95) == pytest.approx(0.8031, abs=1e-4)  # R pwr.t.test
+    assert _t_power_by_mpmath(0.5, 34, 0.95) == pytest.approx(0.8078, abs=1e-4)
+
+
+@pytest.mark.parametrize(("m", "expected"), [(1, 4), (3, 6), (17, 8)])
+def test_a_holm_family_rule_is_planned_at_alpha_over_m(m: int, expected: int) -> None:
+    """d = 2.2 (mean 2.2, SD 1): alone 4 runs; in a Holm family of 3 or 17 rules at 0.05 the t interval at
+    1 - 0.05/m needs 6 and 8, each the fewest runs the independent calculation gives 80% at."""
+    level = 1 - 0.05 / m
+    p = planned_runs([1.2, 2.2, 3.2], 0.0, level=level, minimum=3)
+    assert _fewest_runs_by_mpmath(2.2, level, start=3) == expected
+    assert (p.needed, p.planned, p.capped) == (expected, expected, False)
+    assert p.power == pytest.approx(_t_power_by_mpmath(2.2, expected, level), abs=1e-5)
+    assert _t_power_by_mpmath(2.2, expected - 1, level) < 0.8 <= p.power
+
+
+def _stored_family(m: int, values: list[float]) -> tuple[dict, list[dict]]:
+    """A primary rule and ``m`` secondary rules judged together by Holm, as a chapter's results file stores them:
+    the primary and the first secondary rule on ``values``, the other secondary rules on clear effects."""
+    rule = Rule("c", "m", "seed", +1, Tolerance.any_magnitude("direction"), 3, id="test.holm")
+    primary = rule.at("primary").judge_repeats(values)
+    secondary = {
+        str(i): rule.at(f"s{i}").judge_repeats(values if i == 0 else [5.0, 5.1, 4.9]) for i in range(m)
+    }
+    held = holm_family(secondary, 0.05)
+    return primary.to_dict(), [held[str(i)].to_dict() for i in range(m)]
+
+
+def test_plan_reads_the_holm_family_from_the_stored_verdicts(tmp_path: Path) -> None:
+    """The judging's own record (holm_family's clause) says which rows are secondary, the family's size and alpha:
+    the same runs plan 4 as a primary rule and 8 in a family of 17, the row saying its level and family."""
+    primary, secondary = _stored_family(17, [1.2, 2.2, 3.2])
+    assert planning.holm_family_of(primary) is None
+    assert {planning.holm_family_of(v) for v in secondary} == {(0.05, 17)}
+    chapter = tmp_path / "softcka"
+    chapter.mkdir()
+    rows = [{"id": v["id"], "metric": v["id"], "rule": v} for v in (primary, *secondary)]
+    (chapter / "paper_vs_book_gpu.json").write_text(json.dumps({"rows": rows}))
+    record = plan(tmp_path)
+    by_id = {r["id"]: r for r in record["rules"]}
+    alone, member = by_id["test.holm.primary"], by_id["test.holm.s0"]
+    assert (alone["planned"], alone["level"], alone["family"]) == (4, 0.95, None)
+    assert member["planned"] == 8 and member["level"] == pytest.approx(1 - 0.05 / 17)
+    assert member["family"] == {"test": "Holm", "alpha": 0.05, "rules": 17}
+    assert record["summary"].endswith("; 17 in a Holm family, planned at alpha/m")
+
+
+def test_holm_can_make_a_rule_unplannable() -> None:
+    """d = 1.9: alone, 5 runs reach the interval's 80% while all 5 stay on one side with 86%; at 1 - 0.05/17
+    the interval needs 9, beyond the 7 runs that all lie on one side with 80%."""
+    values = [0.9, 1.9, 2.9]
+    alone = planned_runs(values, 0.0, minimum=3)
+    assert (alone.planned, alone.all_side_max) == (5, 7)
+    assert _fewest_runs_by_mpmath(1.9, 0.95, start=3) == 5
+    member = planned_runs(values, 0.0, minimum=3, level=1 - 0.05 / 17)
+    assert _fewest_runs_by_mpmath(1.9, 1 - 0.05 / 17, start=7) == 9
+    assert (member.needed, member.planned, member.capped, member.all_side_max) == (None, None, False, 7)
+    assert "needs 9 runs for 80% power" in member.reason and "from 8 runs on" in member.reason
+
+
+def _phi(x: float) -> float:
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
+@pytest.mark.parametrize("d", [0.3, 1.0, 1.5, 1.9, 2.2, 3.0, 3.5])
+def test_all_runs_on_one_side_by_the_direct_formula(d: float) -> None:
+    """``Phi(d)^n`` and the most runs keeping it at 80%, against the formula written out here."""
+    most = planning.all_side_runs(d)
+    assert _phi(d) ** most >= 0.8 > _phi(d) ** (most + 1)
+    assert most == math.floor(math.log(0.8) / math.log(_phi(d)))
+    for n in (1, 3, 10):
+        assert planning.all_side_probability(d, n) == pytest.approx(_phi(d) ** n, rel=1e-9)
+    assert planning.all_side_runs(5.0) is None  # 777,000 runs: more than MAX_SEARCH
+    assert planning.all_side_runs(40.0) is None  # Phi(40) rounds to 1: every count keeps it
+
+
+def test_every_run_on_one_side_bounds_the_plan() -> None:
+    """The rule needs every run on one side as well as the interval: d = 1.5 reaches the interval's 80% at 6 runs,
+    but all 6 lie on one side with only 66% (80% up to 3 runs): unplannable, not planned at the cap. d = 2.5 plans
+    the interval's 4 runs, all on one side with 98%."""
+    values = [0.5, 1.5, 2.5]  # d = 1.5
+    interval = planned_runs(values, 0.0, minimum=3, one_side=False)
+    assert (interval.needed, interval.planned) == (_fewest_runs_by_mpmath(1.5, 0.95, start=3), 6)
+    both = planned_runs(values, 0.0, minimum=3)
+    assert (both.needed, both.planned, both.capped, both.power, both.all_side_max) == (
+        None,
+        None,
+        False,
+        None,
+        3,
+    )
+    assert both.reason.startswith("unplannable: every run must lie on one side")
+    assert both.progress("inconclusive") == "inconclusive at 3 runs, unplannable"
+    clear = planned_runs([1.5, 2.5, 3.5], 0.0, minimum=3)
+    assert (clear.needed, clear.planned, clear.capped) == (4, 4, False)
+    assert clear.all_side == pytest.approx(_phi(2.5) ** 4) and clear.all_side >= 0.8
+    # the rule's minimum alone can make it unplannable: d = 2 plans 5 runs, all on one side with 80% up to 9;
+    # a rule needing 10 cannot keep them there
+    assert planned_runs([1.0, 2.0, 3.0], 0.0, minimum=3).planned == 5 and planning.all_side_runs(2.0) == 9
+    floor = planned_runs([1.0, 2.0, 3.0], 0.0, minimum=10)
+    assert floor.planned is None and "the rule at least 10 runs" in floor.reason
+
+
+def test_cap_with_every_run_on_one_side() -> None:
+    """Above the cap but within the runs that all stay on one side: capped as before (d = 2.5, cap 3: 4 needed).
+    A small effect capped before (d = 0.25, 131 runs) cannot keep even one run on one side at 80%: unplannable."""
+    capped = planned_runs([1.5, 2.5, 3.5], 0.0, cap=3)
+    assert (capped.needed, capped.planned, capped.capped) == (4, 3, True)
+    assert capped.power == pytest.approx(_t_power_by_mpmath(2.5, 3, 0.95), abs=1e-5) and capped.power < 0.8
+    assert capped.all_side == pytest.approx(_phi(2.5) ** 3)
+    small = [0.00042 + e for e in (-0.0017, 0.0, 0.0017)]
+    assert planned_runs(small, 0.0, minimum=3, one_side=False).planned == CAP
+    p = planned_runs(small, 0.0, minimum=3)
+    assert (p.planned, p.capped, p.all_side_max) == (None, False, 0)
+    assert "from 1 run on" in p.reason
+
+
+def test_the_committed_plan_follows_the_judging_s_primary_rules() -> None:
+    """In the committed plan the SoftCKA rows in a Holm family are exactly the chapter's tested secondary rows
+    (:func:`~hybridlib.findings.softcka.report.is_primary`; a rule not tested stays out of the family), planned at
+    1 - 0.05/m with m the family's size; every other row at 95%. A Rule row is planned only where all its planned
+    runs lie on one side with 80%."""
+    from hybridlib.findings.softcka import report as softcka
+
+    results = REPO_ROOT / "data" / "results"
+    record = json.loads((results / "softcka" / "paper_vs_book_gpu.json").read_text())
+    rules = (softcka.LOWER, softcka.JAGGED, softcka.JAGGED_VS_SWA, softcka.JUMPS, softcka.JUMPS_VS_SWA)
+    layouts, groups = record["provenance"]["params"]["layouts"], softcka.GROUPS
+    where = {r.at(label, group).id: (r, label, group) for r in rules for label in layouts for group in groups}
+    secondary = set()
+    for row in record["rows"]:
+        rule, label, group = where[row["id"]]
+        verdict = Verdict.from_dict(row["rule"])
+        assert verdict.claim == rule.claim
+        if not softcka.is_primary(label, group, verdict) and verdict.outcome != "not tested":
+            secondary.add(row["id"])
+    committed = json.loads((results / "replicate_plan.json").read_text())
+    family = {r["id"] for r in committed["rules"] if r["family"]}
+    assert family == secondary and len(family) > 1
+    for r in committed["rules"]:
+        m = len(family) if r["id"] in family else None
+        assert r["level"] == pytest.approx(0.95 if m is None else 1 - 0.05 / m)
+        assert r["family"] == (None if m is None else {"test": "Holm", "alpha": 0.05, "rules": m})
+        if r["planned"] is not None and r["all_side"] is not None and not r["capped"]:
+            assert r["all_side"] >= 0.8

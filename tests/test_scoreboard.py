@@ -573,8 +573,12 @@ def test_h200_results_carry_their_runs_against_the_committed_replicate_plan(tmp_
     )
     assert (
         scoreboard._planned(loaded["alpha", "layout.every_fa_first"], row("reproduced", 1))
-        == " 1 training seed; unplannable: 1 run, run-to-run SD unknown."
+        == " Unplannable: 1 run, run-to-run SD unknown."
     )
+    assert scoreboard._runs(loaded["alpha", "layout.every_fa_first"], row("reproduced", 1)["rule"]) == (
+        "1 training seed, unplannable"
+    )
+    assert scoreboard._runs(loaded["alpha", R_REVERSE], row("inconclusive", 3)["rule"]) == "3 of 5 planned"
     # the row's own run count, not the plan's; inconclusive at the planned count says so, decided does not
     assert (
         scoreboard._planned(loaded["alpha", R_REVERSE], row("inconclusive", 5))

@@ -175,6 +175,19 @@ def efficiency_record(record: Row, summary: Mapping[str, Any]) -> Row:
     return _apply(record, judge)
 
 
+def _stored_interval(rule: Mapping[str, Any]) -> Interval:
+    """The :class:`~hybridlib.verdicts.Interval` stored in a verdict row's ``rule`` (estimate, bounds, level,
+    replicate values, documents)."""
+    return Interval(
+        rule["estimate"],
+        rule["low"],
+        rule["high"],
+        rule["level"],
+        tuple(rule["replicate_values"]),
+        rule["n_documents"],
+    )
+
+
 def _first_layer(rule: Mapping[str, Any]) -> tuple[str, int] | None:
     """(student, first FA layer) from a first-FA rule's stored preconditions."""
     for p in rule["preconditions"]:
@@ -202,14 +215,7 @@ def first_fa_record(record: Row) -> Row:
         kept = [
             Precondition(**p) for p in rule["preconditions"] if p["name"] not in ("replicates", contrast.name)
         ]
-        measured = Interval(
-            rule["estimate"],
-            rule["low"],
-            rule["high"],
-            rule["level"],
-            tuple(rule["replicate_values"]),
-            rule["n_documents"],
-        )
+        measured = _stored_interval(rule)
         verdict = replace(first_fa.SWA_NONE_RULE, id=row["id"]).decide(measured, [*kept, contrast])
         return rejudged_row(row, verdict, f"first FA layer: {layer}")
 
@@ -348,14 +354,7 @@ def softcka_record(record: Row, summary: Mapping[str, Any]) -> Row:
     for row in record["rows"]:
         rule, label, group = known[row["id"]]
         stored = row["rule"]
-        measured = Interval(
-            stored["estimate"],
-            stored["low"],
-            stored["high"],
-            stored["level"],
-            tuple(stored["replicate_values"]),
-            stored["n_documents"],
-        )
+        measured = _stored_interval(stored)
         kept = [Precondition(**p) for p in stored["preconditions"] if p["name"] != "replicates"]
         judged.append((label, group, rule.at(label, group).decide(measured, kept)))
     verdicts = {v.id: (label, group, v) for label, group, v in softcka.secondary_holm(judged)}

@@ -264,14 +264,15 @@ def load_plan(results: Path) -> dict[tuple[str, str], Mapping[str, Any]]:
 
 def _planned(entry: Mapping[str, Any] | None, row: Mapping[str, Any]) -> str:
     """``" 3 of 5 planned."``: the row's replicates against its planned count (with the cap's word); a rule still
-    inconclusive at its planned count says so (``" Inconclusive at 8 of 8 planned."``); an unplanned row names its
-    replicates (:func:`replicates`) and why; nothing for one measurement planned once."""
+    inconclusive at its planned count says so (``" Inconclusive at 8 of 8 planned."``); an unplannable row says why
+    (``" Unplannable: 1 run, ..."``: the plan's reason); nothing for one measurement planned once."""
     if entry is None:
         return ""
     rule = row["rule"]
     runs, planned = rule["n_replicates"], entry["planned"]
     if planned is None:
-        return f" {replicates(rule)}; {table_cell(entry['reason'])}."
+        reason = entry["reason"]
+        return f" {table_cell(reason[:1].upper() + reason[1:])}."
     if planned == runs == 1:
         return ""
     capped = f", capped ({entry['needed']} needed)" if entry["capped"] else ""
@@ -282,9 +283,12 @@ def _planned(entry: Mapping[str, Any] | None, row: Mapping[str, Any]) -> str:
 
 def _runs(entry: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> str:
     """The runs column: ``"3 of 5 planned"`` against the replicate plan's count (:func:`_planned` says the rest in
-    the row's notes), else the rule's replicates (:func:`replicates`)."""
-    if entry is None or entry["planned"] is None:
+    the row's notes), else the rule's replicates (:func:`replicates`), ``", unplannable"`` where the plan has no
+    count."""
+    if entry is None:
         return replicates(rule)
+    if entry["planned"] is None:
+        return f"{replicates(rule)}, unplannable"
     return f"{rule['n_replicates']} of {entry['planned']} planned"
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Usage: parts.sh : split pack.sh's four payload files into the parts that nine back-to-back `run` calls upload
 # (64 MiB per call, the working tree included): one tar, site and wheels first (so the second call can install
-# them while the rest uploads), cut into parts .gpu/stage-K/pchunk.K that leave room for the working tree (64 MiB
-# less the tree, less 2 MiB), its sha256 in .gpu/stage-<last>/.
-# Prints each call's command and carry. Run from the checkout after pack.sh.
+# them while the rest uploads), cut into parts .gpu/stage-K/pchunk.K that leave room for the working tree and the
+# frozen trees the last call carries (64 MiB less both, less 2 MiB), its sha256 in .gpu/stage-<last>/.
+# Prints each call's command and carry; refuses when a call would exceed 64 MiB. Run from the checkout after pack.sh
+# and freeze.sh.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel); cd "$root"
 payload=.gpu/payload
@@ -12,7 +13,9 @@ for f in site.tar.xz wheels.tar cache.tar.xz pkgs.tar; do
 done
 rm -rf .gpu/stage-* .gpu/pchunk.*
 tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -cb --files0-from=- | tail -1 | cut -f1)
-part=$(( (64 - 2 - (tree >> 20) - 1) << 20 ))
+frozen=$(du -cb .gpu/frozen 2>/dev/null | tail -1 | cut -f1)  # the last call carries .gpu/frozen too
+part=$(( (64 - 2 - ((tree + frozen) >> 20) - 1) << 20 ))
+[ "$part" -gt 0 ] || { echo "parts.sh: the working tree ($((tree >> 20)) MiB) and .gpu/frozen ($((frozen >> 20)) MiB) leave no room in a 64 MiB call" >&2; exit 2; }
 tar -C "$payload" -cf .gpu/payload.tar site.tar.xz wheels.tar cache.tar.xz pkgs.tar
 first=$(( ($(stat -c %s "$payload/site.tar.xz") + $(stat -c %s "$payload/wheels.tar") + 4096) / part + 1 ))  # + tar headers
 split -b "$part" -d -a 1 .gpu/payload.tar .gpu/pchunk.
@@ -21,6 +24,10 @@ n=$(ls .gpu/pchunk.* | wc -l); last=$((n - 1))
 for k in $(seq 0 "$last"); do mkdir -p .gpu/stage-"$k" && mv .gpu/pchunk."$k" .gpu/stage-"$k"/; done
 sha256sum .gpu/payload.tar | cut -c1-64 > .gpu/stage-"$last"/payload.sha
 rm .gpu/payload.tar
+for k in $(seq 0 "$last"); do  # what each call uploads: its part, the working tree, the last also .gpu/frozen
+  call=$(( $(du -cb .gpu/stage-"$k" | tail -1 | cut -f1) + tree + (k == last ? frozen : 0) ))
+  [ "$call" -le $((64 << 20)) ] || { echo "parts.sh: call $k would upload $((call >> 20)) MiB > 64 MiB" >&2; exit 2; }
+done
 chunks=$(seq -s ' ' -f 'pchunk.%g' 0 "$last")
 # convert each packed teacher once before parallel runs (a pack.sh --campaign payload holds SmolLM2 only)
 loads="load('smollm2-135m')"; tar -tf "$payload/pkgs.tar" | grep -q '^gemma3_270m' && loads+="; load('gemma3-270m')"

@@ -847,6 +847,16 @@ def judge_budgets(
     return rows
 
 
+def budget_book_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of :func:`judge_budgets` for the side-by-side table: each per-budget row's metric named with its
+    budget (``R, reverse_periodic at 1,048,576 tokens``), the other rows as they are; ids untouched (already
+    qualified by budget)."""
+    return [
+        {**row, "metric": row["metric"] + (f" at {row['tokens']:,} tokens" if row["tokens"] else "")}
+        for row in rows
+    ]
+
+
 def budget_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """The per-budget rows of :func:`judge_budgets` as columns metric, tokens, estimate, low, high, outcome,
     paper (the paper's value at :data:`PAPER_TOKENS`)."""

@@ -238,7 +238,7 @@ SPEC = ChapterSpec(
             "independent replicates per arm: replicate r uses data_seed + r and model-init seed r",
             minimum=1,
             # gpu: the replicate plan's cap (data/results/replicate_plan.json: the layout, SoftCKA and first-FA rules
-            # on these students plan 3-10 runs, every arm runs the largest), fixed before the runs it plans
+            # on these students plan at most the cap; every arm runs the cap), fixed before the runs it plans
             defaults={"seminar": 1, "gpu": 10, "paper": 3},
         ),
         Param(

@@ -1,0 +1,78 @@
+"""tools/offline_gpu/parts.sh: every upload call it prints fits the lent machine's 64 MiB (its part, the working
+tree, and for the last call the frozen trees it carries), or it refuses before cutting anything. Run on a scratch
+checkout with a sparse working tree and payload (zeros; sizes as at c0dcbe9: the call that carried the frozen tree
+was refused at 66 MiB)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MIB = 1 << 20
+LIMIT = 64 * MIB
+
+
+def sparse(path: Path, size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        f.truncate(size)
+
+
+def checkout(tmp_path: Path, tree_mib: int, frozen_mib: int) -> Path:
+    """A git checkout holding parts.sh, ``tree_mib`` MiB of untracked working tree, a 32 MiB payload and
+    ``frozen_mib`` MiB of frozen tree."""
+    repo = tmp_path / "repo"
+    (repo / "tools" / "offline_gpu").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / "offline_gpu" / "parts.sh", repo / "tools" / "offline_gpu" / "parts.sh")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text(".gpu/\n")
+    sparse(repo / "data" / "records.bin", tree_mib * MIB)
+    payload = repo / ".gpu" / "payload"
+    for name, mib in (("site.tar.xz", 12), ("wheels.tar", 9), ("cache.tar.xz", 10)):
+        sparse(payload / name, mib * MIB)
+    sparse(tmp_path / "smollm2_135m" / "weights.bin", MIB)
+    with tarfile.open(payload / "pkgs.tar", "w") as tar:
+        tar.add(tmp_path / "smollm2_135m", arcname="smollm2_135m")
+    sparse(repo / ".gpu" / "frozen" / f"tree-{'0' * 40}.tar.gz", frozen_mib * MIB)
+    return repo
+
+
+def parts(repo: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "tools/offline_gpu/parts.sh"], cwd=repo, capture_output=True, text=True, timeout=120
+    )
+
+
+def size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def test_every_call_fits_with_the_frozen_tree_on_the_last(tmp_path):
+    repo = checkout(tmp_path, tree_mib=50, frozen_mib=5)
+    got = parts(repo)
+    assert got.returncode == 0, got.stderr
+    stages = sorted((repo / ".gpu").glob("stage-*"), key=lambda p: int(p.name.split("-")[1]))
+    tree = size(repo) - size(repo / ".gpu") - size(repo / ".git")
+    frozen = size(repo / ".gpu" / "frozen")
+    calls = [size(s) + tree for s in stages]
+    calls[-1] += frozen
+    assert max(calls) <= LIMIT, [c / MIB for c in calls]
+    # the parts hold the whole payload, cut at 64 - 2 - (50 + 5) - 1 = 6 MiB
+    assert re.match(r"\d+ parts of 6 MiB \(working tree 50 MiB", got.stdout)
+    payload = size(repo / ".gpu" / "payload") + 4 * 512  # + the tar headers
+    assert sum(size(s) for s in stages) - 64 == pytest.approx(payload, abs=20 * 1024)  # less payload.sha
+    assert '".gpu/frozen"' in got.stdout.splitlines()[-1]
+
+
+def test_no_room_is_refused_before_cutting(tmp_path):
+    repo = checkout(tmp_path, tree_mib=57, frozen_mib=5)
+    got = parts(repo)
+    assert got.returncode == 2
+    assert "the working tree (57 MiB) and .gpu/frozen (5 MiB) leave no room in a 64 MiB call" in got.stderr
+    assert not list((repo / ".gpu").glob("stage-*"))
