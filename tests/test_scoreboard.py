@@ -813,7 +813,7 @@ def test_every_committed_verdict_is_on_the_page_and_the_notes_are_folded():
 def test_the_runs_column_counts_against_the_plan():
     rule = {"n_replicates": 3, "unit": "distilled student pair (training seed); languages within a pair"}
     assert scoreboard._runs({"planned": 10}, rule) == "3 of 10 planned"
-    assert scoreboard._runs({"planned": None}, rule) == "3 distilled student pairs"
+    assert scoreboard._runs({"planned": None}, rule) == "3 distilled student pairs, unplannable"
     assert scoreboard._runs(None, rule | {"n_replicates": 1}) == "1 distilled student pair"
     assert scoreboard.value(
         {**rule, "estimate": 0.5, "low": 0.1, "high": 0.9, "null": 1.0, "metric": "a / b"}
