@@ -11,14 +11,14 @@ reproducing it.
 
 **Every run on one side.** Under the same normal model all ``n`` runs lie on the effect's side with probability
 ``Phi(d)^n`` (:func:`all_side_probability`), which *falls* as ``n`` grows: more runs make the interval likelier to
-clear and a run on the other side likelier too. The plan's count must reach the interval's power where
-``Phi(d)^n`` is still at least the power (at most :func:`all_side_runs` runs). Where no count from the rule's minimum
-on meets both (``d`` below about 1.7 at 95% and 80%, 2.0 at ``1 - 0.05 / 17``) the row is *unplannable*: under the
-rule as written no run count decides with that probability at the effect seen. Its reason gives the interval's
-count, the most runs keeping every run on one side likely enough and the best count's chance; it is not planned at
-the cap, the count at which every run on one side is least likely. The two requirements are met separately; a
-decision needs both at once, whose probability is at most the smaller (:attr:`RunPlan.power`,
-:attr:`RunPlan.all_side`). A :class:`~hybridlib.verdicts.SignTestRule` drops ties and asks no such thing
+clear and a run on the other side likelier too. The plan's count is the smallest at which the rule decides (the
+interval clears *and* every run lies on that side) with the requested probability (:func:`decide_probability`, Monte
+Carlo from a fixed seed), searched from the interval's count up to the most runs keeping ``Phi(d)^n`` at least the
+power (:func:`all_side_runs`), which bounds it. Where no count from the rule's minimum on reaches it (``d`` below
+about 1.7 at 95% and 80%, 2.0 at ``1 - 0.05 / 17``) the row is *unplannable*: under the rule as written no run count
+decides with that probability at the effect seen. Its reason gives the interval's count, the most runs keeping every
+run on one side likely enough and the best count's chance; it is not planned at the cap, the count at which every
+run on one side is least likely. A :class:`~hybridlib.verdicts.SignTestRule` drops ties and asks no such thing
 (:func:`planned_pairs`).
 
 **Holm families.** A secondary rule judged together with others by Holm (:func:`hybridlib.verdicts.holm_family`,
@@ -62,6 +62,7 @@ CAP_PAIRS = 200  #: most pairs (e.g. needle cells: inference only) a sign-test r
 POWER = 0.8
 LEVEL = 0.95
 MAX_SEARCH = 1000  #: runs beyond which the needed count is reported as unknown (None)
+DRAWS = 100_000  #: Monte Carlo samples of the runs in :func:`decide_probability`
 #: which runs a planned count counts (fixed before the runs it plans)
 POOLING = (
     "runs of one training path only: the distilled students (layout, SoftCKA, first FA) train on eager backbones "
@@ -91,10 +92,11 @@ class RunPlan:
     ddof 1) in the metric's units, None where unknown; ``needed``: the smallest run count reaching the power,
     uncapped (None where no count does, or more than :data:`MAX_SEARCH`); ``planned``: ``needed`` raised to the
     rule's minimum and capped at ``cap`` (the cap where ``needed`` is None), None when unplannable; ``power``:
-    the power of the interval at ``planned`` runs; ``all_side``: the probability that all ``planned`` runs lie on the
-    effect's side, ``Phi(d)^planned`` (None where the rule does not ask it or nothing is planned); ``all_side_max``:
-    the most runs for which that probability stays at least the power (None where more than :data:`MAX_SEARCH` do,
-    or the rule does not ask it)."""
+    the probability of deciding at ``planned`` runs (the interval's power where the rule asks nothing else);
+    ``all_side``: the probability that all ``planned`` runs lie on the effect's side, ``Phi(d)^planned`` (None
+    where the rule does not ask it or nothing is planned); ``all_side_max``: the most runs for which that
+    probability stays at least the power (None where more than :data:`MAX_SEARCH` do, or the rule does not ask
+    it)."""
 
     runs: int
     effect: float | None
@@ -179,9 +181,9 @@ def planned_runs(
     """Runs needed for the t interval at ``level`` over the runs to exclude ``null`` with probability ``power``,
     at the mean and SD of ``values`` (one per run, metric units). ``direction``: the side to clear (+1 above
     ``null``, -1 below); None: the side the mean lies on. ``minimum``: the rule's least replicate count.
-    ``one_side``: the rule also needs every run on that side (a :class:`~hybridlib.verdicts.Rule`): the count must
-    keep ``Phi(d)^n`` at least ``power`` too (:func:`all_side_runs`), else the rule is unplannable; False: the
-    interval alone."""
+    ``one_side``: the rule also needs every run on that side (a :class:`~hybridlib.verdicts.Rule`): the count at
+    which both hold together with probability ``power`` (:func:`decide_probability`), else the rule is unplannable;
+    False: the interval alone."""
     if not 0 < power < 1:
         raise ValueError(f"power must be in (0, 1), got {power!r}")
     if direction not in (None, 1, -1) or isinstance(direction, bool):
@@ -240,30 +242,58 @@ def planned_runs(
         n += 1
     needed = n if n <= MAX_SEARCH else None
     interval = f"the t interval at {_percent(level)}"
-    most = all_side_runs(d, power) if one_side else None
-    if one_side and most is not None and (needed is None or max(needed, floor) > most):
+    if not one_side:
+        planned = min(max(needed or cap, floor), cap)
+        capped = needed is None or needed > cap
+        why = f"{power:.0%} power of {interval} at effect {effect:.4g} and SD {sd:.4g} over {k} runs"
+        if capped:
+            why += f": {needed or f'more than {MAX_SEARCH}'} runs needed, capped at {cap}"
+        return RunPlan(k, effect, sd, needed, planned, capped, t_power(d, planned, level), why)
+    most = all_side_runs(d, power)
+    last = MAX_SEARCH if most is None else most  # beyond it Phi(d)^n, a bound on deciding, is below the power
+    n = max(
+        needed or last + 1, floor
+    )  # deciding needs the interval to clear: never before the interval's count
+    while n <= last and decide_probability(d, n, level) < power:
+        n += 1
+    if n > last:
         best, at = _best_count(d, floor, level)
         runs_needed = f"{needed} runs" if needed else f"more than {MAX_SEARCH} runs"
         why = (
             f"{_ONE_SIDE}: at effect {effect:.4g} and SD {sd:.4g} over {k} runs (d = {d:.3g}) all n runs lie there "
-            f"with probability Phi(d)^n, below {power:.0%} from {most + 1} run{'s' * (most > 0)} on, while "
+            f"with probability Phi(d)^n, below {power:.0%} from {last + 1} run{'s' * (last > 0)} on, while "
             f"{interval} needs {runs_needed} for {power:.0%} power"
-            + (f" and the rule at least {floor} runs" if floor > most else "")
+            + (f" and the rule at least {floor} runs" if floor > last else "")
             + f"; no run count decides with {power:.0%} probability (at most {best:.0%}, at {at} runs)"
         )
         return RunPlan(k, effect, sd, None, None, False, None, why, None, most)
-    planned = min(max(needed or cap, floor), cap)
-    capped = needed is None or needed > cap
-    why = f"{power:.0%} power of {interval} at effect {effect:.4g} and SD {sd:.4g} over {k} runs"
+    planned, capped = min(n, cap), n > cap
+    why = (
+        f"{power:.0%} probability of deciding ({interval} clearing {null:g} and every run on that side) at effect "
+        f"{effect:.4g} and SD {sd:.4g} over {k} runs"
+    )
     if capped:
-        why += f": {needed or f'more than {MAX_SEARCH}'} runs needed, capped at {cap}"
-    if one_side:
-        p_side = all_side_probability(d, planned)
-        why += f"; every run on that side with probability {p_side:.0%} at {planned} runs" + (
-            f" (at least {power:.0%} up to {most})" if most is not None else ""
-        )
-        return RunPlan(k, effect, sd, needed, planned, capped, t_power(d, planned, level), why, p_side, most)
-    return RunPlan(k, effect, sd, needed, planned, capped, t_power(d, planned, level), why)
+        why += f": {n} runs needed, capped at {cap}"
+    p_side = all_side_probability(d, planned)
+    why += f"; every run on that side with probability {p_side:.0%} at {planned} runs" + (
+        f" (at least {power:.0%} up to {most})" if most is not None else ""
+    )
+    return RunPlan(
+        k, effect, sd, n, planned, capped, decide_probability(d, planned, level), why, p_side, most
+    )
+
+
+def decide_probability(d: float, n: int, level: float = LEVEL, draws: int = DRAWS) -> float:
+    """Probability that a :class:`~hybridlib.verdicts.Rule` leaves *inconclusive* over ``n`` normal runs of
+    standardised effect ``d`` on the side to clear: the t interval at ``level`` clears ``null`` on that side *and*
+    every run lies there. Monte Carlo over ``draws`` samples of ``n`` runs from a fixed seed (standard error at most
+    ``0.5 / sqrt(draws)``). Equal to :func:`t_power` where ``n - 1 <= t_{n-1}`` (n <= 4 at 95%): a run on the other
+    side then keeps the interval on ``null`` by itself."""
+    if n < 2:
+        raise ValueError(f"n must be at least 2 runs, got {n!r}")
+    x = np.random.default_rng(0).standard_normal((draws, n)) + d
+    cleared = x.mean(axis=1) - t_quantile(level, n - 1) * x.std(axis=1, ddof=1) / math.sqrt(n) > 0
+    return float(np.mean(cleared & (x.min(axis=1) > 0)))
 
 
 def _percent(level: float) -> str:
@@ -272,16 +302,15 @@ def _percent(level: float) -> str:
 
 
 def _best_count(d: float, floor: int, level: float) -> tuple[float, int]:
-    """The run count from ``floor`` on at which the smaller of the interval's power and ``Phi(d)^n`` (an upper bound
-    on the chance that the rule decides) is largest, with that bound: the first count at which the power reaches
-    ``Phi(d)^n`` or the one before (the power rises with ``n``, ``Phi(d)^n`` falls)."""
-    best, at = 0.0, floor
-    for n in range(max(2, floor), MAX_SEARCH + 1):
-        t, side = t_power(d, n, level), all_side_probability(d, n)
-        if min(t, side) > best:
-            best, at = min(t, side), n
-        if t >= side:
-            break
+    """The run count from ``floor`` on at which the rule most likely decides (:func:`decide_probability`), with that
+    probability; searched while ``Phi(d)^n``, which bounds it and falls with ``n``, exceeds the best found (and the
+    Monte Carlo's resolution)."""
+    best, at, n = 0.0, floor, max(2, floor)
+    while n <= MAX_SEARCH and all_side_probability(d, n) > max(best, 1 / DRAWS):
+        p = decide_probability(d, n, level)
+        if p > best:
+            best, at = p, n
+        n += 1
     return best, at
 
 
@@ -524,9 +553,10 @@ def plan(
             "smallest run count n (at least the rule's minimum, at most the cap) for which the two-sided t interval "
             f"at the row's level ({level:.0%}, or 1 - alpha/m in a Holm family) over n runs, at the mean and SD of "
             f"the runs so far, excludes the rule's null on the side the mean lies on with probability {power:.0%} "
-            "(noncentral t) and, for a rule that needs every run on that side, all n runs lie there with "
-            f"probability Phi(d)^n >= {power:.0%} (d = |mean - null| / SD; a rule no count satisfies both for is "
-            "unplannable); the tolerance is not planned for"
+            "(noncentral t); for a rule that also needs every run on that side, with both at once (Monte Carlo, "
+            f"{DRAWS:,} samples of n normal runs from a fixed seed; a rule no count reaches that for is unplannable, "
+            f"the search ending where all n runs lie there with probability Phi(d)^n < {power:.0%}, d = "
+            "|mean - null| / SD); the tolerance is not planned for"
         ),
         "holm": (
             "a rule judged in a Holm family (its stored reason's Holm clause: alpha and m, the tested secondary "

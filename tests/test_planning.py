@@ -37,8 +37,9 @@ def test_power_matches_simulated_t_intervals() -> None:
 def test_issue_figures_from_the_committed_layout_run() -> None:
     """Issue 47's runs for the interval alone at 80% power at the observed effects: R reverse, test delta and
     speed-up reverse 5, non-Latin minus Latin 8, R endpoint_spread 16 (above the cap: planned at the cap). With
-    every run on one side required as well (the rule's), the first three keep their count and the last two, d 1.2
-    and 0.76, are unplannable."""
+    every run on one side required as well (the rule's), R reverse and test delta (d 1.96, 1.93) keep their 5 runs,
+    the fewest at which the rule decides with 80% (85%), and speed-up reverse (d 1.75: 77% at 5 runs, all on one side
+    with 80% up to 5) and the last two, d 1.2 and 0.76, are unplannable."""
     rules = {r["metric"]: r["verdict"] for r in json.loads(LAYOUT_GPU.read_text())["rules"]}
     issue = {
         "R, reverse_periodic": 5,
@@ -53,8 +54,10 @@ def test_issue_figures_from_the_committed_layout_run() -> None:
         assert p.planned == min(p.needed, CAP) and p.capped == (p.needed > CAP)
         assert p.power is not None and (p.power >= 0.8) != p.capped
         both = planned_runs(rules[row]["replicate_values"], rules[row]["null"], minimum=3)
-        if runs <= 5:
-            assert (both.needed, both.planned) == (p.needed, p.planned) and both.all_side >= 0.8
+        if row != "speed-up, reverse_periodic" and runs <= 5:
+            d = abs(p.effect) / p.sd
+            assert (both.needed, both.planned) == (p.needed, p.planned) == (5, 5) and both.power >= 0.8
+            assert planning.decide_probability(d, 4) < 0.8
         else:
             assert both.planned is None and both.reason.startswith(
                 "unplannable: every run must lie on one side"
@@ -100,9 +103,11 @@ def test_fewer_than_two_runs() -> None:
 
 
 def test_already_decided_and_capped() -> None:
-    """A decided rule plans the rule's minimum; a small effect in a large spread needs more than the cap."""
+    """A decided rule plans the rule's minimum (the interval alone would need 2; a rule that also needs every run on
+    one side counts from its minimum); a small effect in a large spread needs more than the cap."""
     decided = planned_runs([4.16, 4.17, 4.17], 0.0, minimum=3)  # ln ppl ratio, nats/token
-    assert (decided.needed, decided.planned, decided.capped) == (2, 3, False)
+    assert (decided.needed, decided.planned, decided.capped) == (3, 3, False)
+    assert planned_runs([4.16, 4.17, 4.17], 0.0, minimum=3, one_side=False).needed == 2
     assert decided.progress("reproduced") == "reproduced at 3 of 3 planned runs"
     small = planned_runs([0.00042 + e for e in (-0.0017, 0.0, 0.0017)], 0.0, minimum=3, one_side=False)
     assert small.capped and small.needed is not None and small.needed > 90 and small.planned == CAP
@@ -337,7 +342,7 @@ def test_a_holm_family_rule_is_planned_at_alpha_over_m(m: int, expected: int) ->
     """d = 2.2 (mean 2.2, SD 1): alone 4 runs; in a Holm family of 3 or 17 rules at 0.05 the t interval at
     1 - 0.05/m needs 6 and 8, each the fewest runs the independent calculation gives 80% at."""
     level = 1 - 0.05 / m
-    p = planned_runs([1.2, 2.2, 3.2], 0.0, level=level, minimum=3)
+    p = planned_runs([1.2, 2.2, 3.2], 0.0, level=level, minimum=3, one_side=False)
     assert _fewest_runs_by_mpmath(2.2, level, start=3) == expected
     assert (p.needed, p.planned, p.capped) == (expected, expected, False)
     assert p.power == pytest.approx(_t_power_by_mpmath(2.2, expected, level), abs=1e-5)
@@ -436,7 +441,8 @@ def test_cap_with_every_run_on_one_side() -> None:
     A small effect capped before (d = 0.25, 131 runs) cannot keep even one run on one side at 80%: unplannable."""
     capped = planned_runs([1.5, 2.5, 3.5], 0.0, cap=3)
     assert (capped.needed, capped.planned, capped.capped) == (4, 3, True)
-    assert capped.power == pytest.approx(_t_power_by_mpmath(2.5, 3, 0.95), abs=1e-5) and capped.power < 0.8
+    # at 3 runs a run on the other side already keeps the interval on null: deciding is the interval's power
+    assert capped.power == pytest.approx(_t_power_by_mpmath(2.5, 3, 0.95), abs=0.005) and capped.power < 0.8
     assert capped.all_side == pytest.approx(_phi(2.5) ** 3)
     small = [0.00042 + e for e in (-0.0017, 0.0, 0.0017)]
     assert planned_runs(small, 0.0, minimum=3, one_side=False).planned == CAP
@@ -473,3 +479,29 @@ def test_the_committed_plan_follows_the_judging_s_primary_rules() -> None:
         assert r["family"] == (None if m is None else {"test": "Holm", "alpha": 0.05, "rules": m})
         if r["planned"] is not None and r["all_side"] is not None and not r["capped"]:
             assert r["all_side"] >= 0.8
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_deciding_is_the_interval_s_power_while_one_run_cannot_hold_the_interval(n: int) -> None:
+    """With n - 1 <= t_{n-1} (n <= 4 at 95%) a run on the other side keeps the t interval on null by itself, so
+    deciding is the interval's power (noncentral t by mpmath; Monte Carlo within 4 standard errors)."""
+    for d in (1.0, 2.2):
+        assert planning.decide_probability(d, n) == pytest.approx(_t_power_by_mpmath(d, n, 0.95), abs=0.0063)
+
+
+def test_deciding_with_an_interval_that_always_clears_is_every_run_on_one_side() -> None:
+    """At a level of 0.1 the t interval over 10 runs of d = 3 clears null whenever every run lies above it (mean above
+    0.04 SD), so deciding is Phi(3)^10 = 0.9866; in a Holm family of 17 at 8 runs of d = 2.2 it lies below both the
+    interval's power (89%) and every run on one side (89%)."""
+    assert planning.decide_probability(3.0, 10, level=0.1) == pytest.approx(_phi(3.0) ** 10, abs=0.0015)
+    level = 1 - 0.05 / 17
+    both = planning.decide_probability(2.2, 8, level)
+    assert both < min(_t_power_by_mpmath(2.2, 8, level), _phi(2.2) ** 8) - 0.03
+
+
+def test_the_plan_is_the_fewest_runs_that_decide() -> None:
+    """d = 2.2 in a Holm family of 17: the interval alone needs 8 runs, all 8 lie on one side with 89%; deciding
+    takes both at once (85% at 8, below 80% at 7), so the plan is 8."""
+    level = 1 - 0.05 / 17
+    p = planned_runs([1.2, 2.2, 3.2], 0.0, level=level, minimum=3)
+    assert (p.needed, p.planned) == (8, 8) and p.power >= 0.8 > planning.decide_probability(2.2, 7, level)
