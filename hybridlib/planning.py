@@ -474,6 +474,29 @@ def _wider_than_t(rule: Mapping[str, Any], p: RunPlan, level: float) -> bool:
     return rule["high"] - rule["low"] > 1.01 * t_width + 1e-12
 
 
+def documents_needed(
+    rule: Mapping[str, Any], p: RunPlan, *, power: float = POWER, level: float = LEVEL
+) -> int | None:
+    """Documents (held-out sequences, cloze items) a row whose interval is wider than the t interval over its runs
+    (:func:`_wider_than_t`: document resampling decides) needs at ``p.planned`` runs for its interval to clear
+    ``null`` with probability ``power``; None where nothing is planned, the documents it has suffice, or more runs,
+    not documents, are due. Normal
+    approximation: the stored interval's variance ``((high - low) / (2 z))^2`` less the runs' ``sd^2 / k`` is the
+    documents' share, which falls as ``1 / documents``; the interval clears when ``(z_level + z_power)^2 (sd^2 /
+    planned + V_documents n / n')`` is at most the effect squared."""
+    n, runs = rule.get("n_documents"), p.planned
+    if not n or not runs or p.sd is None or p.effect is None or rule.get("low") is None:
+        return None
+    z = NormalDist().inv_cdf
+    total = ((rule["high"] - rule["low"]) / (2 * z((1 + level) / 2))) ** 2
+    by_documents = max(total - p.sd**2 / p.runs, 0.0)
+    room = (p.effect / (z((1 + level) / 2) + z(power))) ** 2 - p.sd**2 / runs
+    if by_documents == 0 or room <= 0:
+        return None
+    needed = math.ceil(n * by_documents / room)
+    return needed if needed > n else None
+
+
 def rule_rows(results: Path, preset: str = PRESET) -> list[dict[str, Any]]:
     """Every rule row of ``preset`` under ``results``: per chapter folder, ``paper_vs_book_<preset>.json`` first,
     then its separate runs' files; a rule id seen before in the chapter is skipped (as on the scoreboard).
@@ -517,6 +540,11 @@ def plan(
                 minimum=minimum,
             )
         wider = _wider_than_t(rule, p, level)
+        documents = (
+            documents_needed(rule, p, power=power, level=at)
+            if wider and rule["outcome"] == "inconclusive"
+            else None
+        )
         rules.append(
             {
                 "chapter": row["chapter"],
@@ -535,8 +563,15 @@ def plan(
                 else {"test": "Holm", "alpha": family[0], "rules": family[1]},
                 **asdict(p),
                 "interval_wider_than_t": wider,
+                "documents": rule.get("n_documents"),
+                "documents_needed": documents,
                 "status": p.progress(rule["outcome"])
-                + (_LOWER_BOUND if wider and rule["outcome"] in _OPEN else ""),
+                + (_LOWER_BOUND if wider and rule["outcome"] in _OPEN else "")
+                + (
+                    f"; {documents:,} documents needed at {p.planned} runs ({rule['n_documents']:,} now)"
+                    if documents
+                    else ""
+                ),
             }
         )
     planned = [r for r in rules if r["planned"] is not None]
@@ -544,6 +579,7 @@ def plan(
     capped_runs = sum(r["capped"] for r in planned) - capped_pairs
     one_side = sum(r["planned"] is None and r["reason"].startswith(_ONE_SIDE) for r in rules)
     in_family = sum(r["family"] is not None for r in rules)
+    in_documents = sum(r["documents_needed"] is not None for r in rules)
     return {
         "preset": preset,
         "cap": cap,
@@ -569,6 +605,7 @@ def plan(
             + f"), {len(rules) - len(planned)} unplannable"
             + (f" ({one_side} as every run on one side is unlikely at the effect seen)" if one_side else "")
             + (f"; {in_family} in a Holm family, planned at alpha/m" if in_family else "")
+            + (f"; {in_documents} needing more documents than they have" if in_documents else "")
         ),
         "pooling": POOLING,
         "rules": rules,

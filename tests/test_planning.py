@@ -505,3 +505,17 @@ def test_the_plan_is_the_fewest_runs_that_decide() -> None:
     level = 1 - 0.05 / 17
     p = planned_runs([1.2, 2.2, 3.2], 0.0, level=level, minimum=3)
     assert (p.needed, p.planned) == (8, 8) and p.power >= 0.8 > planning.decide_probability(2.2, 7, level)
+
+
+def test_documents_needed_where_documents_decide() -> None:
+    """A row whose interval comes mostly from its documents (effect 0.05, run SD 0.005 over 3 runs, 95% interval
+    [-0.05, 0.15] over 400 cloze items): by hand, documents' variance (0.2 / 3.92)^2 - 0.005^2 / 3 = 0.0025948, room
+    (0.05 / 2.8016)^2 - 0.005^2 / 3 = 0.00031018 at 3 runs, so 400 x 8.3655 = 3,347 items. Enough documents, or runs
+    alone too spread, ask for none."""
+    rule = {"estimate": 0.05, "low": -0.05, "high": 0.15, "n_documents": 400}
+    p = planned_runs([0.045, 0.05, 0.055], 0.0, minimum=3)
+    assert p.planned == 3
+    assert planning.documents_needed(rule, p) == 3347
+    assert planning.documents_needed(rule | {"low": 0.04, "high": 0.06}, p) is None  # 400 suffice
+    spread = planned_runs([-0.1, 0.05, 0.2], 0.0, minimum=3, one_side=False)  # d = 1/3: capped, runs due
+    assert planning.documents_needed(rule, spread) is None

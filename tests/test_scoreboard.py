@@ -589,6 +589,11 @@ def test_h200_results_carry_their_runs_against_the_committed_replicate_plan(tmp_
         == " Inconclusive at 10 of 10 planned, capped (16 needed)."
     )
     assert scoreboard._planned(loaded["alpha", R_REVERSE], row("reproduced", 5)) == " 5 of 5 planned."
+    cloze = {"planned": 3, "needed": 3, "capped": False, "documents_needed": 2095, "documents": 384}
+    assert (
+        scoreboard._planned(cloze, row("inconclusive", 3))
+        == " Inconclusive at 3 of 3 planned; 2,095 documents needed (384 now)."
+    )
     once = {"runs": 1, "planned": 1, "needed": 1, "capped": False}
     assert scoreboard._planned(once, row("direction only", 1)) == ""  # one measurement planned once
     assert (

@@ -264,7 +264,8 @@ def load_plan(results: Path) -> dict[tuple[str, str], Mapping[str, Any]]:
 
 def _planned(entry: Mapping[str, Any] | None, row: Mapping[str, Any]) -> str:
     """``" 3 of 5 planned."``: the row's replicates against its planned count (with the cap's word); a rule still
-    inconclusive at its planned count says so (``" Inconclusive at 8 of 8 planned."``); an unplannable row says why
+    inconclusive at its planned count says so (``" Inconclusive at 8 of 8 planned."``), with the documents it needs
+    where documents, not runs, decide; an unplannable row says why
     (``" Unplannable: 1 run, ..."``: the plan's reason); nothing for one measurement planned once."""
     if entry is None:
         return ""
@@ -276,6 +277,8 @@ def _planned(entry: Mapping[str, Any] | None, row: Mapping[str, Any]) -> str:
     if planned == runs == 1:
         return ""
     capped = f", capped ({entry['needed']} needed)" if entry["capped"] else ""
+    if entry.get("documents_needed"):
+        capped += f"; {entry['documents_needed']:,} documents needed ({entry['documents']:,} now)"
     if rule["outcome"] == "inconclusive" and runs >= planned:
         return f" Inconclusive at {runs} of {planned} planned{capped}."
     return f" {runs} of {planned} planned{capped}."
