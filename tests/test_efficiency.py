@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 from torch import nn
 
+from hybridlib.findings import chapter
 from hybridlib.findings.efficiency import cost as eff
+from hybridlib.paths import REPO_ROOT
 from kernels.layers import GatedDeltaNet
 
 QWEN = eff.shape("qwen3-4b")
@@ -206,3 +208,12 @@ def test_mqar_in_parallel_processes_equals_one_after_another(monkeypatch, tmp_pa
     for a, b in zip(serial, parallel):
         pd.testing.assert_frame_equal(a, b)
     assert len(list((tmp_path / "parallel").rglob("*.pkl"))) == 3  # seed 0: both kinds; seed 1: gdn
+
+
+def test_the_gpu_needle_runs_the_replicate_plan_s_cells():
+    """The gpu preset's needle cells at the longest haystack (depths x needles a cell) are the committed plan's count
+    for the needle rule, fixed before the run it plans."""
+    params = chapter("efficiency").resolve("gpu")
+    plan = json.loads((REPO_ROOT / "data" / "results" / "replicate_plan.json").read_text(encoding="utf-8"))
+    (needle,) = [r for r in plan["rules"] if r["id"] == "efficiency.needle.language"]
+    assert len(params["needle_depths"]) * params["needle_samples"] == needle["planned"] == 200

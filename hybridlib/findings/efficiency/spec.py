@@ -102,7 +102,9 @@ SPEC = ChapterSpec(
             int,
             "needles per (language, length, depth) cell (the rule needs 3 cells at the longest length)",
             minimum=1,
-            defaults={"seminar": 3, "gpu": 2, "paper": 4},
+            # gpu: 5 depths x 40 = the replicate plan's 200 cells (its cap for efficiency.needle.language), fixed
+            # before the run it plans
+            defaults={"seminar": 3, "gpu": 40, "paper": 4},
         ),
         Param(
             "mqar_pairs",
