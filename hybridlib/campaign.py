@@ -10,6 +10,11 @@ these students is in the records :mod:`hybridlib.carry` packs::
 Arms are finished one at a time (trained, scored, measured); with ``--pack ARCHIVE --newer MARK`` the records
 written since MARK are packed after each arm, so the archive never holds a student without its measurements.
 
+``--budgets N ...`` does the same for the layout chapter's budget curve (issue 49): for each budget, smallest
+first, each of its arms (:func:`~hybridlib.findings.layout.replicates.budget_plans`; ``--arms`` picks some) is
+trained at the replicates (indices of ``budget_seeds``), scored and packed. Budget students are not measured
+here: the chapters measure them later.
+
 Every machine of a campaign runs the same frozen commit (records match only under the same library code), and
 replicate 0 of an arm comes first (the chapters load it beside the other replicates). Once every arm has all
 its replicates, the layout chapter's learning-rate check (``python -m hybridlib.findings.layout.replicates
@@ -40,6 +45,18 @@ def train(preset: str, arms: Sequence[str], replicates: Sequence[int]) -> int:
     documents; returns the number of runs."""
     params = chapter("layout_distillation").resolve(preset)
     runs = layout_replicates.train(params, replicates, labels=arms)
+    for reps in runs.values():
+        for run in reps:
+            distill.heldout_scores(run, params["test_docs_per_language"])
+    return sum(len(reps) for reps in runs.values())
+
+
+def train_budget(preset: str, budget: int, arms: Sequence[str], replicates: Sequence[int]) -> int:
+    """Train (or find) ``arms`` x ``replicates`` (indices of ``budget_seeds``) of the layout chapter's budget curve
+    at ``budget`` tokens with its ``preset`` parameters and score each on the test documents; returns the number
+    of runs."""
+    params = chapter("layout_distillation").resolve(preset)
+    runs = layout_replicates.train_budgets(params, [budget], replicates, labels=arms)[budget]
     for reps in runs.values():
         for run in reps:
             distill.heldout_scores(run, params["test_docs_per_language"])
@@ -82,7 +99,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m hybridlib.campaign", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", required=True, choices=PRESETS)
     parser.add_argument(
-        "--arms", nargs="+", required=True, metavar="ARM", help="layout arm labels (layout[+swa])"
+        "--arms",
+        nargs="+",
+        metavar="ARM",
+        help="layout arm labels (layout[+swa]); with --budgets: default all",
+    )
+    parser.add_argument(
+        "--budgets",
+        type=int,
+        nargs="+",
+        metavar="TOKENS",
+        help="train the budget curve's arms at these budgets",
     )
     parser.add_argument("--replicates", type=int, nargs="+", required=True, help="replicate indices")
     parser.add_argument(
@@ -93,30 +120,51 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--newer", type=Path, metavar="MARK", help="with --pack: the share's start mark")
     args = parser.parse_args(argv)
+    if args.arms is None and args.budgets is None:
+        parser.error("the following arguments are required: --arms (or --budgets)")
     if (args.pack is None) != (args.newer is None):
         parser.error("--pack and --newer go together (the archive, and the mark its records must follow)")
     if args.newer is not None and not args.newer.is_file():
         parser.error(f"--newer {args.newer}: no such file (touch it when the share starts)")
     params = chapter("layout_distillation").resolve(args.preset)
-    allowed = sorted(layout_replicates.plans(params))
-    bad = [a for a in args.arms if a not in allowed]
+    if args.budgets is None:
+        steps = [(None, arm) for arm in args.arms]
+        allowed, seeds, where = sorted(layout_replicates.plans(params)), "seeds", f"the {args.preset} preset"
+    else:
+        if bad := sorted(set(args.budgets) - set(params["budgets"])):
+            parser.error(
+                f"--budgets {bad} are not budgets of the {args.preset} preset; "
+                f"allowed: {', '.join(map(str, params['budgets']))}"
+            )
+        steps = [
+            (b, arm) for b in sorted(set(args.budgets)) for arm in layout_replicates.budget_plans(params, b)
+        ]
+        allowed = sorted({arm for _, arm in steps})
+        seeds = "budget_seeds"
+        where = f"the {args.preset} preset's budget curve at {sorted(set(args.budgets))}"
+        steps = [(b, arm) for b, arm in steps if args.arms is None or arm in args.arms]
+    bad = [a for a in args.arms or () if a not in allowed]
     if bad:
-        parser.error(f"--arms {bad} are not arms of the {args.preset} preset; allowed: {', '.join(allowed)}")
-    out_of_range = [r for r in args.replicates if not 0 <= r < params["seeds"]]
+        parser.error(f"--arms {bad} are not arms of {where}; allowed: {', '.join(allowed)}")
+    out_of_range = [r for r in args.replicates if not 0 <= r < params[seeds]]
     if out_of_range:
         parser.error(
-            f"--replicates {out_of_range}: the {args.preset} preset has seeds 0..{params['seeds'] - 1}"
+            f"--replicates {out_of_range}: the {args.preset} preset has {seeds} 0..{params[seeds] - 1}"
         )
     device = "cuda" if torch.cuda.is_available() else "cpu"
     start = time.perf_counter()
-    for arm in args.arms:  # one arm at a time, so a machine taken back loses at most the arm under way
-        n = train(args.preset, [arm], args.replicates)
-        done = measure(args.preset, [arm], args.replicates, device)
+    for budget, arm in steps:  # one arm at a time, so a machine taken back loses at most the arm under way
+        if budget is None:
+            n = train(args.preset, [arm], args.replicates)
+            done = measure(args.preset, [arm], args.replicates, device)
+            what, finished = f"{n} run(s) trained or found, scored and given {len(done)} measurement(s)", arm
+        else:  # the chapters measure the budget students later
+            n = train_budget(args.preset, budget, [arm], args.replicates)
+            what, finished = f"{n} run(s) trained or found and scored", f"{arm}@{budget}"
         if args.pack is not None:
             carry.pack(args.pack, newer=args.newer)
         print(
-            f"campaign: {arm}: {n} run(s) trained or found, scored and given {len(done)} measurement(s) "
-            f"({time.perf_counter() - start:.0f} s in all, {device})",
+            f"campaign: {finished}: {what} ({time.perf_counter() - start:.0f} s in all, {device})",
             flush=True,
         )
 

@@ -112,3 +112,101 @@ def test_pack_without_its_mark_is_refused_before_any_work(extra, named, capsys, 
     with pytest.raises(SystemExit):
         campaign.main(["--preset", "gpu", "--arms", "sandwich", "--replicates", "0", *extra])
     assert named in capsys.readouterr().err
+
+
+BUDGETS = chapter("layout_distillation").resolve("gpu")["budgets"]  # 1M, 4M, 16M, 64M tokens
+
+
+def test_budget_mode_trains_and_scores_each_arm_of_each_budget_in_order_and_packs_after_each(
+    monkeypatch, tmp_path, capsys
+):
+    """With --budgets, each budget (smallest first) trains and scores its arms one at a time (never measured here:
+    the chapters measure budget students later), and the archive is rewritten after each arm."""
+    events = []
+
+    def distill_layout(teacher, name, *, mixer, train_tokens, text_cap=None, data_seed, init_seed, **k):
+        events.append(("train", train_tokens, name, mixer, text_cap, data_seed))
+        return f"{name}/{mixer}@{train_tokens}"
+
+    monkeypatch.setattr(campaign.layout_replicates, "distill_layout", distill_layout)
+    monkeypatch.setattr(campaign.distill, "heldout_scores", lambda run, docs: events.append(("score", run)))
+    monkeypatch.setattr(campaign.carry, "pack", lambda archive, newer: events.append(("pack", archive.name)))
+    monkeypatch.setattr(campaign, "measure", lambda *a: pytest.fail("budget students are not measured here"))
+    mark = tmp_path / "mark"
+    mark.touch()
+    small, large = BUDGETS[2], BUDGETS[3]
+    argv = ["--preset", "gpu", "--budgets", str(large), str(small), "--replicates", "1"]
+    campaign.main([*argv, "--pack", str(tmp_path / "b.tgz"), "--newer", str(mark)])
+
+    def arm(budget, name, mixer="gdn", cap=None):
+        return [
+            ("train", budget, name, mixer, cap, 1),
+            ("score", f"{name}/{mixer}@{budget}"),
+            ("pack", "b.tgz"),
+        ]
+
+    assert events == [
+        *arm(small, "standard_periodic"),
+        *arm(small, "reverse_periodic"),
+        *arm(small, "sandwich"),
+        *arm(large, "standard_periodic"),
+        *arm(large, "reverse_periodic"),
+        *arm(large, "sandwich"),
+        *arm(large, "standard_periodic", "swa"),  # the SWA control, at the largest budget only
+        # the repetition control, on the smallest budget's text
+        *arm(large, "standard_periodic", cap=BUDGETS[0]),
+    ]
+    done = [line.split(": ")[1] for line in capsys.readouterr().out.splitlines()]
+    assert done == [
+        f"standard_periodic@{small}",
+        f"reverse_periodic@{small}",
+        f"sandwich@{small}",
+        f"standard_periodic@{large}",
+        f"reverse_periodic@{large}",
+        f"sandwich@{large}",
+        f"standard_periodic+swa@{large}",
+        f"standard_periodic+capped@{large}",
+    ]
+    events.clear()
+    campaign.main(
+        ["--preset", "gpu", "--budgets", str(BUDGETS[0]), str(large), "--replicates", "0", "2"]
+        + ["--arms", "standard_periodic+swa", "sandwich"]
+    )
+    # --arms picks arms (each at the budgets that have it) in each budget's order; no --pack: nothing packed
+    trained = [(e[1], e[2], e[3], e[5]) for e in events if e[0] == "train"]
+    assert trained == [
+        (BUDGETS[0], "sandwich", "gdn", 0),
+        (BUDGETS[0], "sandwich", "gdn", 2),
+        (large, "sandwich", "gdn", 0),
+        (large, "sandwich", "gdn", 2),
+        (large, "standard_periodic", "swa", 0),
+        (large, "standard_periodic", "swa", 2),
+    ]
+    assert not [e for e in events if e[0] == "pack"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (
+            ["--budgets", "1000", "--replicates", "0"],
+            f"--budgets [1000] are not budgets of the gpu preset; allowed: {', '.join(map(str, BUDGETS))}",
+        ),
+        (
+            ["--budgets", str(BUDGETS[0]), "--arms", "standard_periodic+swa", "--replicates", "0"],
+            "--arms ['standard_periodic+swa'] are not arms of the gpu preset's budget curve at [1048576]; "
+            "allowed: reverse_periodic, sandwich, standard_periodic",
+        ),
+        (
+            ["--budgets", str(BUDGETS[-1]), "--replicates", "0", "4"],
+            "--replicates [4]: the gpu preset has budget_seeds 0..3",
+        ),
+        (["--replicates", "0"], "the following arguments are required: --arms (or --budgets)"),
+    ],
+)
+def test_bad_budgets_arms_or_replicates_are_refused_before_any_work(argv, named, capsys, monkeypatch):
+    monkeypatch.setattr(campaign, "train", lambda *a: pytest.fail("trained before checking"))
+    monkeypatch.setattr(campaign, "train_budget", lambda *a: pytest.fail("trained before checking"))
+    with pytest.raises(SystemExit):
+        campaign.main(["--preset", "gpu", *argv])
+    assert named in capsys.readouterr().err

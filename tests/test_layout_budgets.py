@@ -95,6 +95,27 @@ def test_budget_arms_seeds_pair_and_swa_and_capped_at_the_largest(monkeypatch):
     assert set(map(tuple, seeds.values())) == {((0, 0), (3, 3))}  # the same seeds at every budget and arm
 
 
+def test_budget_labels_pick_arms_and_an_unknown_label_is_refused_before_any_training(monkeypatch):
+    calls = []
+    monkeypatch.setattr(replicates, "distill_layout", lambda t, n, **k: calls.append((n, k["mixer"])) or n)
+    params = LAYOUT.resolve("gpu")
+    out = replicates.train_budgets(
+        params, [BUDGETS[-1]], [0], labels=["standard_periodic+swa"], progress=False
+    )
+    assert out == {BUDGETS[-1]: {"standard_periodic+swa": ["standard_periodic"]}}
+    assert calls == [("standard_periodic", "swa")]
+    calls.clear()
+    with pytest.raises(
+        ValueError, match=r"^labels: \['standard_periodic\+swa'\] are not arms of the budget curve "
+    ):
+        replicates.train_budgets(params, BUDGETS, [0], labels=["sandwich", "standard_periodic+swa"])
+    with pytest.raises(
+        ValueError, match=r"at 1048576 tokens; allowed: \['standard_periodic', 'reverse_periodic'"
+    ):
+        replicates.train_budgets(params, None, [0], labels=["nope"])
+    assert calls == []
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [

@@ -1,6 +1,7 @@
 """tools/offline_gpu/campaign.sh: bad options are refused before any work, and a second share (--slot) on the same
 GPU runs from its own tree, log, start mark and copy of the cache, so that neither share packs the other's records
-(a stand-in env.sh replaces python3 with a shell function that records its arguments and writes the pack)."""
+(a stand-in env.sh replaces python3 with a shell function that records its arguments and writes the pack), and a
+budget share (--budget N) packs into its own archives, records-b<N>-r<R>.tgz."""
 
 from __future__ import annotations
 
@@ -31,7 +32,19 @@ def campaign(*args: str) -> subprocess.CompletedProcess:
         (["--slot", "x", "--tree", "t.tar.gz", "1"], "--slot takes a share index 0, 1, ..., got 'x'"),
         (["--slot"], "--slot takes a share index 0, 1, ..., got ''"),
         (["--tree", "frozen.tar.gz", "1"], "--tree must name a file tree-<40-hex commit>.tar.gz"),
-        (["--fast", "1"], "unknown option '--fast' (allowed: --tree FILE, --slot S)"),
+        (["--fast", "1"], "unknown option '--fast' (allowed: --tree FILE, --slot S, --budget N)"),
+        (
+            ["--budget", "0", "1"],
+            "--budget takes a positive number of tokens (one of the gpu preset's budgets), got '0'",
+        ),
+        (
+            ["--budget", "1M", "1"],
+            "--budget takes a positive number of tokens (one of the gpu preset's budgets), got '1M'",
+        ),
+        (
+            ["--budget"],
+            "--budget takes a positive number of tokens (one of the gpu preset's budgets), got ''",
+        ),
     ],
 )
 def test_bad_options_are_refused_before_any_work(args, message):
@@ -46,7 +59,11 @@ def test_bad_options_are_refused_before_any_work(args, message):
     ("args", "env", "named"),
     [
         (["0"], {}, "HYBRIDLIB_GIT_COMMIT"),
-        ([], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "usage: campaign.sh [--tree FILE] [--slot S] REPLICATE"),
+        (
+            [],
+            {"HYBRIDLIB_GIT_COMMIT": "abc"},
+            "usage: campaign.sh [--tree FILE] [--slot S] [--budget N] REPLICATE",
+        ),
         (["--tree", "tree-abc.tar.gz", "0"], {}, "--tree must name a file tree-<40-hex commit>"),
         (["0", "x"], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "replicates are indices 0, 1, ..., got 'x'"),
     ],
@@ -64,7 +81,9 @@ def test_campaign_refuses_bad_input_before_any_work(args, env, named, tmp_path):
     assert got.returncode != 0 and named in got.stderr
 
 
-def test_a_second_slot_runs_on_its_own_copy_of_the_cache(tmp_path):
+def stand_in_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A frozen tree whose env.sh points the cache into ``tmp_path`` and replaces python3 with a shell function
+    that prints its arguments (and the arm list for ``-c``) and writes the archive --pack names; (tree, cache)."""
     cache = tmp_path / "hlcache"
     (cache / "students" / "s0").mkdir(parents=True)
     (cache / "students" / "s0" / "run.json").write_text("{}")
@@ -80,6 +99,19 @@ def test_a_second_slot_runs_on_its_own_copy_of_the_cache(tmp_path):
     tree = tmp_path / f"tree-{COMMIT}.tar.gz"
     with tarfile.open(tree, "w:gz") as tar:
         tar.add(tmp_path / "tree", arcname=".")
+    return tree, cache
+
+
+def wait_for_share(log: Path) -> str:
+    for _ in range(100):
+        if "share done" in (log.read_text() if log.exists() else ""):
+            break
+        time.sleep(0.1)
+    return log.read_text()
+
+
+def test_a_second_slot_runs_on_its_own_copy_of_the_cache(tmp_path):
+    tree, cache = stand_in_tree(tmp_path)
     log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/records-r{REPLICATE}.tgz")
     log.unlink(missing_ok=True)
     archive.unlink(missing_ok=True)
@@ -89,11 +121,7 @@ def test_a_second_slot_runs_on_its_own_copy_of_the_cache(tmp_path):
         assert f"(log {log}, cache {cache}-{SLOT})" in got.stdout
         copy = Path(f"{cache}-{SLOT}")
         assert (copy / "students" / "s0" / "run.json").read_text() == "{}"  # the cache as it was at the start
-        for _ in range(100):
-            if "share done" in (log.read_text() if log.exists() else ""):
-                break
-            time.sleep(0.1)
-        text = log.read_text()
+        text = wait_for_share(log)
         assert (
             f"python3 -m hybridlib.campaign --preset gpu --arms arm_a arm_b --replicates {REPLICATE} "
             f"--newer /tmp/campaign-{SLOT}.mark "
@@ -103,6 +131,32 @@ def test_a_second_slot_runs_on_its_own_copy_of_the_cache(tmp_path):
         assert (
             "share done" in text and archive.exists()
         )  # the partial archive renamed when the replicate is done
+    finally:
+        for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
+
+
+def test_a_budget_share_trains_every_arm_of_its_budget_into_its_own_archive(tmp_path):
+    """--budget N runs python -m hybridlib.campaign --budgets N (every arm of that budget: no --arms) for each
+    replicate, packing into records-b<N>-r<R>-partial.tgz, renamed records-b<N>-r<R>.tgz when the replicate is done."""
+    tree, cache = stand_in_tree(tmp_path)
+    budget = "16777216"
+    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/records-b{budget}-r{REPLICATE}.tgz")
+    log.unlink(missing_ok=True)
+    archive.unlink(missing_ok=True)
+    try:
+        got = campaign("--tree", str(tree), "--slot", SLOT, "--budget", budget, REPLICATE)
+        assert got.returncode == 0, got.stderr
+        assert f"campaign: replicates {REPLICATE} of budget {budget} (log {log}" in got.stdout
+        text = wait_for_share(log)
+        assert (
+            f"python3 -m hybridlib.campaign --preset gpu --budgets {budget} --replicates {REPLICATE} "
+            f"--newer /tmp/campaign-{SLOT}.mark --pack /tmp/gpu-out/records-b{budget}-r{REPLICATE}-partial.tgz "
+            f"| cache {cache}-{SLOT} | commit {COMMIT} | /tmp/tree-{SLOT}" in text
+        ), text
+        assert "--arms" not in text and "share done" in text and archive.exists()
+        assert not Path(f"/tmp/gpu-out/records-b{budget}-r{REPLICATE}-partial.tgz").exists()
     finally:
         for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
             path.unlink(missing_ok=True)

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Usage: collect.sh [WAIT_SECONDS] : wait, then pack what queue.sh's runs finished into $OUT/gpu-out.tgz (one
 # file, within the transfer's file-count limit), copy the campaign's per-replicate records (campaign.sh:
-# /tmp/gpu-out/records-r<R>.tgz, ~8 MB each; install.sh records restores one in a later session) into $OUT (at most
-# 6 of them: 8 files come back a call) with the replicate under way's finished arms (records-r<R>-partial.tgz: a
-# machine taken back then loses only the arms finished since the last collect and the one under way), and print
-# each queue's progress and each log's last lines.
+# /tmp/gpu-out/records-r<R>.tgz, ~8 MB each, or records-b<N>-r<R>.tgz with --budget N; install.sh records restores
+# one in a later session) into $OUT (at most 6 of them: 8 files come back a call) with the replicate under way's
+# finished arms (records-r<R>-partial.tgz: a machine taken back then loses only the arms finished since the last
+# collect and the one under way), and print each queue's progress and each log's last lines.
 sleep "${1:-0}"
 for q in /tmp/queue-*.log /tmp/campaign*.log; do [ -f "$q" ] && echo "== $q" && tr "\r" "\n" < "$q" | grep -v "%|" | tail -n 6; done
 for f in /tmp/log-*.txt; do [ -f "$f" ] && echo "== $f" && tr '\r' '\n' < "$f" | grep -v "^Executing" | tail -n 4; done
 tail -n 2 /tmp/warm.log 2>/dev/null
 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader
 mkdir -p /tmp/gpu-out
-tar -C /tmp/gpu-out --exclude='./records-r*.tgz' -czf "${OUT:-.}/gpu-out.tgz" . && ls -la /tmp/gpu-out/
-find /tmp/gpu-out -maxdepth 1 -name 'records-r*.tgz' | sort | head -n 6 | xargs -r cp -t "${OUT:-.}"
+tar -C /tmp/gpu-out --exclude='./records-*.tgz' -czf "${OUT:-.}/gpu-out.tgz" . && ls -la /tmp/gpu-out/
+find /tmp/gpu-out -maxdepth 1 -name 'records-*.tgz' | sort | head -n 6 | xargs -r cp -t "${OUT:-.}"

@@ -77,12 +77,20 @@ def train_budgets(
     budgets: Sequence[int] | None = None,
     replicates: Sequence[int] | None = None,
     *,
+    labels: Sequence[str] | None = None,
     progress: bool = True,
 ) -> dict[int, dict[str, list[DistillRun]]]:
     """Budget -> arm label -> runs of ``replicates`` (default: all ``budget_seeds``; replicate ``r`` has the same
-    seeds at every budget, so the curves pair) at ``budgets`` (default: all the chapter's), trained or loaded."""
+    seeds at every budget, so the curves pair) at ``budgets`` (default: all the chapter's), trained or loaded; with
+    ``labels`` only those arms, each of which must be an arm at every budget asked (checked before any training)."""
     seeds = replicate_seeds(params["data_seed"], params["budget_seeds"])
     chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
+    for budget in budgets or params["budgets"]:
+        allowed = list(budget_plans(params, budget))
+        if bad := [label for label in labels or () if label not in allowed]:
+            raise ValueError(
+                f"labels: {bad} are not arms of the budget curve at {budget} tokens; allowed: {allowed}"
+            )
     return {
         budget: {
             label: [
@@ -98,6 +106,7 @@ def train_budgets(
                 for s in chosen
             ]
             for label, (name, mixer, cap) in budget_plans(params, budget).items()
+            if labels is None or label in labels
         }
         for budget in sorted(budgets or params["budgets"])
     }
