@@ -576,7 +576,7 @@ def test_h200_results_carry_their_runs_against_the_committed_replicate_plan(tmp_
         == " Unplannable: 1 run, run-to-run SD unknown."
     )
     assert scoreboard._runs(loaded["alpha", "layout.every_fa_first"], row("reproduced", 1)["rule"]) == (
-        "1 training seed, unplannable"
+        "1, unplannable"
     )
     assert scoreboard._runs(loaded["alpha", R_REVERSE], row("inconclusive", 3)["rule"]) == "3 of 5 planned"
     # the row's own run count, not the plan's; inconclusive at the planned count says so, decided does not
@@ -818,7 +818,7 @@ def test_every_committed_verdict_is_on_the_page_and_the_notes_are_folded():
 def test_the_runs_column_counts_against_the_plan():
     rule = {"n_replicates": 3, "unit": "distilled student pair (training seed); languages within a pair"}
     assert scoreboard._runs({"planned": 10}, rule) == "3 of 10 planned"
-    assert scoreboard._runs({"planned": None}, rule) == "3 distilled student pairs, unplannable"
+    assert scoreboard._runs({"planned": None}, rule) == "3, unplannable"
     assert scoreboard._runs(None, rule | {"n_replicates": 1}) == "1 distilled student pair"
     assert scoreboard.value(
         {**rule, "estimate": 0.5, "low": 0.1, "high": 0.9, "null": 1.0, "metric": "a / b"}

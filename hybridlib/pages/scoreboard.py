@@ -286,12 +286,12 @@ def _planned(entry: Mapping[str, Any] | None, row: Mapping[str, Any]) -> str:
 
 def _runs(entry: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> str:
     """The runs column: ``"3 of 5 planned"`` against the replicate plan's count (:func:`_planned` says the rest in
-    the row's notes), else the rule's replicates (:func:`replicates`), ``", unplannable"`` where the plan has no
-    count."""
+    the row's notes), ``"3, unplannable"`` where the plan has no count, else the rule's replicates
+    (:func:`replicates`)."""
     if entry is None:
         return replicates(rule)
     if entry["planned"] is None:
-        return f"{replicates(rule)}, unplannable"
+        return f"{rule['n_replicates']}, unplannable"
     return f"{rule['n_replicates']} of {entry['planned']} planned"
 
 
