@@ -2,7 +2,7 @@
 
 A rule (:class:`hybridlib.verdicts.Rule`) leaves *inconclusive* once its run-level interval excludes ``null`` *and*
 every run lies on that side of ``null``; that interval is at least the Student-t interval
-``mean +- t_{k-1} sd / sqrt(k)`` over the ``k`` run values. :func:`planned_runs` gives the smallest ``n`` for which
+``mean +- t_{k-1} sd / sqrt(k)`` over the ``k`` run values. :func:`interval_runs` gives the smallest ``n`` for which
 that interval over ``n`` runs, at the mean and SD seen so far, clears ``null`` on the side the runs lie on (or on a
 given side) with the requested power: one-sample noncentral t, ``P(T'_{n-1}(d sqrt(n)) > t_{n-1})`` with
 ``d = |mean - null| / sd`` and ``t_{n-1}`` the two-sided quantile at ``level`` (so the bound cleared is one-sided at
@@ -89,14 +89,15 @@ _GRID = 8001  # points of the chi-distribution quadrature in :func:`t_power`
 @dataclass(frozen=True)
 class RunPlan:
     """The plan for one rule: ``runs`` so far; ``effect`` (mean of the run values - null) and ``sd`` (run-to-run,
-    ddof 1) in the metric's units, None where unknown; ``needed``: the smallest run count reaching the power,
-    uncapped (None where no count does, or more than :data:`MAX_SEARCH`); ``planned``: ``needed`` raised to the
-    rule's minimum and capped at ``cap`` (the cap where ``needed`` is None), None when unplannable; ``power``:
-    the probability of deciding at ``planned`` runs (the interval's power where the rule asks nothing else);
-    ``all_side``: the probability that all ``planned`` runs lie on the effect's side, ``Phi(d)^planned`` (None
-    where the rule does not ask it or nothing is planned); ``all_side_max``: the most runs for which that
-    probability stays at least the power (None where more than :data:`MAX_SEARCH` do, or the rule does not ask
-    it)."""
+    ddof 1) in the metric's units, None where unknown; ``needed``: the smallest run count from the rule's minimum
+    on that reaches the power (a decided rule needing 3 runs: 3, where its interval alone clears at 2; 2 where the
+    runs so far clear null without spread), uncapped (None where no count does, or more than :data:`MAX_SEARCH`);
+    ``planned``: ``needed`` raised to the rule's minimum and capped at ``cap`` (the cap where ``needed`` is None),
+    None when unplannable; ``power``: the probability of deciding at ``planned`` runs (the interval's power where
+    the rule asks nothing else); ``all_side``: the probability that all ``planned`` runs lie on the effect's side,
+    ``Phi(d)^planned`` (None where the rule does not ask it or nothing is planned); ``all_side_max``: the most runs
+    for which that probability stays at least the power (None where more than :data:`MAX_SEARCH` do, or the rule
+    does not ask it)."""
 
     runs: int
     effect: float | None
@@ -167,6 +168,22 @@ def all_side_runs(d: float, power: float = POWER) -> int | None:
     return n if n <= MAX_SEARCH else None
 
 
+def interval_runs(d: float, power: float = POWER, level: float = LEVEL) -> int | None:
+    """The fewest runs ``n >= 2`` for which the t interval at ``level`` excludes ``null`` on the effect's side with
+    probability at least ``power`` (:func:`t_power`) at standardised effect ``d > 0`` on that side; None when more
+    than :data:`MAX_SEARCH` are needed. The interval alone: a :class:`~hybridlib.verdicts.Rule` also needs every run
+    on that side (:func:`planned_runs`)."""
+    if not 0 < power < 1:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    if not d > 0:
+        raise ValueError(f"d must be a positive standardised effect on the side to clear, got {d!r}")
+    z = NormalDist().inv_cdf
+    n = max(2, math.floor(((z((1 + level) / 2) + z(power)) / d) ** 2))  # the normal n; t needs at least this
+    while n <= MAX_SEARCH and t_power(d, n, level) < power:
+        n += 1
+    return n if n <= MAX_SEARCH else None
+
+
 def planned_runs(
     values: Sequence[float],
     null: float,
@@ -176,14 +193,12 @@ def planned_runs(
     level: float = LEVEL,
     cap: int = CAP,
     minimum: int = 2,
-    one_side: bool = True,
 ) -> RunPlan:
-    """Runs needed for the t interval at ``level`` over the runs to exclude ``null`` with probability ``power``,
-    at the mean and SD of ``values`` (one per run, metric units). ``direction``: the side to clear (+1 above
-    ``null``, -1 below); None: the side the mean lies on. ``minimum``: the rule's least replicate count.
-    ``one_side``: the rule also needs every run on that side (a :class:`~hybridlib.verdicts.Rule`): the count at
-    which both hold together with probability ``power`` (:func:`decide_probability`), else the rule is unplannable;
-    False: the interval alone."""
+    """Runs a :class:`~hybridlib.verdicts.Rule` needs to decide with probability ``power``: the t interval at
+    ``level`` over the runs excluding ``null`` and every run on that side together (:func:`decide_probability`),
+    at the mean and SD of ``values`` (one per run, metric units); unplannable where no count reaches that.
+    ``direction``: the side to clear (+1 above ``null``, -1 below); None: the side the mean lies on. ``minimum``:
+    the rule's least replicate count. The interval alone: :func:`interval_runs`."""
     if not 0 < power < 1:
         raise ValueError(f"power must be in (0, 1), got {power!r}")
     if direction not in (None, 1, -1) or isinstance(direction, bool):
@@ -217,7 +232,8 @@ def planned_runs(
                 False,
                 1.0,
                 "no run-to-run spread: runs already sufficient",
-                *((1.0, None) if one_side else ()),
+                1.0,
+                None,
             )
         return RunPlan(
             k,
@@ -228,27 +244,27 @@ def planned_runs(
             True,
             0.0,
             "no run-to-run spread and no effect on that side",
-            *((0.0, 0) if one_side else ()),
+            0.0,
+            0,
         )
     signed = side * effect / sd  # standardised effect on the side to clear
     if signed <= 0:
         why = "no effect seen" if effect == 0 else "the effect seen lies on the other side"
-        side_of = (all_side_probability(signed, cap), all_side_runs(signed, power)) if one_side else ()
-        return RunPlan(k, effect, sd, None, cap, True, t_power(signed, cap, level), why, *side_of)
+        return RunPlan(
+            k,
+            effect,
+            sd,
+            None,
+            cap,
+            True,
+            t_power(signed, cap, level),
+            why,
+            all_side_probability(signed, cap),
+            all_side_runs(signed, power),
+        )
     d = signed
-    z = NormalDist().inv_cdf
-    n = max(2, math.floor(((z((1 + level) / 2) + z(power)) / d) ** 2))  # the normal n; t needs at least this
-    while n <= MAX_SEARCH and t_power(d, n, level) < power:
-        n += 1
-    needed = n if n <= MAX_SEARCH else None
+    needed = interval_runs(d, power, level)
     interval = f"the t interval at {_percent(level)}"
-    if not one_side:
-        planned = min(max(needed or cap, floor), cap)
-        capped = needed is None or needed > cap
-        why = f"{power:.0%} power of {interval} at effect {effect:.4g} and SD {sd:.4g} over {k} runs"
-        if capped:
-            why += f": {needed or f'more than {MAX_SEARCH}'} runs needed, capped at {cap}"
-        return RunPlan(k, effect, sd, needed, planned, capped, t_power(d, planned, level), why)
     most = all_side_runs(d, power)
     last = MAX_SEARCH if most is None else most  # beyond it Phi(d)^n, a bound on deciding, is below the power
     n = max(

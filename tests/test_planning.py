@@ -12,7 +12,7 @@ import pytest
 
 from hybridlib import planning
 from hybridlib.paths import REPO_ROOT
-from hybridlib.planning import CAP, RunPlan, main, plan, planned_runs, t_power
+from hybridlib.planning import CAP, MAX_SEARCH, RunPlan, interval_runs, main, plan, planned_runs, t_power
 from hybridlib.verdicts import Precondition, Rule, Tolerance, Verdict, holm_family, t_quantile
 
 LAYOUT_GPU = REPO_ROOT / "data" / "results" / "layout_distillation" / "gpu.json"
@@ -34,12 +34,33 @@ def test_power_matches_simulated_t_intervals() -> None:
     assert t_power(d, n) == pytest.approx(float((low > 0).mean()), abs=0.01)
 
 
+def _d(p: RunPlan) -> float:
+    """The standardised effect a plan was made at, ``|mean - null| / sd``."""
+    assert p.effect is not None and p.sd
+    return abs(p.effect) / p.sd
+
+
+def test_interval_runs_is_the_fewest_reaching_the_power() -> None:
+    """The fewest runs from 2 on at which :func:`t_power` reaches 80%, at 95% and at 1 - 0.05/17; None beyond
+    MAX_SEARCH; no effect on the side to clear is refused."""
+    for d, level in ((1.0, 0.95), (0.5, 0.95), (2.2, 1 - 0.05 / 17), (3.0, 0.95), (10.0, 0.95)):
+        n = interval_runs(d, level=level)
+        assert n is not None and t_power(d, n, level) >= 0.8
+        assert n == 2 or t_power(d, n - 1, level) < 0.8, (d, level, n)
+    assert interval_runs(1.0) == 10  # R pwr.t.test(type = "one.sample"), as above
+    assert interval_runs(0.5) == 34
+    assert interval_runs(0.05) is None  # about 3,100 runs
+    for bad in ({"d": 0.0}, {"d": -1.0}, {"d": 1.0, "power": 1.0}):
+        with pytest.raises(ValueError):
+            interval_runs(**bad)
+
+
 def test_issue_figures_from_the_committed_layout_run() -> None:
     """Issue 47's runs for the interval alone at 80% power at the observed effects: R reverse, test delta and
-    speed-up reverse 5, non-Latin minus Latin 8, R endpoint_spread 16 (above the cap: planned at the cap). With
-    every run on one side required as well (the rule's), R reverse and test delta (d 1.96, 1.93) keep their 5 runs,
-    the fewest at which the rule decides with 80% (85%), and speed-up reverse (d 1.75: 77% at 5 runs, all on one side
-    with 80% up to 5) and the last two, d 1.2 and 0.76, are unplannable."""
+    speed-up reverse 5, non-Latin minus Latin 8, R endpoint_spread 16 (above the cap), by :func:`interval_runs`.
+    With every run on one side required as well (the rule's), R reverse and test delta (d 1.96, 1.93) keep their 5
+    runs, the fewest at which the rule decides with 80% (85%), and speed-up reverse (d 1.75: 77% at 5 runs, all on
+    one side with 80% up to 5) and the last two, d 1.2 and 0.76, are unplannable."""
     rules = {r["metric"]: r["verdict"] for r in json.loads(LAYOUT_GPU.read_text())["rules"]}
     issue = {
         "R, reverse_periodic": 5,
@@ -49,14 +70,14 @@ def test_issue_figures_from_the_committed_layout_run() -> None:
         "R, endpoint_spread": 16,
     }
     for row, runs in issue.items():
-        p = planned_runs(rules[row]["replicate_values"], rules[row]["null"], minimum=3, one_side=False)
-        assert p.needed is not None and abs(p.needed - runs) <= 1, (row, p)
-        assert p.planned == min(p.needed, CAP) and p.capped == (p.needed > CAP)
-        assert p.power is not None and (p.power >= 0.8) != p.capped
         both = planned_runs(rules[row]["replicate_values"], rules[row]["null"], minimum=3)
+        d = _d(both)
+        needed = interval_runs(d)
+        assert needed is not None and abs(needed - runs) <= 1, (row, d, needed)
+        assert t_power(d, needed) >= 0.8 > t_power(d, needed - 1)
+        assert (t_power(d, CAP) >= 0.8) == (needed <= CAP)  # R endpoint_spread: not within the cap
         if row != "speed-up, reverse_periodic" and runs <= 5:
-            d = abs(p.effect) / p.sd
-            assert (both.needed, both.planned) == (p.needed, p.planned) == (5, 5) and both.power >= 0.8
+            assert (both.needed, both.planned) == (needed, needed) == (5, 5) and both.power >= 0.8
             assert planning.decide_probability(d, 4) < 0.8
         else:
             assert both.planned is None and both.reason.startswith(
@@ -104,27 +125,32 @@ def test_fewer_than_two_runs() -> None:
 
 def test_already_decided_and_capped() -> None:
     """A decided rule plans the rule's minimum (the interval alone would need 2; a rule that also needs every run on
-    one side counts from its minimum); a small effect in a large spread needs more than the cap."""
+    one side counts from its minimum); a small effect in a large spread needs more than the cap for its interval
+    alone; a tiny one more than MAX_SEARCH."""
     decided = planned_runs([4.16, 4.17, 4.17], 0.0, minimum=3)  # ln ppl ratio, nats/token
     assert (decided.needed, decided.planned, decided.capped) == (3, 3, False)
-    assert planned_runs([4.16, 4.17, 4.17], 0.0, minimum=3, one_side=False).needed == 2
+    assert interval_runs(_d(decided)) == 2
     assert decided.progress("reproduced") == "reproduced at 3 of 3 planned runs"
-    small = planned_runs([0.00042 + e for e in (-0.0017, 0.0, 0.0017)], 0.0, minimum=3, one_side=False)
-    assert small.capped and small.needed is not None and small.needed > 90 and small.planned == CAP
-    assert small.progress("inconclusive").endswith(f"of {CAP} planned runs (capped; {small.needed} needed)")
-    tiny = planned_runs([1e-6, -1e-3, 1e-3 + 2e-6], 0.0, one_side=False)
-    assert tiny.needed is None and "more than" in tiny.reason
+    small = planned_runs([0.00042 + e for e in (-0.0017, 0.0, 0.0017)], 0.0, minimum=3)
+    needed = interval_runs(_d(small))
+    assert needed is not None and needed > 90 and t_power(_d(small), CAP) < 0.8
+    capped = planned_runs([1.5, 2.5, 3.5], 0.0, minimum=3, cap=3)  # d = 2.5: 4 runs decide
+    assert capped.progress("inconclusive") == "inconclusive at 3 of 3 planned runs (capped; 4 needed)"
+    tiny = planned_runs([1e-6, -1e-3, 1e-3 + 2e-6], 0.0)
+    assert interval_runs(_d(tiny)) is None and f"needs more than {MAX_SEARCH} runs" in tiny.reason
 
 
 def test_inconclusive_at_its_planned_count() -> None:
-    """The non-Latin minus Latin rule's interval planned at 8 runs and, once run 8 times, still inconclusive."""
+    """R reverse planned at 5 runs and, once run 5 times, still inconclusive; the non-Latin minus Latin rule's
+    interval alone needs 8 runs, but with every run on one side it is unplannable."""
     rules = {r["metric"]: r["verdict"] for r in json.loads(LAYOUT_GPU.read_text())["rules"]}
+    rule = rules["R, reverse_periodic"]
+    p = planned_runs(rule["replicate_values"], rule["null"], minimum=3)
+    assert p.progress("inconclusive") == "inconclusive at 3 of 5 planned runs"
+    assert replace(p, runs=p.planned).progress("inconclusive") == "inconclusive at 5 of 5 planned runs"
     rule = rules["perplexity change, non-Latin minus Latin scripts, reverse periodic"]
-    p = planned_runs(rule["replicate_values"], rule["null"], minimum=3, one_side=False)
-    assert p.progress("inconclusive") == f"inconclusive at 3 of {p.planned} planned runs"
-    assert replace(p, runs=p.planned).progress("inconclusive") == (
-        f"inconclusive at {p.planned} of {p.planned} planned runs"
-    )
+    q = planned_runs(rule["replicate_values"], rule["null"], minimum=3)
+    assert interval_runs(_d(q)) == 8 and q.progress("inconclusive") == "inconclusive at 3 runs, unplannable"
 
 
 @pytest.mark.parametrize(
@@ -342,11 +368,13 @@ def test_a_holm_family_rule_is_planned_at_alpha_over_m(m: int, expected: int) ->
     """d = 2.2 (mean 2.2, SD 1): alone 4 runs; in a Holm family of 3 or 17 rules at 0.05 the t interval at
     1 - 0.05/m needs 6 and 8, each the fewest runs the independent calculation gives 80% at."""
     level = 1 - 0.05 / m
-    p = planned_runs([1.2, 2.2, 3.2], 0.0, level=level, minimum=3, one_side=False)
+    d = _d(planned_runs([1.2, 2.2, 3.2], 0.0, level=level, minimum=3))
+    assert d == pytest.approx(2.2)
     assert _fewest_runs_by_mpmath(2.2, level, start=3) == expected
-    assert (p.needed, p.planned, p.capped) == (expected, expected, False)
-    assert p.power == pytest.approx(_t_power_by_mpmath(2.2, expected, level), abs=1e-5)
-    assert _t_power_by_mpmath(2.2, expected - 1, level) < 0.8 <= p.power
+    assert interval_runs(d, level=level) == expected
+    power = t_power(d, expected, level)
+    assert power == pytest.approx(_t_power_by_mpmath(2.2, expected, level), abs=1e-5)
+    assert _t_power_by_mpmath(2.2, expected - 1, level) < 0.8 <= power
 
 
 def _stored_family(m: int, values: list[float]) -> tuple[dict, list[dict]]:
@@ -414,9 +442,8 @@ def test_every_run_on_one_side_bounds_the_plan() -> None:
     but all 6 lie on one side with only 66% (80% up to 3 runs): unplannable, not planned at the cap. d = 2.5 plans
     the interval's 4 runs, all on one side with 98%."""
     values = [0.5, 1.5, 2.5]  # d = 1.5
-    interval = planned_runs(values, 0.0, minimum=3, one_side=False)
-    assert (interval.needed, interval.planned) == (_fewest_runs_by_mpmath(1.5, 0.95, start=3), 6)
     both = planned_runs(values, 0.0, minimum=3)
+    assert interval_runs(_d(both)) == _fewest_runs_by_mpmath(1.5, 0.95, start=3) == 6
     assert (both.needed, both.planned, both.capped, both.power, both.all_side_max) == (
         None,
         None,
@@ -445,8 +472,8 @@ def test_cap_with_every_run_on_one_side() -> None:
     assert capped.power == pytest.approx(_t_power_by_mpmath(2.5, 3, 0.95), abs=0.005) and capped.power < 0.8
     assert capped.all_side == pytest.approx(_phi(2.5) ** 3)
     small = [0.00042 + e for e in (-0.0017, 0.0, 0.0017)]
-    assert planned_runs(small, 0.0, minimum=3, one_side=False).planned == CAP
     p = planned_runs(small, 0.0, minimum=3)
+    assert interval_runs(_d(p)) == 131 > CAP
     assert (p.planned, p.capped, p.all_side_max) == (None, False, 0)
     assert "from 1 run on" in p.reason
 
@@ -517,5 +544,8 @@ def test_documents_needed_where_documents_decide() -> None:
     assert p.planned == 3
     assert planning.documents_needed(rule, p) == 3347
     assert planning.documents_needed(rule | {"low": 0.04, "high": 0.06}, p) is None  # 400 suffice
-    spread = planned_runs([-0.1, 0.05, 0.2], 0.0, minimum=3, one_side=False)  # d = 1/3: capped, runs due
-    assert planning.documents_needed(rule, spread) is None
+    # d = 1/3 (runs 0.05 +- 0.15): the interval alone needs 73 runs; at the cap the runs, not documents, are due
+    spread = RunPlan(3, 0.05, 0.15, interval_runs(1 / 3), CAP, True, None, "capped")
+    wider = rule | {"low": -0.25, "high": 0.35}  # documents' share of the variance above the runs' own
+    assert planning.documents_needed(wider, spread) is None
+    assert planning.documents_needed(wider, replace(spread, planned=spread.needed)) > 400

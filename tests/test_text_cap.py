@@ -106,6 +106,8 @@ def test_default_leaves_the_corpus_byte_for_byte():
     key = hashlib.sha256(json.dumps(old_key, sort_keys=True).encode()).hexdigest()[:24]
     assert [p.name for p in cache_dir("corpus").iterdir()] == [key]
     assert digest(quiet(tokenizer=tok, text_cap=None, **GPT2_ARGS)) == GPT2_DIGEST
+    assert digest(quiet(tokenizer=tok, editions="one", **GPT2_ARGS)) == GPT2_DIGEST  # nor before editions
+    assert [p.name for p in cache_dir("corpus").iterdir()] == [key]
     # a cap no language's stream reaches does not bind: the same corpus
     assert digest(quiet(tokenizer=tok, text_cap=GPT2_ARGS["tokens"], **GPT2_ARGS)) == GPT2_DIGEST
 
@@ -221,11 +223,14 @@ def settings(**changes) -> distill.DistillSettings:
 
 def test_default_student_key_is_the_key_without_the_field():
     s = settings(eval_points=20)
-    old = {name: value for name, value in dataclasses.asdict(s).items() if name != "text_cap"}
+    old = {
+        name: value for name, value in dataclasses.asdict(s).items() if name not in ("text_cap", "editions")
+    }
     assert list(old) == OLD_FIELDS
     payload = json.dumps([distill._VERSION, distill._code_version(), old], sort_keys=True)
     assert s.key() == hashlib.sha256(payload.encode()).hexdigest()[:20]
     assert settings(eval_points=20, text_cap=2**20).key() not in (s.key(), settings(text_cap=2**21).key())
+    assert settings(eval_points=20, editions="all").key() != s.key()  # all editions: another student
 
 
 @pytest.mark.parametrize("bad", BAD_CAPS)
@@ -304,3 +309,9 @@ def test_a_capped_student_trains_on_the_capped_text(teacher_dir):  # noqa: F811 
     assert (
         sum(use["text_cap"] for use in r.corpus.values()) == 3 * 4 * 31
     )  # 31 text tokens a row (BOS excluded)
+
+
+def test_distill_layout_refuses_bad_editions_before_any_work(monkeypatch):
+    monkeypatch.setattr(distill, "load", lambda *a, **k: pytest.fail("loaded the teacher before checking"))
+    with pytest.raises(ValueError, match=r"^editions must be one of \('one', 'all'\)"):
+        distill.distill_layout("smollm2-135m", "standard_periodic", editions="every")

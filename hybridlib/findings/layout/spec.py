@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hybridlib.data.corpus import EDITIONS
 from hybridlib.layouts import BASELINE
 from hybridlib.params import CUDA_PRESETS, ChapterSpec, Param, ParameterError
 from hybridlib.recipes import PRESET_TEACHERS, RECIPES, fa_count, preset_defaults
@@ -273,6 +274,15 @@ SPEC = ChapterSpec(
                 "gpu": [2**20, 2**22, 2**24, 2**26],
                 "paper": [RECIPES["qwen3-4b-base"].train_tokens],
             },
+        ),
+        Param(
+            "budget_editions",
+            str,
+            "the budget curve's training text: 'one' Bible edition a language (the one the held-out sets read) or "
+            "'all' the package has (English and French 3, German, Italian, Spanish and Tagalog 2): more unique "
+            "text for large budgets, the same chapters in other words",
+            choices=EDITIONS,
+            defaults={"seminar": "one", "gpu": "all", "paper": "one"},
         ),
         Param(
             "budget_seeds",

@@ -1,0 +1,67 @@
+"""tools/offline_gpu/collect.sh: the campaign's per-replicate records, a layout share's (records-r<R>.tgz) and a
+budget share's (records-b<N>-r<R>.tgz), each finished or partial, come back beside gpu-out.tgz as files of their own,
+at most 6 a call; everything else the runs wrote goes into gpu-out.tgz, and only there. Run on a stand-in
+/tmp/gpu-out (GPU_OUT) with a stand-in nvidia-smi, into a scratch $OUT."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COLLECT = ROOT / "tools" / "offline_gpu" / "collect.sh"
+RECORDS = (
+    "records-r0.tgz",
+    "records-r1-partial.tgz",
+    "records-b16777216-r0.tgz",
+    "records-b16777216-r1-partial.tgz",
+)
+OTHERS = (
+    "notes.txt",
+    "records.tgz",
+    "layout_distillation/paper_vs_book_gpu.json",
+)  # not records of a replicate
+
+
+def collect(tmp_path: Path, names: tuple[str, ...]) -> tuple[Path, subprocess.CompletedProcess]:
+    """Run collect.sh over a stand-in output folder holding ``names`` (each file's content: its name); the $OUT
+    it filled and the run."""
+    src, out, bin_ = tmp_path / "gpu-out", tmp_path / "out", tmp_path / "bin"
+    for name in names:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(name)
+    out.mkdir()
+    bin_.mkdir()
+    (bin_ / "nvidia-smi").write_text("#!/bin/sh\necho '0, 0 %, 0 MiB'\n")
+    (bin_ / "nvidia-smi").chmod(0o755)
+    env = {
+        "PATH": f"{bin_}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "OUT": str(out),
+        "GPU_OUT": str(src),
+    }
+    got = subprocess.run(
+        ["bash", str(COLLECT), "0"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    return out, got
+
+
+def test_both_kinds_of_records_and_their_partials_come_back(tmp_path):
+    out, got = collect(tmp_path, RECORDS + OTHERS)
+    assert got.returncode == 0, got.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(["gpu-out.tgz", *RECORDS])
+    for name in RECORDS:
+        assert (out / name).read_text() == name
+    with tarfile.open(out / "gpu-out.tgz") as tar:
+        packed = {Path(m.name).as_posix() for m in tar.getmembers() if m.isfile()}
+    assert packed == set(OTHERS)  # the rest of what the runs wrote, and no replicate's records twice
+
+
+def test_at_most_six_records_a_call(tmp_path):
+    """8 files come back a call: gpu-out.tgz and 6 records, the first 6 by name."""
+    names = tuple(f"records-r{r}.tgz" for r in range(4)) + tuple(f"records-b1024-r{r}.tgz" for r in range(4))
+    out, got = collect(tmp_path, names)
+    assert got.returncode == 0, got.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(["gpu-out.tgz", *sorted(names)[:6]])
