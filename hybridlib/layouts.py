@@ -29,6 +29,9 @@ from dataclasses import dataclass
 BASELINE = "standard_periodic"
 #: the label suffix of a student trained on text capped to fewer unique tokens (``text_cap``): the repetition control
 CAPPED_SUFFIX = "+capped"
+#: the label suffix of a student trained at ``lr_check_factor`` x the peak learning rates (the budget curve's
+#: learning-rate check)
+LOW_LR_SUFFIX = "+low_lr"
 
 
 def _block_bounds(n_layers: int, n_full: int) -> list[tuple[int, int]]:

@@ -155,6 +155,9 @@ def test_budget_mode_trains_and_scores_each_arm_of_each_budget_in_order_and_pack
         *arm(large, "standard_periodic", "swa"),  # the SWA control, at the largest budget only
         # the repetition control, on the smallest budget's text
         *arm(large, "standard_periodic", cap=BUDGETS[0]),
+        # the learning-rate check (lr_check_factor x the peak learning rates)
+        *arm(large, "standard_periodic"),
+        *arm(large, "reverse_periodic"),
     ]
     done = [line.split(": ")[1] for line in capsys.readouterr().out.splitlines()]
     assert done == [
@@ -166,6 +169,8 @@ def test_budget_mode_trains_and_scores_each_arm_of_each_budget_in_order_and_pack
         f"sandwich@{large}",
         f"standard_periodic+swa@{large}",
         f"standard_periodic+capped@{large}",
+        f"standard_periodic+low_lr@{large}",
+        f"reverse_periodic+low_lr@{large}",
     ]
     events.clear()
     campaign.main(

@@ -12,6 +12,7 @@ from test_layout_rules import arms, run
 from hybridlib.data.corpus import repetition, split_documents, text_tokens
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import replicates, report
+from hybridlib.layouts import LOW_LR_SUFFIX
 from hybridlib.params import ParameterError
 from hybridlib.train import TrainConfig
 from hybridlib.train.distill import eval_schedule
@@ -86,11 +87,15 @@ def test_budget_arms_seeds_pair_and_swa_and_capped_at_the_largest(monkeypatch):
         "sandwich",
         "standard_periodic+swa",
         "standard_periodic+capped",
+        "standard_periodic+low_lr",
+        "reverse_periodic+low_lr",
     ]
-    seeds = {(k["train_tokens"], n, k["mixer"], k.get("text_cap")): [] for n, k in calls}
+    seeds = {(k["train_tokens"], n, k["mixer"], k.get("text_cap"), k["lr_rest"]): [] for n, k in calls}
     for n, k in calls:
-        seeds[(k["train_tokens"], n, k["mixer"], k.get("text_cap"))].append((k["data_seed"], k["init_seed"]))
-    capped = (BUDGETS[-1], "standard_periodic", "gdn", BUDGETS[0])  # on the smallest budget's text
+        seeds[(k["train_tokens"], n, k["mixer"], k.get("text_cap"), k["lr_rest"])].append(
+            (k["data_seed"], k["init_seed"])
+        )
+    capped = (BUDGETS[-1], "standard_periodic", "gdn", BUDGETS[0], 2e-4)  # on the smallest budget's text
     assert capped in seeds
     assert set(map(tuple, seeds.values())) == {((0, 0), (3, 3))}  # the same seeds at every budget and arm
     assert {k["editions"] for _, k in calls} == {
@@ -382,3 +387,66 @@ def test_budget_rows_end_with_the_repetition_control_when_the_largest_budget_has
     assert rows[-1]["metric"].startswith("repetition control") and rows[-1]["tokens"] is None
     assert rows[-1]["verdict"].outcome == Outcome.REPRODUCED and rows[-1]["paper_claim"] is False
     assert [r["tokens"] for r in rows[:-2]] == [b for b in BUDGETS for _ in range(4)]
+
+
+# --- the learning-rate check at the largest budget --------------------------------------------------------------
+
+
+def low_lr_arms(r_low: list[float]):
+    """The largest budget's ``+low_lr`` arms: the baseline (KL 1) and reverse periodic with KL = R per replicate."""
+    runs, scores = arms({"reverse_periodic": r_low})
+    return (
+        {f"{name}{LOW_LR_SUFFIX}": reps for name, reps in runs.items()},
+        {f"{name}{LOW_LR_SUFFIX}": frames for name, frames in scores.items()},
+    )
+
+
+def test_budget_lr_check_arms_only_at_the_largest_budget_at_the_factor(monkeypatch):
+    params = LAYOUT.resolve("gpu")
+    low = {"standard_periodic+low_lr", "reverse_periodic+low_lr"}
+    for budget in BUDGETS:
+        plan = replicates.budget_plans(params, budget)
+        assert low & set(plan) == (low if budget == BUDGETS[-1] else set())
+    largest = replicates.budget_plans(params, BUDGETS[-1])
+    assert [largest[label] for label in sorted(low)] == [
+        replicates.BudgetArm("reverse_periodic", lr_factor=0.3),
+        replicates.BudgetArm("standard_periodic", lr_factor=0.3),
+    ]
+    assert low.isdisjoint(replicates.budget_plans(params | {"lr_check_factor": 0.0}, BUDGETS[-1]))
+    calls = []
+    monkeypatch.setattr(replicates, "distill_layout", lambda t, n, **k: calls.append((n, k)) or n)
+    replicates.train_budgets(params, [BUDGETS[-1]], [0], labels=sorted(low), progress=False)
+    assert [(n, k["lr_recurrent"], k["lr_rest"], k["train_tokens"]) for n, k in calls] == [
+        ("standard_periodic", pytest.approx(0.3 * 7e-4), pytest.approx(0.3 * 2e-4), BUDGETS[-1]),
+        ("reverse_periodic", pytest.approx(0.3 * 7e-4), pytest.approx(0.3 * 2e-4), BUDGETS[-1]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("r_low", "outcome"),
+    [
+        ([0.80, 0.85, 0.78, 0.83], Outcome.REPRODUCED),  # reverse periodic still ahead at the lower rates
+        ([0.80, 1.10, 0.95, 1.05], Outcome.INCONCLUSIVE),  # replicates disagree
+        ([0.90, 0.92, 1.0, 0.91], Outcome.INCONCLUSIVE),  # a tie with the baseline in one replicate
+        ([1.15, 1.20, 1.12, 1.18], Outcome.CONTRADICTED),  # the ordering flips at the lower rates
+    ],
+)
+def test_budget_rows_end_with_the_learning_rate_check(r_low, outcome):
+    runs, scores = budget_arms(r_values([0.010, 0.015, 0.008, 0.012]))
+    assert not any(
+        "peak learning rates" in r["metric"] for r in report.judge_budgets(runs, scores, n_boot=50)
+    )
+    low_runs, low_scores = low_lr_arms(r_low)
+    largest = BUDGETS[-1]
+    runs[largest] = {**runs[largest], **low_runs}
+    scores[largest] = {**scores[largest], **low_scores}
+    rows = report.judge_budgets(runs, scores, lr_factor=0.3, n_boot=300)
+    row = rows[-1]
+    assert row["metric"] == "R, reverse_periodic, peak learning rates x 0.3 at 67,108,864 tokens"
+    assert row["tokens"] is None and row["paper_claim"] is False
+    assert row["verdict"].id == report.BUDGET_LR_RULE.id == "layout.lower_lr.reverse_periodic"
+    assert row["verdict"].replicate_values == pytest.approx(r_low, abs=1e-12)
+    assert row["verdict"].outcome == outcome, row["verdict"].reason
+    assert [r["tokens"] for r in rows[:-2]] == [b for b in BUDGETS for _ in range(4)]  # the curve unchanged
+    no_factor = report.judge_budgets(runs, scores, n_boot=50)[-1]["verdict"]  # arms there, factor unknown
+    assert no_factor.outcome == Outcome.NOT_TESTED

@@ -263,7 +263,9 @@ def test_capped_arm_only_at_the_largest_budget_with_the_smallest_budgets_text():
         plan = replicates.budget_plans(params, budget)
         capped = {label: p for label, p in plan.items() if label.endswith(CAPPED_SUFFIX)}
         if budget == budgets[-1]:
-            assert capped == {"standard_periodic+capped": ("standard_periodic", "gdn", cap)}
+            assert capped == {
+                "standard_periodic+capped": replicates.BudgetArm("standard_periodic", "gdn", cap)
+            }
         else:
             assert capped == {}
         assert all(p[2] is None for label, p in plan.items() if label not in capped)

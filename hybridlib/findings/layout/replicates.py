@@ -8,8 +8,9 @@ trains only some arms (two GPUs split the arms, so each compiles only its own la
 each run on the test documents (cached beside it). ``--lr-check`` trains the learning-rate check's arms of those
 replicates and ``--other-teachers`` the other teachers' two students; both choose the best FA-first layout on
 mean validation CE, so they train every replicate of the FA-first layouts first if it is not cached.
-``--budgets N ...`` trains the budget curve's arms (``spec.BUDGET_ARMS``; at the largest budget the SWA control and
-the repetition control ``standard_periodic+capped``) at those of the preset's ``budgets``, ``budget_seeds`` replicates
+``--budgets N ...`` trains the budget curve's arms (``spec.BUDGET_ARMS``; at the largest budget the SWA control, the
+repetition control ``standard_periodic+capped`` and the learning-rate check ``standard_periodic+low_lr`` and
+``reverse_periodic+low_lr``) at those of the preset's ``budgets``, ``budget_seeds`` replicates
 each (``--replicates`` picks some), smallest budget first, and prints each run's training text per language (unique
 tokens, passes, the cap). The repetition control separates budget from repetition: the largest budget over only the
 text the smallest budget's corpus saw (``text_cap`` = that corpus' tokens, :func:`budget_text_cap`), so the same
@@ -22,14 +23,14 @@ import argparse
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from hybridlib.findings import chapter
-from hybridlib.findings.layout.report import FA_FIRST
+from hybridlib.findings.layout.report import FA_FIRST, PAPER_ARM
 from hybridlib.findings.layout.spec import BUDGET_ARMS, BUDGET_EVALS
-from hybridlib.layouts import BASELINE, CAPPED_SUFFIX
+from hybridlib.layouts import BASELINE, CAPPED_SUFFIX, LOW_LR_SUFFIX
 from hybridlib.recipes import RECIPE_ARGS, replicate_seeds
 from hybridlib.train.distill import DistillRun, distill_layout, heldout_scores
 
@@ -42,12 +43,12 @@ def recipe(params: Mapping[str, Any], lr_factor: float = 1.0) -> dict[str, Any]:
     return {k: params[k] * lr_factor if k in LR_ARGS else params[k] for k in RECIPE_ARGS}
 
 
-def budget_recipe(params: Mapping[str, Any], budget: int) -> dict[str, Any]:
+def budget_recipe(params: Mapping[str, Any], budget: int, lr_factor: float = 1.0) -> dict[str, Any]:
     """``distill_layout`` recipe arguments of a budget run: the chapter's recipe for ``budget`` tokens with
     :data:`~hybridlib.findings.layout.spec.BUDGET_EVALS` log-spaced validations. The schedule scales with the
-    budget: warm-up over the same 3% of the steps, cosine over the rest, the recipe's peak learning rates; the
-    training text of ``budget_editions``."""
-    return recipe(params) | {
+    budget: warm-up over the same 3% of the steps, cosine over the rest, the recipe's peak learning rates (x
+    ``lr_factor``); the training text of ``budget_editions``."""
+    return recipe(params, lr_factor) | {
         "train_tokens": budget,
         "eval_points": BUDGET_EVALS,
         "editions": params["budget_editions"],
@@ -61,19 +62,44 @@ def budget_text_cap(params: Mapping[str, Any]) -> int:
     return math.ceil(min(params["budgets"]) / step) * step
 
 
-def budget_plans(params: Mapping[str, Any], budget: int) -> dict[str, tuple[str, str, int | None]]:
-    """Arm label -> (layout, mixer, text_cap) of the budget curve at ``budget``: the chapter's layouts among
-    :data:`~hybridlib.findings.layout.spec.BUDGET_ARMS`, and at the largest budget the SWA control (when on) and,
-    with >= 2 budgets and the baseline among the arms, the repetition control ``standard_periodic+capped``: the
-    baseline on the smallest budget's text (:func:`budget_text_cap`)."""
-    out = {name: (name, "gdn", None) for name in BUDGET_ARMS if name in params["layouts"]}
+class BudgetArm(NamedTuple):
+    """One arm of the budget curve: the layout, its non-FA mixer, the text cap (tokens; None: none) and the factor
+    on both peak learning rates."""
+
+    layout: str
+    mixer: str = "gdn"
+    text_cap: int | None = None
+    lr_factor: float = 1.0
+
+
+def budget_plans(params: Mapping[str, Any], budget: int) -> dict[str, BudgetArm]:
+    """Arm label -> :class:`BudgetArm` of the budget curve at ``budget``: the chapter's layouts among
+    :data:`~hybridlib.findings.layout.spec.BUDGET_ARMS`, and at the largest budget the SWA control (when on), with
+    >= 2 budgets and the baseline among the arms the repetition control ``standard_periodic+capped`` (the baseline
+    on the smallest budget's text, :func:`budget_text_cap`), and with ``lr_check_factor`` > 0 the learning-rate
+    check: the baseline and reverse periodic (the paper's comparison, fixed before the runs; the chapter's own
+    check takes the best FA-first layout) at ``lr_check_factor`` x both peak learning rates, ``+low_lr``."""
+    out = {name: BudgetArm(name) for name in BUDGET_ARMS if name in params["layouts"]}
     largest = budget == max(params["budgets"])
     swa = params["swa_control"] and largest
     capped = largest and len(params["budgets"]) > 1 and BASELINE in out
+    low = largest and params["lr_check_factor"] > 0 and {BASELINE, PAPER_ARM} <= set(out)
     return (
         out
-        | ({f"{BASELINE}+swa": (BASELINE, "swa", None)} if swa else {})
-        | ({f"{BASELINE}{CAPPED_SUFFIX}": (BASELINE, "gdn", budget_text_cap(params))} if capped else {})
+        | ({f"{BASELINE}+swa": BudgetArm(BASELINE, "swa")} if swa else {})
+        | (
+            {f"{BASELINE}{CAPPED_SUFFIX}": BudgetArm(BASELINE, text_cap=budget_text_cap(params))}
+            if capped
+            else {}
+        )
+        | (
+            {
+                f"{name}{LOW_LR_SUFFIX}": BudgetArm(name, lr_factor=params["lr_check_factor"])
+                for name in (BASELINE, PAPER_ARM)
+            }
+            if low
+            else {}
+        )
     )
 
 
@@ -101,16 +127,16 @@ def train_budgets(
             label: [
                 distill_layout(
                     params["teacher"],
-                    name,
-                    mixer=mixer,
+                    arm.layout,
+                    mixer=arm.mixer,
                     progress=progress,
                     **s,
-                    **budget_recipe(params, budget),
-                    **({"text_cap": cap} if cap is not None else {}),
+                    **budget_recipe(params, budget, arm.lr_factor),
+                    **({"text_cap": arm.text_cap} if arm.text_cap is not None else {}),
                 )
                 for s in chosen
             ]
-            for label, (name, mixer, cap) in budget_plans(params, budget).items()
+            for label, arm in budget_plans(params, budget).items()
             if labels is None or label in labels
         }
         for budget in sorted(budgets or params["budgets"])

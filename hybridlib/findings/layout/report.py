@@ -56,7 +56,7 @@ from matplotlib.ticker import NullLocator
 from hybridlib import metrics
 from hybridlib.data.languages import LANGUAGES
 from hybridlib.findings.layout.spec import FA_FIRST
-from hybridlib.layouts import BASELINE, CAPPED_SUFFIX, Layout
+from hybridlib.layouts import BASELINE, CAPPED_SUFFIX, LOW_LR_SUFFIX, Layout
 from hybridlib.style import COLUMN_WIDTH_IN, MIN_FONT_PT, figsize, text_color
 from hybridlib.train.distill import DistillRun
 from hybridlib.verdicts import (
@@ -540,6 +540,7 @@ def _lr_verdict(
     baseline: str,
     n_boot: int,
     seed: int,
+    rule: Rule = LR_RULE,
 ) -> Verdict:
     ran = binds(
         "learning-rate check run",
@@ -547,12 +548,12 @@ def _lr_verdict(
         f"lr_check_factor={lr_factor:g}" + ("" if lr_runs else "; no run at a lower learning rate"),
     )
     if not ran.holds:
-        return LR_RULE.decide(None, [ran])
+        return rule.decide(None, [ran])
     others = [label for label in lr_scores if label != baseline]
     if len(others) != 1:
         raise ValueError(f"lr_scores must hold the baseline and one FA-first arm, got {list(lr_scores)}")
     reps = _replicates(lr_scores, others, baseline)
-    return LR_RULE.decide(_r_interval(reps, lambda r: r[..., 0], n_boot=n_boot, seed=seed), [ran])
+    return rule.decide(_r_interval(reps, lambda r: r[..., 0], n_boot=n_boot, seed=seed), [ran])
 
 
 def perplexity_by_script(
@@ -767,6 +768,22 @@ REPETITION_RULE = Rule(
 )
 
 
+#: the budget curve's learning-rate check (``replicates.budget_plans``): the baseline and reverse periodic at the
+#: largest budget at ``lr_check_factor`` x both peak learning rates
+BUDGET_LR_RULE = Rule(
+    "reverse periodic still beats standard periodic at a lower peak learning rate, at the largest budget",
+    "R (relative KL) at the lower learning rate",
+    UNIT,
+    -1,
+    Tolerance.any_magnitude(
+        "a check that the 1M recipe's peak learning rates, which every budget keeps, do not decide the ordering at "
+        "the largest budget; the paper trains at one learning rate"
+    ),
+    null=1.0,
+    id="layout.lower_lr.reverse_periodic",
+)
+
+
 def _unique_tokens(run: DistillRun) -> int:
     return int(sum(lang["unique_tokens"] for lang in run.corpus.values()))
 
@@ -806,13 +823,16 @@ def judge_budgets(
     scores: Mapping[int, Mapping[str, Sequence[pd.DataFrame]]],
     *,
     baseline: str = BASELINE,
+    lr_factor: float = 0.0,
     n_boot: int = 2000,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Rows of the budget curve: per budget (key ``tokens``) the :func:`judge` rows of :data:`BUDGET_METRICS`,
     judged by the chapter's rules on that budget's runs, each id qualified by its budget
     (``layout.r.reverse_periodic.1048576_tokens``: one id per claim and budget); then the trend row and, when the
-    largest budget has the capped arm, the repetition control's (``tokens`` None)."""
+    largest budget has the capped arm, the repetition control's, and when it has the ``+low_lr`` arms (trained at
+    ``lr_factor`` x the peak learning rates), the learning-rate check's (:data:`BUDGET_LR_RULE`) (``tokens``
+    None)."""
     rows = []
     for budget in sorted(runs):
         for row in judge(runs[budget], scores[budget], baseline=baseline, n_boot=n_boot, seed=seed):
@@ -839,6 +859,27 @@ def judge_budgets(
                 "verdict": repetition_verdict(
                     runs[largest], scores[largest], baseline=baseline, n_boot=n_boot, seed=seed
                 ),
+                "note": "",
+                "paper_claim": False,
+                "tokens": None,
+            }
+        )
+    low = {name: f"{name}{LOW_LR_SUFFIX}" for name in (baseline, PAPER_ARM)}
+    if all(label in runs[largest] for label in low.values()):
+        verdict = _lr_verdict(
+            {name: runs[largest][label] for name, label in low.items()},
+            {name: scores[largest][label] for name, label in low.items()},
+            lr_factor,
+            baseline,
+            n_boot,
+            seed,
+            BUDGET_LR_RULE,
+        )
+        rows.append(
+            {
+                "metric": f"R, {PAPER_ARM}, peak learning rates x {lr_factor:g} at {largest:,} tokens",
+                "paper": "not run in the paper",
+                "verdict": verdict,
                 "note": "",
                 "paper_claim": False,
                 "tokens": None,
