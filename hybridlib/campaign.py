@@ -12,8 +12,9 @@ written since MARK are packed after each arm, so the archive never holds a stude
 
 ``--budgets N ...`` does the same for the layout chapter's budget curve (issue 49): for each budget, smallest
 first, each of its arms (:func:`~hybridlib.findings.layout.replicates.budget_plans`; ``--arms`` picks some) is
-trained at the replicates (indices of ``budget_seeds``), scored and packed. Budget students are not measured
-here: the chapters measure them later.
+trained at the replicates (indices of ``budget_seeds``), scored and packed; at the largest budget the arms the
+SoftCKA and first-FA chapters probe (their layouts, and the SWA control) are measured as those chapters measure
+their students (:func:`measure_runs`), so the alignment claims can be read at the largest budget from the records.
 
 Every machine of a campaign runs the same frozen commit (records match only under the same library code), and
 replicate 0 of an arm comes first (the chapters load it beside the other replicates). Once every arm has all
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -34,8 +35,10 @@ from hybridlib import alignment, carry
 from hybridlib.findings import chapter, students
 from hybridlib.findings.first_fa import measures
 from hybridlib.findings.layout import replicates as layout_replicates
+from hybridlib.layouts import BASELINE
 from hybridlib.params import PRESETS
 from hybridlib.train import distill
+from hybridlib.train.distill import DistillRun
 
 SWA = "+swa"  #: suffix of the sliding-window control's arm label
 
@@ -51,16 +54,42 @@ def train(preset: str, arms: Sequence[str], replicates: Sequence[int]) -> int:
     return sum(len(reps) for reps in runs.values())
 
 
-def train_budget(preset: str, budget: int, arms: Sequence[str], replicates: Sequence[int]) -> int:
+def train_budget(
+    preset: str, budget: int, arms: Sequence[str], replicates: Sequence[int]
+) -> dict[str, list[DistillRun]]:
     """Train (or find) ``arms`` x ``replicates`` (indices of ``budget_seeds``) of the layout chapter's budget curve
-    at ``budget`` tokens with its ``preset`` parameters and score each on the test documents; returns the number
-    of runs."""
+    at ``budget`` tokens with its ``preset`` parameters and score each on the test documents; returns arm label ->
+    runs (``replicates``' order)."""
     params = chapter("layout_distillation").resolve(preset)
     runs = layout_replicates.train_budgets(params, [budget], replicates, labels=arms)[budget]
     for reps in runs.values():
         for run in reps:
             distill.heldout_scores(run, params["test_docs_per_language"])
-    return sum(len(reps) for reps in runs.values())
+    return runs
+
+
+def _measure(
+    name: str, p: Mapping, teacher: alignment.Probed, models: Sequence[tuple[alignment.Probed, int]]
+) -> list[str]:
+    """Chapter ``name``'s measurements (resolved parameters ``p``) of ``models`` (model, replicate index): SoftCKA
+    curves, and for the first-FA chapter attention locality and, on replicate 0, the detokenisation probe
+    (``teacher``'s tokens); returns what was measured, as ``chapter:label/r``."""
+    texts = alignment.udhr_texts(p["languages"], p["articles"])
+    if name == "first_fa":
+        ids = measures.locality_ids(teacher, texts, p["max_tokens"])
+        detok = [t for lang in alignment.udhr_texts(p["detok_languages"], 30).values() for t in lang]
+    done = []
+    for m, r in models:
+        alignment.chapter_measure(m, p)
+        if name == "first_fa":
+            layers = m.fa_layers if m.kind != "full attention" else range(m.n_layers)
+            measures.locality(m, ids, layers, window=p["locality_window"])
+            if r == 0:  # the chapter probes detokenisation on replicate 0 only
+                measures.word_probe(
+                    m, detok, max_tokens=p["detok_max_tokens"], min_count=p["detok_min_count"]
+                )
+        done.append(f"{name}:{m.label}/{r}")
+    return done
 
 
 def measure(preset: str, arms: Sequence[str], replicates: Sequence[int], device: str) -> list[str]:
@@ -78,20 +107,33 @@ def measure(preset: str, arms: Sequence[str], replicates: Sequence[int], device:
         first = probed if 0 in replicates else []  # the teacher and replicate 0 of each student
         later = sorted(r for r in replicates if r > 0)  # ``more``'s order
         models = [(m, 0) for m in first] + [(m, r) for reps in more.values() for r, m in zip(later, reps)]
-        texts = alignment.udhr_texts(p["languages"], p["articles"])
-        if name == "first_fa":
-            ids = measures.locality_ids(probed[0], texts, p["max_tokens"])
-            detok = [t for lang in alignment.udhr_texts(p["detok_languages"], 30).values() for t in lang]
-        for m, r in models:
-            alignment.chapter_measure(m, p)
-            if name == "first_fa":
-                layers = m.fa_layers if m.kind != "full attention" else range(m.n_layers)
-                measures.locality(m, ids, layers, window=p["locality_window"])
-                if r == 0:  # the chapter probes detokenisation on replicate 0 only
-                    measures.word_probe(
-                        m, detok, max_tokens=p["detok_max_tokens"], min_count=p["detok_min_count"]
-                    )
-            done.append(f"{name}:{m.label}/{r}")
+        done += _measure(name, p, probed[0], models)
+    return done
+
+
+def measure_runs(
+    preset: str, runs: Mapping[str, Sequence[DistillRun]], replicates: Sequence[int], device: str
+) -> list[str]:
+    """The SoftCKA and first-FA chapters' measurements (``preset`` parameters) of the budget-curve ``runs`` (arm
+    label -> runs in ``replicates``' order) that each chapter probes: its ``layouts`` and, with its
+    ``swa_control``, the SWA control; other arms (capped text, lower learning rates) are left out. Returns what was
+    measured, as ``chapter:label/r``."""
+    done = []
+    for name in ("softcka", "first_fa"):
+        p = chapter(name).resolve(preset)
+        probed = {
+            label: reps
+            for label, reps in runs.items()
+            if label in p["layouts"] or (p["swa_control"] and label == f"{BASELINE}{SWA}")
+        }
+        if probed:
+            teacher = students.teacher_probed(p["teacher"], device)
+            models = [
+                (students.run_probed(run, teacher, device), r)
+                for reps in probed.values()
+                for r, run in zip(replicates, reps)
+            ]
+            done += _measure(name, p, teacher, models)
     return done
 
 
@@ -158,9 +200,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             n = train(args.preset, [arm], args.replicates)
             done = measure(args.preset, [arm], args.replicates, device)
             what, finished = f"{n} run(s) trained or found, scored and given {len(done)} measurement(s)", arm
-        else:  # the chapters measure the budget students later
-            n = train_budget(args.preset, budget, [arm], args.replicates)
-            what, finished = f"{n} run(s) trained or found and scored", f"{arm}@{budget}"
+        else:  # the largest budget's students measured as the SoftCKA and first-FA chapters measure theirs
+            runs = train_budget(args.preset, budget, [arm], args.replicates)
+            largest = budget == max(params["budgets"])
+            done = measure_runs(args.preset, runs, args.replicates, device) if largest else []
+            n = sum(len(reps) for reps in runs.values())
+            what = f"{n} run(s) trained or found and scored" + (
+                f", {len(done)} measurement(s)" if done else ""
+            )
+            finished = f"{arm}@{budget}"
         if args.pack is not None:
             carry.pack(args.pack, newer=args.newer)
         print(

@@ -120,8 +120,9 @@ BUDGETS = chapter("layout_distillation").resolve("gpu")["budgets"]  # 1M, 4M, 16
 def test_budget_mode_trains_and_scores_each_arm_of_each_budget_in_order_and_packs_after_each(
     monkeypatch, tmp_path, capsys
 ):
-    """With --budgets, each budget (smallest first) trains and scores its arms one at a time (never measured here:
-    the chapters measure budget students later), and the archive is rewritten after each arm."""
+    """With --budgets, each budget (smallest first) trains and scores its arms one at a time, the largest budget's
+    arms measured right after (:func:`campaign.measure_runs` picks what the chapters probe), and the archive is
+    rewritten after each arm."""
     events = []
 
     def distill_layout(teacher, name, *, mixer, train_tokens, text_cap=None, data_seed, init_seed, **k):
@@ -131,33 +132,40 @@ def test_budget_mode_trains_and_scores_each_arm_of_each_budget_in_order_and_pack
     monkeypatch.setattr(campaign.layout_replicates, "distill_layout", distill_layout)
     monkeypatch.setattr(campaign.distill, "heldout_scores", lambda run, docs: events.append(("score", run)))
     monkeypatch.setattr(campaign.carry, "pack", lambda archive, newer: events.append(("pack", archive.name)))
-    monkeypatch.setattr(campaign, "measure", lambda *a: pytest.fail("budget students are not measured here"))
+    monkeypatch.setattr(
+        campaign, "measure", lambda *a: pytest.fail("budget students are measured by measure_runs")
+    )
+    monkeypatch.setattr(
+        campaign,
+        "measure_runs",
+        lambda preset, runs, reps, device: events.append(("measure", *runs, *runs.values(), reps)) or ["m"],
+    )
     mark = tmp_path / "mark"
     mark.touch()
     small, large = BUDGETS[2], BUDGETS[3]
     argv = ["--preset", "gpu", "--budgets", str(large), str(small), "--replicates", "1"]
     campaign.main([*argv, "--pack", str(tmp_path / "b.tgz"), "--newer", str(mark)])
 
-    def arm(budget, name, mixer="gdn", cap=None):
-        return [
-            ("train", budget, name, mixer, cap, 1),
-            ("score", f"{name}/{mixer}@{budget}"),
-            ("pack", "b.tgz"),
-        ]
+    def arm(budget, name, mixer="gdn", cap=None, label=None):
+        run = f"{name}/{mixer}@{budget}"
+        measured = [("measure", label, [run], [1])] if label else []
+        return [("train", budget, name, mixer, cap, 1), ("score", run), *measured, ("pack", "b.tgz")]
 
     assert events == [
         *arm(small, "standard_periodic"),
         *arm(small, "reverse_periodic"),
         *arm(small, "sandwich"),
-        *arm(large, "standard_periodic"),
-        *arm(large, "reverse_periodic"),
-        *arm(large, "sandwich"),
-        *arm(large, "standard_periodic", "swa"),  # the SWA control, at the largest budget only
-        # the repetition control, on the smallest budget's text
-        *arm(large, "standard_periodic", cap=BUDGETS[0]),
+        *arm(large, "standard_periodic", label="standard_periodic"),  # the largest budget: measured
+        *arm(large, "reverse_periodic", label="reverse_periodic"),
+        *arm(large, "sandwich", label="sandwich"),
+        *arm(
+            large, "standard_periodic", "swa", label="standard_periodic+swa"
+        ),  # the SWA control, largest only
+        # the repetition control, on the smallest budget's text (measure_runs leaves it out)
+        *arm(large, "standard_periodic", cap=BUDGETS[0], label="standard_periodic+capped"),
         # the learning-rate check (lr_check_factor x the peak learning rates)
-        *arm(large, "standard_periodic"),
-        *arm(large, "reverse_periodic"),
+        *arm(large, "standard_periodic", label="standard_periodic+low_lr"),
+        *arm(large, "reverse_periodic", label="reverse_periodic+low_lr"),
     ]
     done = [line.split(": ")[1] for line in capsys.readouterr().out.splitlines()]
     assert done == [
@@ -215,3 +223,56 @@ def test_bad_budgets_arms_or_replicates_are_refused_before_any_work(argv, named,
     with pytest.raises(SystemExit):
         campaign.main(["--preset", "gpu", *argv])
     assert named in capsys.readouterr().err
+
+
+def test_measure_runs_measures_what_the_chapters_probe_of_the_largest_budget(monkeypatch):
+    """Of the largest budget's arms, the chapters' layouts and the SWA control get each chapter's measurements
+    (SoftCKA; locality; the detokenisation probe on replicate 0 only), the capped and lower-learning-rate arms none;
+    each student is probed under its own run's key."""
+
+    def run(layout, mixer="gdn", replicate=0, **settings):
+        return SimpleNamespace(
+            layout_name=layout,
+            key=f"{layout}-{mixer}-{replicate}-{sorted(settings)}",
+            settings={"mixer": mixer, "fa_layers": [2, 6], **settings},
+            load_model=lambda device: pytest.fail("a measurement in the records needs no weights"),
+        )
+
+    teacher = SimpleNamespace(
+        label="teacher", kind="full attention", tokenizer="tok", card="card", n_layers=30
+    )
+    monkeypatch.setattr(campaign.students, "teacher_probed", lambda name, device: teacher)
+    monkeypatch.setattr(campaign.alignment, "udhr_texts", lambda languages, articles: {"eng": ["a"]})
+    calls = []
+    monkeypatch.setattr(
+        campaign.alignment, "chapter_measure", lambda m, p: calls.append(("cka", m.label, m.identity))
+    )
+    monkeypatch.setattr(campaign.measures, "locality_ids", lambda m, texts, n: calls.append(("ids", m.label)))
+    monkeypatch.setattr(
+        campaign.measures,
+        "locality",
+        lambda m, ids, layers, window: calls.append(("loc", m.label, list(layers))),
+    )
+    monkeypatch.setattr(
+        campaign.measures, "word_probe", lambda m, texts, **k: calls.append(("words", m.label))
+    )
+    runs = {
+        "reverse_periodic": [run("reverse_periodic", replicate=r) for r in (0, 2)],
+        "standard_periodic+swa": [run("standard_periodic", "swa", r) for r in (0, 2)],
+        "standard_periodic+capped": [run("standard_periodic", replicate=r, text_cap=1) for r in (0, 2)],
+        "reverse_periodic+low_lr": [run("reverse_periodic", replicate=r, lr=0.3) for r in (0, 2)],
+    }
+    done = campaign.measure_runs("gpu", runs, [0, 2], "cpu")
+    expected = [f"{m}/{r}" for m in ("reverse_periodic", "standard_periodic+swa") for r in (0, 2)]
+    assert done == [f"softcka:{e}" for e in expected] + [f"first_fa:{e}" for e in expected]
+    assert [c[2] for c in calls if c[0] == "cka"][:4] == [
+        r.key for reps in list(runs.values())[:2] for r in reps
+    ]
+    assert ("ids", "teacher") in calls and ("loc", "standard_periodic+swa", [2, 6]) in calls
+    assert [c[1] for c in calls if c[0] == "words"] == ["reverse_periodic", "standard_periodic+swa"]
+    assert (
+        campaign.measure_runs(
+            "gpu", {"standard_periodic+capped": runs["standard_periodic+capped"]}, [0], "cpu"
+        )
+        == []
+    )

@@ -48,6 +48,37 @@ def seeds(preset: str) -> list[dict[str, int]]:
     return replicate_seeds(values["data_seed"], values["seeds"])
 
 
+def teacher_probed(teacher: str, device: str | torch.device = "cpu") -> Probed:
+    """The teacher (registry name) as a :class:`Probed` on ``device``."""
+    model, tokenizer = load(teacher, device=device)
+    card = describe(teacher)
+    return Probed(
+        teacher,
+        "full attention",
+        model.eval,
+        tokenizer,
+        card,
+        full_attention_layers(card),
+        teacher_identity(model),
+    )
+
+
+def run_probed(run: distill.DistillRun, teacher: Probed, device: str | torch.device = "cpu") -> Probed:
+    """A distilled student as a :class:`Probed` (label ``layout`` or ``layout+swa``, its teacher's tokenizer),
+    loaded on ``device`` when first used; identified by its run's key, so its measurements are memoized by it."""
+    kind = next(k for k, mixer in STUDENT_KINDS.items() if mixer == run.settings["mixer"])
+    label = run.layout_name if kind == "hybrid GDN" else f"{run.layout_name}+{run.settings['mixer']}"
+    return Probed(
+        label,
+        kind,
+        student_model(run, device),
+        teacher.tokenizer,
+        teacher.card,
+        tuple(run.settings["fa_layers"]),
+        run.key,
+    )
+
+
 def load_models(
     teacher: str,
     layouts: Sequence[str],
@@ -68,38 +99,22 @@ def load_models(
     bad = [name for name in layouts if name not in LAYOUT_NAMES]
     if bad:
         raise ValueError(f"layouts {bad} are not allowed; choose from {LAYOUT_NAMES}")
-    model, tokenizer = load(teacher, device=device)
-    card = describe(teacher)
-    identity = teacher_identity(model)
-    out = [
-        Probed(teacher, "full attention", model.eval, tokenizer, card, full_attention_layers(card), identity)
-    ]
+    first = teacher_probed(teacher, device)
+    model, identity = first.load(), first.identity
+    out = [first]
     args = student_args(preset)
     plans = [(name, "gdn") for name in layouts] + ([(BASELINE, "swa")] if swa_control else [])
     for name, mixer in plans:
-        run = distill.distill_layout(teacher, name, mixer=mixer, **args)
-        label = name if mixer == "gdn" else f"{name}+swa"
-        kind = "hybrid GDN" if mixer == "gdn" else "hybrid SWA"
-        out.append(
-            Probed(
-                label,
-                kind,
-                student_model(run, device),
-                tokenizer,
-                card,
-                tuple(run.settings["fa_layers"]),
-                run.key,
-            )
-        )
+        out.append(run_probed(distill.distill_layout(teacher, name, mixer=mixer, **args), first, device))
     if random_init:
         out.append(
             Probed(
                 "random-init",
                 "random init",
                 lambda: random_init_like(model, seed).to(device),
-                tokenizer,
-                card,
-                full_attention_layers(card),
+                first.tokenizer,
+                first.card,
+                full_attention_layers(first.card),
                 f"{identity}-random{seed}",
             )
         )
@@ -138,18 +153,10 @@ def load_replicates(
         if m.kind not in STUDENT_KINDS:
             continue
         layout = m.label.removesuffix("+swa")
-        out[m.label] = []
-        for s in chosen:
-            run = distill.distill_layout(teacher, layout, mixer=STUDENT_KINDS[m.kind], **(args | s))
-            out[m.label].append(
-                Probed(
-                    m.label,
-                    m.kind,
-                    student_model(run, device),
-                    m.tokenizer,
-                    m.card,
-                    tuple(run.settings["fa_layers"]),
-                    run.key,
-                )
+        out[m.label] = [
+            run_probed(
+                distill.distill_layout(teacher, layout, mixer=STUDENT_KINDS[m.kind], **(args | s)), m, device
             )
+            for s in chosen
+        ]
     return out

@@ -11,7 +11,8 @@
 # (/tmp/campaign-S.log) and cache (a copy of the cache as it is when the slot starts, $HYBRIDLIB_CACHE-S), since a
 # share packs the records written after its start; start slot S first, then slot 0, with OMP_NUM_THREADS halved.
 # --budget N (one of the gpu preset's budgets, in tokens) trains and scores the budget curve's arms at N instead (issue
-# 49; --budgets N, no measurements) into /tmp/gpu-out/records-b<N>-r<R>.tgz (R: indices of budget_seeds).
+# 49; --budgets N: at the largest budget the chapters' arms measured too) into /tmp/gpu-out/records-b<N>-r<R>.tgz (R:
+# indices of budget_seeds).
 # Log: /tmp/campaign.log.
 set -euo pipefail
 tree= slot=0 budget=
