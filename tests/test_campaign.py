@@ -26,6 +26,26 @@ def test_bad_arms_or_replicates_are_refused_before_any_work(argv, named, capsys,
     assert named in capsys.readouterr().err
 
 
+def stub_measures(monkeypatch, calls: list) -> None:
+    """Each chapter's measurement functions recording their calls: ("cka", label, identity), ("ids", label),
+    ("loc", label, layers), ("words", label)."""
+    monkeypatch.setattr(campaign.alignment, "udhr_texts", lambda languages, articles: {"eng": ["a"]})
+    monkeypatch.setattr(
+        campaign.alignment,
+        "chapter_measure",
+        lambda m, p: calls.append(("cka", m.label, getattr(m, "identity", None))),
+    )
+    monkeypatch.setattr(campaign.measures, "locality_ids", lambda m, texts, n: calls.append(("ids", m.label)))
+    monkeypatch.setattr(
+        campaign.measures,
+        "locality",
+        lambda m, ids, layers, window: calls.append(("loc", m.label, list(layers))),
+    )
+    monkeypatch.setattr(
+        campaign.measures, "word_probe", lambda m, texts, **k: calls.append(("words", m.label))
+    )
+
+
 def test_every_chosen_model_gets_each_chapters_measurements(monkeypatch):
     def model(label, kind, n_layers=30):
         fa = tuple(range(n_layers)) if kind == "full attention" else (2, 6)
@@ -45,17 +65,7 @@ def test_every_chosen_model_gets_each_chapters_measurements(monkeypatch):
         return {m.label: [model(m.label, m.kind) for r in replicates if r > 0] for m in probed[1:]}
 
     monkeypatch.setattr(campaign.students, "load_replicates", load_replicates)
-    monkeypatch.setattr(campaign.alignment, "udhr_texts", lambda languages, articles: {"eng": ["a"]})
-    monkeypatch.setattr(campaign.alignment, "chapter_measure", lambda m, p: calls.append(("cka", m.label)))
-    monkeypatch.setattr(campaign.measures, "locality_ids", lambda m, texts, n: [[1, 2]])
-    monkeypatch.setattr(
-        campaign.measures,
-        "locality",
-        lambda m, ids, layers, window: calls.append(("loc", m.label, list(layers))),
-    )
-    monkeypatch.setattr(
-        campaign.measures, "word_probe", lambda m, texts, **k: calls.append(("words", m.label))
-    )
+    stub_measures(monkeypatch, calls)
     done = campaign.measure("gpu", ["reverse_periodic", "standard_periodic+swa"], [0, 3], "cpu")
     teacher = chapter("first_fa").resolve("gpu")["teacher"]
     assert asked == [[0, 3], [0, 3]]
@@ -242,20 +252,8 @@ def test_measure_runs_measures_what_the_chapters_probe_of_the_largest_budget(mon
         label="teacher", kind="full attention", tokenizer="tok", card="card", n_layers=30
     )
     monkeypatch.setattr(campaign.students, "teacher_probed", lambda name, device: teacher)
-    monkeypatch.setattr(campaign.alignment, "udhr_texts", lambda languages, articles: {"eng": ["a"]})
     calls = []
-    monkeypatch.setattr(
-        campaign.alignment, "chapter_measure", lambda m, p: calls.append(("cka", m.label, m.identity))
-    )
-    monkeypatch.setattr(campaign.measures, "locality_ids", lambda m, texts, n: calls.append(("ids", m.label)))
-    monkeypatch.setattr(
-        campaign.measures,
-        "locality",
-        lambda m, ids, layers, window: calls.append(("loc", m.label, list(layers))),
-    )
-    monkeypatch.setattr(
-        campaign.measures, "word_probe", lambda m, texts, **k: calls.append(("words", m.label))
-    )
+    stub_measures(monkeypatch, calls)
     runs = {
         "reverse_periodic": [run("reverse_periodic", replicate=r) for r in (0, 2)],
         "standard_periodic+swa": [run("standard_periodic", "swa", r) for r in (0, 2)],
