@@ -243,6 +243,7 @@ def test_measure_runs_measures_what_the_chapters_probe_of_the_largest_budget(mon
     def run(layout, mixer="gdn", replicate=0, **settings):
         return SimpleNamespace(
             layout_name=layout,
+            label=layout if mixer == "gdn" else f"{layout}+{mixer}",
             key=f"{layout}-{mixer}-{replicate}-{sorted(settings)}",
             settings={"mixer": mixer, "fa_layers": [2, 6], **settings},
             load_model=lambda device: pytest.fail("a measurement in the records needs no weights"),

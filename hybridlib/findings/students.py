@@ -64,12 +64,12 @@ def teacher_probed(teacher: str, device: str | torch.device = "cpu") -> Probed:
 
 
 def run_probed(run: distill.DistillRun, teacher: Probed, device: str | torch.device = "cpu") -> Probed:
-    """A distilled student as a :class:`Probed` (label ``layout`` or ``layout+swa``, its teacher's tokenizer),
-    loaded on ``device`` when first used; identified by its run's key, so its measurements are memoized by it."""
+    """A distilled student as a :class:`Probed` (its run's label, e.g. ``layout`` or ``layout+swa``; its teacher's
+    tokenizer), loaded on ``device`` when first used; identified by its run's key, so its measurements are memoized
+    by it."""
     kind = next(k for k, mixer in STUDENT_KINDS.items() if mixer == run.settings["mixer"])
-    label = run.layout_name if kind == "hybrid GDN" else f"{run.layout_name}+{run.settings['mixer']}"
     return Probed(
-        label,
+        run.label,
         kind,
         student_model(run, device),
         teacher.tokenizer,
