@@ -34,6 +34,7 @@ import torch
 from hybridlib import alignment, carry
 from hybridlib.findings import chapter, students
 from hybridlib.findings.first_fa import measures
+from hybridlib.findings.first_fa import report as first_fa_report
 from hybridlib.findings.layout import replicates as layout_replicates
 from hybridlib.layouts import BASELINE
 from hybridlib.params import PRESETS
@@ -69,22 +70,29 @@ def train_budget(
 
 
 def _measure(
-    name: str, p: Mapping, teacher: alignment.Probed, models: Sequence[tuple[alignment.Probed, int]]
+    name: str,
+    p: Mapping,
+    teacher: alignment.Probed,
+    models: Sequence[tuple[alignment.Probed, int]],
+    preset: str,
 ) -> list[str]:
-    """Chapter ``name``'s measurements (resolved parameters ``p``) of ``models`` (model, replicate index): SoftCKA
-    curves, and for the first-FA chapter attention locality and, on replicate 0, the detokenisation probe
-    (``teacher``'s tokens); returns what was measured, as ``chapter:label/r``."""
+    """Chapter ``name``'s measurements (resolved ``preset`` parameters ``p``) of ``models`` (model, replicate
+    index): SoftCKA curves, and for the first-FA chapter attention locality and the detokenisation probe (``teacher``'s
+    tokens) of every model at replicate 0 and, at every replicate, of the two students the detokenisation rule
+    compares (:func:`~hybridlib.findings.first_fa.report.detokenisation_pair` of the chapter's layouts); returns what
+    was measured, as ``chapter:label/r``."""
     texts = alignment.udhr_texts(p["languages"], p["articles"])
     if name == "first_fa":
         ids = measures.locality_ids(teacher, texts, p["max_tokens"])
         detok = [t for lang in alignment.udhr_texts(p["detok_languages"], 30).values() for t in lang]
+        pair = first_fa_report.detokenisation_pair(students.fa_layers(p["teacher"], p["layouts"], preset))
     done = []
     for m, r in models:
         alignment.chapter_measure(m, p)
         if name == "first_fa":
             layers = m.fa_layers if m.kind != "full attention" else range(m.n_layers)
             measures.locality(m, ids, layers, window=p["locality_window"])
-            if r == 0:  # the chapter probes detokenisation on replicate 0 only
+            if r == 0 or m.label in pair:
                 measures.word_probe(
                     m, detok, max_tokens=p["detok_max_tokens"], min_count=p["detok_min_count"]
                 )
@@ -107,7 +115,7 @@ def measure(preset: str, arms: Sequence[str], replicates: Sequence[int], device:
         first = probed if 0 in replicates else []  # the teacher and replicate 0 of each student
         later = sorted(r for r in replicates if r > 0)  # ``more``'s order
         models = [(m, 0) for m in first] + [(m, r) for reps in more.values() for r, m in zip(later, reps)]
-        done += _measure(name, p, probed[0], models)
+        done += _measure(name, p, probed[0], models, preset)
     return done
 
 
@@ -133,7 +141,7 @@ def measure_runs(
                 for reps in probed.values()
                 for r, run in zip(replicates, reps)
             ]
-            done += _measure(name, p, teacher, models)
+            done += _measure(name, p, teacher, models, preset)
     return done
 
 

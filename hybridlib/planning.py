@@ -93,11 +93,12 @@ class RunPlan:
     on that reaches the power (a decided rule needing 3 runs: 3, where its interval alone clears at 2; 2 where the
     runs so far clear null without spread), uncapped (None where no count does, or more than :data:`MAX_SEARCH`);
     ``planned``: ``needed`` raised to the rule's minimum and capped at ``cap`` (the cap where ``needed`` is None),
-    None when unplannable; ``power``: the probability of deciding at ``planned`` runs (the interval's power where
-    the rule asks nothing else); ``all_side``: the probability that all ``planned`` runs lie on the effect's side,
-    ``Phi(d)^planned`` (None where the rule does not ask it or nothing is planned); ``all_side_max``: the most runs
-    for which that probability stays at least the power (None where more than :data:`MAX_SEARCH` do, or the rule
-    does not ask it)."""
+    None when unplannable; ``power``: the probability of deciding at ``planned`` runs (:func:`decide_probability`;
+    the t interval's power (:func:`t_power`) where the effect seen lies on the other side; the sign test's
+    (:func:`sign_test_power`) for paired outcomes); ``all_side``: the probability that all ``planned`` runs lie on
+    the effect's side, ``Phi(d)^planned`` (None where the rule does not ask it or nothing is planned);
+    ``all_side_max``: the most runs for which that probability stays at least the power (None where more than
+    :data:`MAX_SEARCH` do, or the rule does not ask it)."""
 
     runs: int
     effect: float | None

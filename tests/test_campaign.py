@@ -1,12 +1,14 @@
 """A machine's share of a GPU campaign: bad input is refused before any work, and every model of the chosen
-replicates gets each chapter's measurements (detokenisation on replicate 0 only, the teacher with replicate 0)."""
+replicates gets each chapter's measurements (the teacher with replicate 0; the detokenisation probe on replicate 0
+and on every replicate of the two students the first-FA chapter's detokenisation rule compares)."""
 
 from types import SimpleNamespace
 
 import pytest
 
 from hybridlib import campaign
-from hybridlib.findings import chapter
+from hybridlib.findings import chapter, students
+from hybridlib.findings.first_fa import report
 
 
 @pytest.mark.parametrize(
@@ -77,7 +79,8 @@ def test_every_chosen_model_gets_each_chapters_measurements(monkeypatch):
     assert "first_fa:reverse_periodic/3" in done and len(done) == 2 * 5
     assert ("loc", teacher, list(range(30))) in calls and ("loc", "reverse_periodic", [2, 6]) in calls
     words = [c[1] for c in calls if c[0] == "words"]
-    assert words == [teacher, "reverse_periodic", "standard_periodic+swa"]  # replicate 0 only
+    # every model at replicate 0; later replicates of the detokenisation rule's students (reverse periodic: FA at 0)
+    assert words == [teacher, "reverse_periodic", "standard_periodic+swa", "reverse_periodic"]
     assert campaign.measure("gpu", ["reverse_periodic"], [4], "cpu") == [
         "softcka:reverse_periodic/4",
         "first_fa:reverse_periodic/4",
@@ -237,8 +240,8 @@ def test_bad_budgets_arms_or_replicates_are_refused_before_any_work(argv, named,
 
 def test_measure_runs_measures_what_the_chapters_probe_of_the_largest_budget(monkeypatch):
     """Of the largest budget's arms, the chapters' layouts and the SWA control get each chapter's measurements
-    (SoftCKA; locality; the detokenisation probe on replicate 0 only), the capped and lower-learning-rate arms none;
-    each student is probed under its own run's key."""
+    (SoftCKA; locality; the detokenisation probe on replicate 0 and on the rule's pair), the capped and
+    lower-learning-rate arms none; each student is probed under its own run's key."""
 
     def run(layout, mixer="gdn", replicate=0, **settings):
         return SimpleNamespace(
@@ -268,10 +271,39 @@ def test_measure_runs_measures_what_the_chapters_probe_of_the_largest_budget(mon
         r.key for reps in list(runs.values())[:2] for r in reps
     ]
     assert ("ids", "teacher") in calls and ("loc", "standard_periodic+swa", [2, 6]) in calls
-    assert [c[1] for c in calls if c[0] == "words"] == ["reverse_periodic", "standard_periodic+swa"]
+    assert [c[1] for c in calls if c[0] == "words"] == [
+        "reverse_periodic",
+        "reverse_periodic",
+        "standard_periodic+swa",
+    ]  # replicate 0 of each, and replicate 2 of the detokenisation rule's FA-at-0 student
     assert (
         campaign.measure_runs(
             "gpu", {"standard_periodic+capped": runs["standard_periodic+capped"]}, [0], "cpu"
         )
         == []
     )
+
+
+def test_every_detokenisation_probe_the_chapter_reads_is_measured(monkeypatch):
+    """The first-FA chapter's detokenisation rule reads the probe of every replicate of its FA-at-0 and GDN-at-0
+    students (reverse and standard periodic of the gpu preset's layouts): the campaign measures exactly those at
+    replicates after 0, so a chapter run from the records never needs a student's weights."""
+
+    def model(label, kind):
+        fa = students.fa_layers(p["teacher"], [label.removesuffix("+swa")], "gpu")[label.removesuffix("+swa")]
+        return SimpleNamespace(label=label, kind=kind, fa_layers=fa, n_layers=30, tokenizer=None, card=None)
+
+    p = chapter("first_fa").resolve("gpu")
+    arms = [*p["layouts"], "standard_periodic+swa"]
+    kinds = {a: "hybrid SWA" if a.endswith("+swa") else "hybrid GDN" for a in arms}
+    calls = []
+    stub_measures(monkeypatch, calls)
+    models = [(model(a, kinds[a]), r) for r in (0, 1, 2) for a in arms]
+    teacher = SimpleNamespace(label="teacher", kind="full attention", fa_layers=tuple(range(30)), n_layers=30)
+    campaign._measure("first_fa", p, teacher, models, "gpu")
+    words = [c[1] for c in calls if c[0] == "words"]
+    fa0, gdn0 = report.detokenisation_pair(
+        {a: students.fa_layers(p["teacher"], [a], "gpu")[a] for a in p["layouts"]}
+    )
+    assert (fa0, gdn0) == ("reverse_periodic", "standard_periodic")
+    assert sorted(words) == sorted([*arms, fa0, gdn0, fa0, gdn0])  # replicate 0 of all, 1 and 2 of the pair

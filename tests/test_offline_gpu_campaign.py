@@ -5,6 +5,7 @@ budget share (--budget N) packs into its own archives, records-b<N>-r<R>.tgz."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tarfile
@@ -157,6 +158,36 @@ def test_a_budget_share_trains_every_arm_of_its_budget_into_its_own_archive(tmp_
         ), text
         assert "--arms" not in text and "share done" in text and archive.exists()
         assert not Path(f"/tmp/gpu-out/records-b{budget}-r{REPLICATE}-partial.tgz").exists()
+    finally:
+        for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
+
+
+def test_a_slot_copy_cut_short_is_made_again(tmp_path):
+    """A second share whose copy of the cache was cut short (here: a ``cp`` that makes the folder, then dies) copies
+    it again when started anew, instead of running on the part that arrived."""
+    tree, cache = stand_in_tree(tmp_path)
+    dying = tmp_path / "bin"
+    dying.mkdir()
+    (dying / "cp").write_text('#!/bin/sh\nfor last; do :; done\nmkdir -p "$last"\nexit 1\n')
+    (dying / "cp").chmod(0o755)
+    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/records-r{REPLICATE}.tgz")
+    try:
+        cut = subprocess.run(
+            ["bash", str(CAMPAIGN), "--tree", str(tree), "--slot", SLOT, REPLICATE],
+            cwd=ROOT,
+            env={**os.environ, "PATH": f"{dying}:{os.environ['PATH']}"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert cut.returncode != 0 and not log.exists()  # nothing started on the part that arrived
+        got = campaign("--tree", str(tree), "--slot", SLOT, REPLICATE)
+        assert got.returncode == 0, got.stderr
+        assert (Path(f"{cache}-{SLOT}") / "students" / "s0" / "run.json").read_text() == "{}"
+        assert not Path(f"{cache}-{SLOT}.partial").exists()
+        wait_for_share(log)
     finally:
         for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
             path.unlink(missing_ok=True)

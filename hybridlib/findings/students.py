@@ -18,10 +18,10 @@ from torch import nn
 
 from hybridlib.alignment import Probed, full_attention_layers, random_init_like
 from hybridlib.findings import chapter
-from hybridlib.layouts import BASELINE, LAYOUT_NAMES
+from hybridlib.layouts import BASELINE, LAYOUT_NAMES, make_layout
 from hybridlib.models import describe, load
 from hybridlib.models.identity import teacher_identity
-from hybridlib.recipes import RECIPE_ARGS, replicate_seeds
+from hybridlib.recipes import RECIPE_ARGS, fa_count, replicate_seeds
 from hybridlib.train import distill
 
 STUDENT_ARGS = (
@@ -46,6 +46,14 @@ def seeds(preset: str) -> list[dict[str, int]]:
     """The layout chapter's replicate seeds for ``preset`` (replicate 0 first)."""
     values = chapter("layout_distillation").resolve(preset)
     return replicate_seeds(values["data_seed"], values["seeds"])
+
+
+def fa_layers(teacher: str, layouts: Sequence[str], preset: str) -> dict[str, tuple[int, ...]]:
+    """Layout -> the FA layers of the layout chapter's ``preset`` students of ``teacher`` (its ``fa_fraction``), in
+    ``layouts``' order, without loading or training any model."""
+    n_layers = describe(teacher).n_layers
+    n_full = fa_count(n_layers, student_args(preset)["fa_fraction"])
+    return {name: make_layout(name, n_layers, n_full) for name in layouts}
 
 
 def teacher_probed(teacher: str, device: str | torch.device = "cpu") -> Probed:

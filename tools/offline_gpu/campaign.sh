@@ -41,8 +41,13 @@ own=$([ "$slot" -eq 0 ] || echo "-$slot")
 if [ -n "$tree" ]; then rm -rf /tmp/tree"$own" && mkdir -p /tmp/tree"$own" && tar -C /tmp/tree"$own" -xzf "$tree" && cd /tmp/tree"$own"; fi
 source tools/offline_gpu/env.sh
 if [ -n "$own" ]; then  # a copy, not hard links: save_pretrained writes a student's weights in place, into files
-  # a link would share with slot 0's cache; copy-on-write (reflink) where the filesystem can
-  [ -d "$HYBRIDLIB_CACHE$own" ] || cp -a --reflink=auto "$HYBRIDLIB_CACHE" "$HYBRIDLIB_CACHE$own"
+  # a link would share with slot 0's cache; copy-on-write (reflink) where the filesystem can; copied under a
+  # temporary name and renamed when whole, so a copy cut short is made again, never taken for the slot's cache
+  if [ ! -d "$HYBRIDLIB_CACHE$own" ]; then
+    rm -rf "$HYBRIDLIB_CACHE$own.partial"
+    cp -a --reflink=auto "$HYBRIDLIB_CACHE" "$HYBRIDLIB_CACHE$own.partial"
+    mv "$HYBRIDLIB_CACHE$own.partial" "$HYBRIDLIB_CACHE$own"
+  fi
   export HYBRIDLIB_CACHE=$HYBRIDLIB_CACHE$own
 fi
 if [ -n "$budget" ]; then  # every arm of the budget curve at that budget

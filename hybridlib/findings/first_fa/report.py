@@ -310,6 +310,14 @@ def judge_locality(distances: Mapping[str, Sequence[float]], n_boot: int = 2000,
     ]
 
 
+def detokenisation_pair(students: Mapping[str, Sequence[int]]) -> tuple[str | None, str | None]:
+    """The detokenisation rule's two students among the GDN ``students`` (label -> FA layers, in the chapter's
+    order): the first with full attention at layer 0 and the first with GDN there (None where there is none)."""
+    fa0 = next((label for label, layers in students.items() if 0 in layers), None)
+    gdn0 = next((label for label, layers in students.items() if 0 not in layers), None)
+    return fa0, gdn0
+
+
 def judge_detokenisation(
     margins: Sequence[float] | None, why: str, n_boot: int = 2000, seed: int = 0
 ) -> dict:
