@@ -33,10 +33,10 @@ import torch
 
 from hybridlib import alignment, carry
 from hybridlib.findings import chapter, students
+from hybridlib.findings.first_fa import claims as first_fa_claims
 from hybridlib.findings.first_fa import measures
 from hybridlib.findings.first_fa import report as first_fa_report
 from hybridlib.findings.layout import replicates as layout_replicates
-from hybridlib.layouts import BASELINE
 from hybridlib.params import PRESETS
 from hybridlib.train import distill
 from hybridlib.train.distill import DistillRun
@@ -84,7 +84,6 @@ def _measure(
     texts = alignment.udhr_texts(p["languages"], p["articles"])
     if name == "first_fa":
         ids = measures.locality_ids(teacher, texts, p["max_tokens"])
-        detok = [t for lang in alignment.udhr_texts(p["detok_languages"], 30).values() for t in lang]
         pair = first_fa_report.detokenisation_pair(students.fa_layers(p["teacher"], p["layouts"], preset))
     done = []
     for m, r in models:
@@ -93,9 +92,7 @@ def _measure(
             layers = m.fa_layers if m.kind != "full attention" else range(m.n_layers)
             measures.locality(m, ids, layers, window=p["locality_window"])
             if r == 0 or m.label in pair:
-                measures.word_probe(
-                    m, detok, max_tokens=p["detok_max_tokens"], min_count=p["detok_min_count"]
-                )
+                first_fa_claims.word_probe(m, p)
         done.append(f"{name}:{m.label}/{r}")
     return done
 
@@ -130,9 +127,7 @@ def measure_runs(
     for name in ("softcka", "first_fa"):
         p = chapter(name).resolve(preset)
         probed = {
-            label: reps
-            for label, reps in runs.items()
-            if label in p["layouts"] or (p["swa_control"] and label == f"{BASELINE}{SWA}")
+            label: runs[label] for label in students.probed_labels(list(runs), p["layouts"], p["swa_control"])
         }
         if probed:
             teacher = students.teacher_probed(p["teacher"], device)

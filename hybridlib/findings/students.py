@@ -2,7 +2,9 @@
 teacher, its distilled GDN students (one per layout, the layout chapter's recipe for a preset), the sliding-window
 student, a random-init copy of the teacher and extra observed models, each as a :class:`~hybridlib.alignment.Probed`;
 :func:`load_models` loads replicate 0 of every student, :func:`load_replicates` the others (the layout chapter trains
-every arm ``seeds`` times, :func:`hybridlib.recipes.replicate_seeds`).
+every arm ``seeds`` times, :func:`hybridlib.recipes.replicate_seeds`); :func:`budget_students` finds the students
+of the layout chapter's largest training budget (its budget curve), which the chapters judge by their rules again
+(:func:`at_budget`).
 
 Shared by those chapters, not a finding of its own: it reads the layout chapter's parameters through the chapter
 registry (:func:`hybridlib.findings.chapter`), so no chapter imports another to load the students.
@@ -10,7 +12,8 @@ registry (:func:`hybridlib.findings.chapter`), so no chapter imports another to 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -18,17 +21,20 @@ from torch import nn
 
 from hybridlib.alignment import Probed, full_attention_layers, random_init_like
 from hybridlib.findings import chapter
+from hybridlib.findings.layout import replicates as layout_replicates
 from hybridlib.layouts import BASELINE, LAYOUT_NAMES, make_layout
 from hybridlib.models import describe, load
 from hybridlib.models.identity import teacher_identity
 from hybridlib.recipes import RECIPE_ARGS, fa_count, replicate_seeds
 from hybridlib.train import distill
+from hybridlib.verdicts import qualified
 
 STUDENT_ARGS = (
     *RECIPE_ARGS,
     "data_seed",
 )  #: the layout chapter's parameters that pick its replicate-0 students
 STUDENT_KINDS = {"hybrid GDN": "gdn", "hybrid SWA": "swa"}
+SWA_LABEL = f"{BASELINE}+swa"  #: the sliding-window control's label (standard periodic layout)
 
 
 def student_model(run: distill.DistillRun, device: str | torch.device) -> Callable[[], nn.Module]:
@@ -168,3 +174,67 @@ def load_replicates(
             for s in chosen
         ]
     return out
+
+
+def probed_labels(arms: Sequence[str], layouts: Sequence[str], swa_control: bool) -> list[str]:
+    """Of the layout chapter's arm labels ``arms``, those a probing chapter with ``layouts`` and ``swa_control``
+    measures, in ``arms``' order: its layouts and, when on, the SWA control (never the capped or lower-learning-rate
+    arms of the budget curve)."""
+    return [a for a in arms if a in layouts or (swa_control and a == SWA_LABEL)]
+
+
+@dataclass(frozen=True)
+class BudgetStudents:
+    """The students of the layout chapter's largest training budget that a chapter probes: ``tokens`` per student
+    (None: no budget curve), ``models`` (arm label -> replicates, 0 first; empty when not found) and ``why`` (what
+    was found, or why nothing was)."""
+
+    tokens: int | None
+    why: str
+    models: dict[str, list[Probed]] = field(default_factory=dict)
+
+
+def budget_students(
+    teacher: Probed,
+    preset: str,
+    layouts: Sequence[str],
+    swa_control: bool,
+    device: str | torch.device = "cpu",
+) -> BudgetStudents:
+    """The layout chapter's ``preset`` students at its largest budget (its budget curve's ``budget_seeds``
+    replicates) among ``layouts`` and the SWA control, as :class:`Probed` of ``teacher``: found in the cache (the
+    budget campaign's records carry them), never trained here; nothing when the preset has one budget or a student
+    is missing, ``why`` saying which and how to make it."""
+    params = chapter("layout_distillation").resolve(preset)
+    budgets = params["budgets"]
+    if len(budgets) < 2:
+        return BudgetStudents(
+            None,
+            f"the layout chapter's {preset} preset has one budget ({budgets[0]:,} tokens): no budget curve",
+        )
+    tokens = max(budgets)
+    labels = probed_labels(list(layout_replicates.budget_plans(params, tokens)), layouts, swa_control)
+    try:
+        runs = layout_replicates.train_budgets(params, [tokens], labels=labels, progress=False, train=False)
+    except FileNotFoundError as err:
+        return BudgetStudents(
+            tokens,
+            f"not here: {err}; train them with python -m hybridlib.campaign --preset {preset} --budgets {tokens} "
+            "(or carry their records: python -m hybridlib.carry unpack)",
+        )
+    models = {label: [run_probed(r, teacher, device) for r in reps] for label, reps in runs[tokens].items()}
+    n = min(len(reps) for reps in models.values())
+    return BudgetStudents(tokens, f"{len(models)} students x {n} replicates at {tokens:,} tokens", models)
+
+
+def at_budget(rows: Sequence[Mapping[str, Any]], tokens: int) -> list[dict[str, Any]]:
+    """Paper-vs-book ``rows`` judged on the students of a ``tokens`` budget: each verdict's id qualified by it
+    (``...standard_periodic.67108864_tokens``: one id per claim and budget) and its metric named with it."""
+    return [
+        {
+            **row,
+            "metric": f"{row['metric']} at {tokens:,} tokens",
+            "verdict": replace(row["verdict"], id=qualified(row["verdict"].id, f"{tokens} tokens")),
+        }
+        for row in rows
+    ]

@@ -383,6 +383,7 @@ def distill_layout(
     text_cap: int | None = None,
     editions: str = "one",
     progress: bool = True,
+    train: bool = True,
 ) -> DistillRun:
     """Distil ``teacher_name`` (registry name; ``teacher_path`` = a local folder instead) into the hybrid
     ``layout_name`` with ``mixer`` ("gdn" or "swa") in the non-FA layers; cached, resumable.
@@ -395,7 +396,9 @@ def distill_layout(
     ``text_cap``: tokens of unique training text (None: no cap), split across languages as a corpus of that many
     tokens splits its budget and repeated to fill ``train_tokens`` (``training_corpus``'s ``text_cap``);
     ``editions``: "one" (the held-out sets' edition of each language) or "all" (every edition the package has).
-    ``device``, ``teacher_path`` and ``progress`` do not enter the cache key.
+    ``train``: False finds the student in the cache (a carried record too) and raises ``FileNotFoundError`` naming
+    it where it is not there, instead of training it.
+    ``device``, ``teacher_path``, ``progress`` and ``train`` do not enter the cache key.
     """
     r = recipe(teacher_name)
     values = {
@@ -438,6 +441,11 @@ def distill_layout(
         cached = _cached_run(folder)
         if cached is not None:
             return replace(cached, layout_name=layout_name)
+        if not train:
+            raise FileNotFoundError(
+                f"student {layout_name} ({mixer}, {values['train_tokens']:,} tokens, data_seed={data_seed}, "
+                f"init_seed={init_seed}) is not in the cache ({folder}) and train=False"
+            )
         card = describe(teacher_name, path=teacher_path)
         run = _distill(teacher, tokenizer, card, layout, settings, folder, device, progress, teacher_path)
         world = init_world(device)  # the trainer's (torchrun: every rank trained the same student)

@@ -110,10 +110,12 @@ def train_budgets(
     *,
     labels: Sequence[str] | None = None,
     progress: bool = True,
+    train: bool = True,
 ) -> dict[int, dict[str, list[DistillRun]]]:
     """Budget -> arm label -> runs of ``replicates`` (default: all ``budget_seeds``; replicate ``r`` has the same
     seeds at every budget, so the curves pair) at ``budgets`` (default: all the chapter's), trained or loaded; with
-    ``labels`` only those arms, each of which must be an arm at every budget asked (checked before any training)."""
+    ``labels`` only those arms, each of which must be an arm at every budget asked (checked before any training);
+    ``train`` False only finds them (``FileNotFoundError`` for the first that is not cached)."""
     seeds = replicate_seeds(params["data_seed"], params["budget_seeds"])
     chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
     for budget in budgets or params["budgets"]:
@@ -130,6 +132,7 @@ def train_budgets(
                     arm.layout,
                     mixer=arm.mixer,
                     progress=progress,
+                    train=train,
                     **s,
                     **budget_recipe(params, budget, arm.lr_factor),
                     **({"text_cap": arm.text_cap} if arm.text_cap is not None else {}),

@@ -445,15 +445,16 @@ def paper_rows(
     probe_tokens: int,
     relative_kl: Mapping[str, Sequence[float]] | None = None,
 ) -> list[dict]:
-    """The paper-vs-book rows (metric, paper, verdict: a :class:`Verdict`, note) of :func:`verdicts`; the
-    alignment rows' notes add the languages where the gap is lower, the SWA rows the distance of both students to
-    the teacher (``relative_kl``: label -> the layout chapter's ``R`` per seed, :func:`distance_note`), each row
-    whether it is primary, the first row what the models are."""
+    """The paper-vs-book rows (metric, paper, verdict: a :class:`Verdict`, note, primary: :func:`is_primary`) of
+    :func:`verdicts`; the alignment rows' notes add the languages where the gap is lower, the SWA rows the distance
+    of both students to the teacher (``relative_kl``: label -> the layout chapter's ``R`` per seed,
+    :func:`distance_note`), each row whether it is primary, the first row what the models are."""
     teacher, by_label = results[0], replicates(results[1:])
     swa = next((label for label, als in by_label.items() if als[0].kind == "hybrid SWA"), "")
     rows = []
     for model, group, v in verdicts(results, window=window, probe_tokens=probe_tokens):
-        note = f"{'primary' if is_primary(model, group, v) else 'secondary'} rule; {v.metric}"
+        primary = is_primary(model, group, v)
+        note = f"{'primary' if primary else 'secondary'} rule; {v.metric}"
         if v.claim == LOWER.claim:
             note += f"; gap lower in {lower_counts(teacher, by_label[model], GROUPS[group])} languages (seed mean)"
         if v.claim in (JAGGED_VS_SWA.claim, JUMPS_VS_SWA.claim):
@@ -464,6 +465,7 @@ def paper_rows(
                 "paper": PAPER_TEXT[v.claim],
                 "verdict": v,
                 "note": note,
+                "primary": primary,
             }
         )
     rows[0]["note"] += f"; models: {MODELS_NOTE}"

@@ -1,0 +1,164 @@
+"""The SoftCKA and first-FA chapters on the layout chapter's largest-budget students (issue 49): which students are
+found (never trained), how their rows are named, and the first-FA rules' inputs computed once for any set of
+students (the chapter's own and the budget's)."""
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from test_softcka_report import _students, _teacher
+
+from hybridlib.findings import chapter, students
+from hybridlib.findings.first_fa import claims
+from hybridlib.findings.softcka import report as softcka
+from hybridlib.verdicts import Outcome, Rule, Tolerance
+
+LARGEST = 2**26  # the gpu preset's largest budget
+
+
+def test_one_budget_has_no_largest_budget_students(monkeypatch):
+    monkeypatch.setattr(
+        students.layout_replicates, "train_budgets", lambda *a, **k: pytest.fail("looked for students")
+    )
+    found = students.budget_students(None, "seminar", ["standard_periodic"], True)
+    tokens = chapter("layout_distillation").resolve("seminar")["budgets"][0]
+    assert (found.tokens, found.models) == (None, {})
+    assert (
+        found.why
+        == f"the layout chapter's seminar preset has one budget ({tokens:,} tokens): no budget curve"
+    )
+
+
+def fake_run(label: str, replicate: int) -> SimpleNamespace:
+    layout, _, mixer = label.partition("+")
+    return SimpleNamespace(
+        label=label,
+        key=f"{label}-{replicate}",
+        settings={"mixer": mixer or "gdn", "fa_layers": [2, 6]},
+        load_model=lambda device: pytest.fail("a found student is not loaded to be listed"),
+    )
+
+
+def test_largest_budget_students_are_found_never_trained(monkeypatch):
+    """The chapter's layouts among the budget curve's arms and the SWA control (not sandwich, the capped or the
+    lower-learning-rate arms), at the largest budget, looked up with train=False, replicate 0 first."""
+    asked = []
+
+    def train_budgets(params, budgets, *, labels, progress, train):
+        asked.append((budgets, labels, train))
+        return {budgets[0]: {label: [fake_run(label, r) for r in range(4)] for label in labels}}
+
+    monkeypatch.setattr(students.layout_replicates, "train_budgets", train_budgets)
+    teacher = SimpleNamespace(tokenizer="tok", card="card")
+    layouts = chapter("first_fa").resolve("gpu")["layouts"]  # standard, reverse periodic, periodic_first_at_0
+    found = students.budget_students(teacher, "gpu", layouts, True)
+    labels = ["standard_periodic", "reverse_periodic", "standard_periodic+swa"]
+    assert asked == [([LARGEST], labels, False)]
+    assert found.tokens == LARGEST and list(found.models) == labels
+    assert [m.identity for m in found.models["reverse_periodic"]] == [
+        f"reverse_periodic-{r}" for r in range(4)
+    ]
+    assert found.models["standard_periodic+swa"][0].kind == "hybrid SWA"
+    assert found.why == "3 students x 4 replicates at 67,108,864 tokens"
+    assert students.budget_students(teacher, "gpu", layouts, False).models.keys() == set(labels[:2])
+
+
+def test_missing_largest_budget_students_say_how_to_make_them(monkeypatch):
+    def train_budgets(*a, **k):
+        raise FileNotFoundError("student reverse_periodic (gdn, 67,108,864 tokens, ...) is not in the cache")
+
+    monkeypatch.setattr(students.layout_replicates, "train_budgets", train_budgets)
+    found = students.budget_students(SimpleNamespace(), "gpu", ["reverse_periodic"], True)
+    assert (found.tokens, found.models) == (LARGEST, {})
+    assert found.why.startswith("not here: student reverse_periodic (gdn, 67,108,864 tokens")
+    assert f"python -m hybridlib.campaign --preset gpu --budgets {LARGEST}" in found.why
+
+
+def test_rows_at_a_budget_carry_it_in_their_id_and_metric():
+    rule = Rule("a claim", "a metric", "run", 1, Tolerance(0.5, 2.0, "why"), id="chapter.claim")
+    verdict = rule.at("standard_periodic").judge_repeats([0.2, 0.25, 0.3])
+    rows = students.at_budget(
+        [{"metric": "the claim, standard_periodic", "verdict": verdict, "note": "n"}], LARGEST
+    )
+    assert rows[0]["verdict"].id == "chapter.claim.standard_periodic.67108864_tokens"
+    assert rows[0]["metric"] == "the claim, standard_periodic at 67,108,864 tokens" and rows[0]["note"] == "n"
+    assert rows[0]["verdict"].outcome == verdict.outcome == Outcome.DIRECTION_ONLY  # all above 0, below 0.5
+
+
+def test_softcka_rows_mark_each_claims_primary_rule():
+    """The largest budget is judged by each claim's primary rule only: the rows say which those are."""
+    results = [
+        _teacher(0.1, softcka.SEEN + softcka.UNSEEN),
+        *_students([0.05, 0.04, 0.06], "standard_periodic"),
+        *_students([0.05, 0.04, 0.06], "reverse_periodic"),
+        *_students([0.1] * 3, "standard_periodic+swa", "hybrid SWA"),
+    ]
+    rows = softcka.paper_rows(results, window=16, probe_tokens=96)
+    primary = [r["verdict"].id for r in rows if r["primary"]]
+    assert primary == [
+        "softcka.lower.standard_periodic.seen_in_distillation",
+        "softcka.jumps.standard_periodic.seen_in_distillation",
+        "softcka.jumps_vs_swa.standard_periodic.seen_in_distillation",
+    ]
+    assert len(rows) == 2 * 2 * 5  # 2 GDN students x 2 language groups x 5 rules
+
+
+def probed(label: str, kind: str, fa_layers: tuple[int, ...]) -> SimpleNamespace:
+    return SimpleNamespace(label=label, kind=kind, fa_layers=fa_layers)
+
+
+def test_detokenisation_margins_pair_replicates_of_the_fa0_and_gdn0_students(monkeypatch):
+    """Margin r = (within - across at layer 0) of the FA-at-0 student's replicate r minus the GDN-at-0 one's."""
+    gains = {  # (label, replicate) -> (within, across) mixer gain at layer 0
+        ("reverse_periodic", 0): (0.30, 0.10),
+        ("reverse_periodic", 1): (0.25, 0.05),
+        ("standard_periodic", 0): (0.10, 0.05),
+        ("standard_periodic", 1): (0.20, 0.20),
+    }
+
+    def word_probe(m, params):
+        within, across = gains[m.label, m.replicate]
+        return pd.DataFrame(
+            {"layer": [0, 0, 1], "task": ["within", "across", "within"], "mixer_gain": [within, across, 9.0]}
+        )
+
+    monkeypatch.setattr(claims, "word_probe", word_probe)
+
+    def reps(label, kind, fa):
+        return [SimpleNamespace(**vars(probed(label, kind, fa)), replicate=r) for r in (0, 1)]
+
+    models = {
+        "standard_periodic": reps("standard_periodic", "hybrid GDN", (2, 6)),
+        "reverse_periodic": reps("reverse_periodic", "hybrid GDN", (0, 3)),
+        "periodic_first_at_0": reps("periodic_first_at_0", "hybrid GDN", (0, 6)),
+        "standard_periodic+swa": reps("standard_periodic+swa", "hybrid SWA", (2, 6)),
+    }
+    margins, why = claims.detok_margins(models, {})
+    assert margins == pytest.approx([0.20 - 0.05, 0.20 - 0.0])
+    assert why == "reverse_periodic (FA at layer 0) minus standard_periodic (GDN at layer 0)"
+    assert claims.detok_margins({"standard_periodic": models["standard_periodic"]}, {})[0] is None
+
+
+def test_locality_distances_average_each_replicates_fa_layers():
+    table = pd.DataFrame(
+        {
+            "model": ["a", "a", "a", "a", "swa", "b"],
+            "replicate": [0, 0, 1, 1, 0, 0],
+            "distance": [10.0, 20.0, 5.0, 5.0, 1.0, 30.0],
+            "teacher distance": [12.0, 30.0, 6.0, 8.0, 9.0, 20.0],
+        }
+    )
+    assert claims.locality_distances(table, ["b", "a"]) == {
+        "a": [-6.0, -2.0],
+        "b": [10.0],
+    }  # the table's order
+
+
+def test_event_rules_read_later_replicates_only_where_the_first_fa_layer_follows_recurrent_ones(monkeypatch):
+    monkeypatch.setattr(claims.alignment, "chapter_measure", lambda m, params: m)
+    models = {
+        "standard_periodic": [probed("standard_periodic", "hybrid GDN", (2, 6)) for _ in range(3)],
+        "reverse_periodic": [probed("reverse_periodic", "hybrid GDN", (0, 3)) for _ in range(3)],
+    }
+    got = claims.event_students(models, {})
+    assert [len(v) for v in got.values()] == [3, 1]
