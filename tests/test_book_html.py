@@ -314,10 +314,8 @@ TOO_LONG = {"book/gpu/04_lolcats": 12.5}
     ],
 )
 def test_page_lengths(doc, server, browser):
-    browser.set_window_size(DESKTOP, 900)
     try:
-        browser.get(f"{server}/{doc}.html")
-        screens = browser.execute_script("return document.documentElement.scrollHeight") / 900
+        screens = review.screens(browser, f"{server}/{doc}.html")
     finally:
         browser.set_window_size(DESKTOP, 1000)
     assert screens <= SCREENS[doc], f"{doc}: {screens:.1f} screens at 1400 x 900, at most {SCREENS[doc]}"

@@ -387,7 +387,11 @@ def test_a_student_carried_as_its_record_is_read_not_trained(teacher_dir, cache,
     with pytest.raises(FileNotFoundError, match=trained.key):  # a score never computed needs the weights
         distill.heldout_scores(carried, 1, "test", teacher_path=teacher_dir)
     assert run(teacher_dir, train_tokens=256, train=False).key == trained.key  # found, never trained
-    with pytest.raises(FileNotFoundError, match=r"student standard_periodic \(gdn, 512 tokens, data_seed=0, "):
+    with pytest.raises(
+        FileNotFoundError, match=r"student standard_periodic \(gdn, 512 tokens, data_seed=0, "
+    ):
         run(teacher_dir, train_tokens=512, train=False)  # not here: an error naming it, not a training run
-    others = [p for p in (tmp_path / "elsewhere" / "students").iterdir() if p.is_dir() and p.name != trained.key]
+    others = [
+        p for p in (tmp_path / "elsewhere" / "students").iterdir() if p.is_dir() and p.name != trained.key
+    ]
     assert not [f for p in others for f in p.iterdir()]  # nothing written for it

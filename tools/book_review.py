@@ -5,9 +5,10 @@
 serves the built HTML locally, opens each PAGE (a path under the book without suffix, default: the introduction,
 the scoreboard and the H200 pages) in headless Chromium at 1400 px and 420 px, saves the top 1600 px of each as
 ``<out>/<page>@<width>.png`` and writes ``<out>/weights.json``: per page the bytes of its HTML and of every local
-image, script and stylesheet it loads (what a reader downloads; shared assets count on every page). Output stays
-under ``_build/`` (never committed). The browser test (``tests/test_book_html.py``) uses :func:`serve` and
-:func:`chromium` too.
+image, script and stylesheet it loads (what a reader downloads; shared assets count on every page) and its length in
+``screens`` (document height / 900 px at 1400 x 900, folded content closed). Output stays under ``_build/`` (never
+committed). The browser test (``tests/test_book_html.py``) uses :func:`serve`, :func:`chromium` and :func:`screens`
+too.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ DEFAULT_PAGES = (
     "book/gpu/05_layout_distillation",
 )
 WIDTHS = (1400, 420)
+SCREEN = (1400, 900)  #: the window a page's length is counted in (width, height in px)
 ASSETS_JS = """
 return Array.from(document.querySelectorAll('img[src], script[src], link[href]'))
   .map(e => e.src || e.href);
@@ -97,6 +99,13 @@ def page_weight(html_root: Path, base: str, urls: list[str], page: str) -> dict[
     return {**sizes, "total": sum(sizes.values())}
 
 
+def screens(driver, url: str) -> float:
+    """The page at ``url``'s length in screens of :data:`SCREEN` (document height / window height)."""
+    driver.set_window_size(*SCREEN)
+    driver.get(url)
+    return driver.execute_script("return document.documentElement.scrollHeight") / SCREEN[1]
+
+
 def review(html_root: Path, out: Path, pages: list[str]) -> dict[str, dict[str, int]]:
     """Screenshots of ``pages`` at :data:`WIDTHS` into ``out`` and their weights (also ``out/weights.json``)."""
     missing = [p for p in pages if not (html_root / f"{p}.html").is_file()]
@@ -113,6 +122,7 @@ def review(html_root: Path, out: Path, pages: list[str]) -> dict[str, dict[str, 
                     driver.get(f"{base}/{page}.html")
                     driver.save_screenshot(str(out / f"{page.replace('/', '_')}@{width}.png"))
                 weights[page] = page_weight(html_root, base, driver.execute_script(ASSETS_JS), page)
+                weights[page]["screens"] = round(screens(driver, f"{base}/{page}.html"), 2)
     finally:
         driver.quit()
     (out / "weights.json").write_text(json.dumps(weights, indent=1) + "\n")
@@ -127,7 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     for page, w in review(args.html, args.out, args.pages).items():
         print(
-            f"{page}: {w['total'] / 1024:.0f} KiB (html {w['html'] / 1024:.0f}, images {w['images'] / 1024:.0f})"
+            f"{page}: {w['screens']:.1f} screens, {w['total'] / 1024:.0f} KiB (html {w['html'] / 1024:.0f}, "
+            f"images {w['images'] / 1024:.0f})"
         )
 
 
