@@ -37,11 +37,10 @@ from hybridlib.findings.first_fa import claims as first_fa_claims
 from hybridlib.findings.first_fa import measures
 from hybridlib.findings.first_fa import report as first_fa_report
 from hybridlib.findings.layout import replicates as layout_replicates
+from hybridlib.layouts import SWA_ARM
 from hybridlib.params import PRESETS
 from hybridlib.train import distill
 from hybridlib.train.distill import DistillRun
-
-SWA = "+swa"  #: suffix of the sliding-window control's arm label
 
 
 def train(preset: str, arms: Sequence[str], replicates: Sequence[int]) -> int:
@@ -103,8 +102,8 @@ def measure(preset: str, arms: Sequence[str], replicates: Sequence[int], device:
     done = []
     for name in ("softcka", "first_fa"):
         p = chapter(name).resolve(preset)
-        gdn = [a for a in arms if not a.endswith(SWA) and a in p["layouts"]]
-        swa = p["swa_control"] and any(a.endswith(SWA) for a in arms)
+        gdn = [a for a in arms if a in p["layouts"]]
+        swa = p["swa_control"] and SWA_ARM in arms
         probed = students.load_models(p["teacher"], gdn, preset=preset, swa_control=swa, device=device)
         more = students.load_replicates(
             p["teacher"], probed, preset=preset, device=device, replicates=replicates

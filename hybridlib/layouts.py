@@ -32,6 +32,9 @@ CAPPED_SUFFIX = "+capped"
 #: the label suffix of a student trained at ``lr_check_factor`` x the peak learning rates (the budget curve's
 #: learning-rate check)
 LOW_LR_SUFFIX = "+low_lr"
+#: the label suffix of a sliding-window student (``DistillRun.label``: the layout, then ``+`` and its mixer)
+SWA_SUFFIX = "+swa"
+SWA_ARM = BASELINE + SWA_SUFFIX  #: the sliding-window control's label: the baseline layout with SWA mixers
 
 
 def _block_bounds(n_layers: int, n_full: int) -> list[tuple[int, int]]:

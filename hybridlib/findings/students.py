@@ -7,7 +7,8 @@ of the layout chapter's largest training budget (its budget curve), which the ch
 (:func:`at_budget`).
 
 Shared by those chapters, not a finding of its own: it reads the layout chapter's parameters through the chapter
-registry (:func:`hybridlib.findings.chapter`), so no chapter imports another to load the students.
+registry (:func:`hybridlib.findings.chapter`) and its budget curve's arms from
+:mod:`hybridlib.findings.layout.replicates`, so no chapter imports another to load the students.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from torch import nn
 from hybridlib.alignment import Probed, full_attention_layers, random_init_like
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import replicates as layout_replicates
-from hybridlib.layouts import BASELINE, LAYOUT_NAMES, make_layout
+from hybridlib.layouts import BASELINE, LAYOUT_NAMES, SWA_ARM, SWA_SUFFIX, make_layout
 from hybridlib.models import describe, load
 from hybridlib.models.identity import teacher_identity
 from hybridlib.recipes import RECIPE_ARGS, fa_count, replicate_seeds
@@ -34,7 +35,6 @@ STUDENT_ARGS = (
     "data_seed",
 )  #: the layout chapter's parameters that pick its replicate-0 students
 STUDENT_KINDS = {"hybrid GDN": "gdn", "hybrid SWA": "swa"}
-SWA_LABEL = f"{BASELINE}+swa"  #: the sliding-window control's label (standard periodic layout)
 
 
 def student_model(run: distill.DistillRun, device: str | torch.device) -> Callable[[], nn.Module]:
@@ -166,7 +166,7 @@ def load_replicates(
     for m in probed:
         if m.kind not in STUDENT_KINDS:
             continue
-        layout = m.label.removesuffix("+swa")
+        layout = m.label.removesuffix(SWA_SUFFIX)
         out[m.label] = [
             run_probed(
                 distill.distill_layout(teacher, layout, mixer=STUDENT_KINDS[m.kind], **(args | s)), m, device
@@ -180,7 +180,7 @@ def probed_labels(arms: Sequence[str], layouts: Sequence[str], swa_control: bool
     """Of the layout chapter's arm labels ``arms``, those a probing chapter with ``layouts`` and ``swa_control``
     measures, in ``arms``' order: its layouts and, when on, the SWA control (never the capped or lower-learning-rate
     arms of the budget curve)."""
-    return [a for a in arms if a in layouts or (swa_control and a == SWA_LABEL)]
+    return [a for a in arms if a in layouts or (swa_control and a == SWA_ARM)]
 
 
 @dataclass(frozen=True)

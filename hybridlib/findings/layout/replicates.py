@@ -30,7 +30,7 @@ import numpy as np
 from hybridlib.findings import chapter
 from hybridlib.findings.layout.report import FA_FIRST, PAPER_ARM
 from hybridlib.findings.layout.spec import BUDGET_ARMS, BUDGET_EVALS
-from hybridlib.layouts import BASELINE, CAPPED_SUFFIX, LOW_LR_SUFFIX
+from hybridlib.layouts import BASELINE, CAPPED_SUFFIX, LOW_LR_SUFFIX, SWA_ARM
 from hybridlib.recipes import RECIPE_ARGS, replicate_seeds
 from hybridlib.train.distill import DistillRun, distill_layout, heldout_scores
 
@@ -86,7 +86,7 @@ def budget_plans(params: Mapping[str, Any], budget: int) -> dict[str, BudgetArm]
     low = largest and params["lr_check_factor"] > 0 and {BASELINE, PAPER_ARM} <= set(out)
     return (
         out
-        | ({f"{BASELINE}+swa": BudgetArm(BASELINE, "swa")} if swa else {})
+        | ({SWA_ARM: BudgetArm(BASELINE, "swa")} if swa else {})
         | (
             {f"{BASELINE}{CAPPED_SUFFIX}": BudgetArm(BASELINE, text_cap=budget_text_cap(params))}
             if capped
@@ -149,7 +149,7 @@ def train_budgets(
 def plans(params: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """Arm label -> (layout, mixer): every layout as a GDN hybrid, and the SWA control when on."""
     out = {name: (name, "gdn") for name in params["layouts"]}
-    return out | ({f"{BASELINE}+swa": (BASELINE, "swa")} if params["swa_control"] else {})
+    return out | ({SWA_ARM: (BASELINE, "swa")} if params["swa_control"] else {})
 
 
 def best_fa_first(runs: Mapping[str, Sequence[DistillRun]]) -> str:
