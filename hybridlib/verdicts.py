@@ -148,6 +148,22 @@ def qualified(rule_id: str, *parts: object) -> str:
     return check_id(".".join([rule_id, *tail]))
 
 
+_AT_TOKENS = re.compile(r"\.(\d+)_tokens$")
+
+
+def at_tokens(rule_id: str, tokens: int) -> str:
+    """``rule_id`` of a claim judged again on the students of a ``tokens`` training budget (a budget curve's):
+    ``layout.r.reverse_periodic`` -> ``layout.r.reverse_periodic.67108864_tokens``."""
+    return qualified(rule_id, f"{tokens} tokens")
+
+
+def budget_of(rule_id: str) -> int | None:
+    """The training budget (tokens per student) ``rule_id`` is qualified by (:func:`at_tokens`); None for a claim
+    judged on a chapter's own students."""
+    match = _AT_TOKENS.search(rule_id)
+    return int(match.group(1)) if match else None
+
+
 def under(rule_id: str, prefix: str) -> bool:
     """Whether ``rule_id`` is ``prefix`` or an id below it (``layout.speedup.sandwich`` is under
     ``layout.speedup``; ``layout.speedups`` is not)."""

@@ -823,3 +823,38 @@ def test_the_runs_column_counts_against_the_plan():
     assert scoreboard.value(
         {**rule, "estimate": 0.5, "low": 0.1, "high": 0.9, "null": 1.0, "metric": "a / b"}
     ) == ("0.5x [0.1, 0.9]")
+
+
+def test_claims_judged_again_across_budgets_are_folded_below_the_chapters_table(tmp_path):
+    """A row whose id carries a training budget (the same rule on a budget curve's students) goes to a folded table
+    after the chapter's own claims, and not into the paper-vs-book chart (the chapter's page draws it against
+    tokens); the trend across budgets, a claim of its own, stays in the chapter's table."""
+    results, gpu = _results(tmp_path)
+    path = results / "alpha" / "paper_vs_book_gpu.json"
+    record = json.loads(path.read_text())
+    budget_ids = [f"{R_REVERSE}.{tokens}_tokens" for tokens in (1048576, 67108864)]
+    for rule_id in budget_ids:
+        record["rows"].append(
+            {
+                **record["rows"][0],
+                "id": rule_id,
+                "metric": f"R, reverse_periodic at {int(rule_id.split('.')[-1].split('_')[0]):,} tokens",
+                "rule": _rule(0.8, 0.7, 0.9, 4, Outcome.DIRECTION_ONLY, rule_id),
+            }
+        )
+    record["rows"].append(
+        {**record["rows"][0], "id": "layout.budget_trend.reverse_periodic", "metric": "trend of 1 - R"}
+    )
+    _write(path, record)
+    text = scoreboard.render([ALPHA, BETA], results, gpu)
+    alpha = text[text.index("(scoreboard-alpha)=") : text.index("(scoreboard-beta)=")]
+    own, _, folded = alpha.partition(f":::{{dropdown}} {scoreboard.BUDGET_ROWS}: 2 rules\n")
+    assert "| R, reverse_periodic | 0.697 |" in own and "| trend of 1 - R | 0.697 |" in own
+    assert "tokens" not in own
+    assert folded.startswith("\n| claim | paper | on one H200 | runs | verdict |")
+    folded, closed, after = folded.partition("\n:::\n")
+    assert closed and "tokens" not in after
+    assert "| R, reverse_periodic at 1,048,576 tokens |" in folded
+    assert "| R, reverse_periodic at 67,108,864 tokens |" in folded
+    drawn = scoreboard.effect_rows([ALPHA], results)["Alpha"]
+    assert [row["id"] for row in drawn] == [R_REVERSE, "layout.budget_trend.reverse_periodic"]

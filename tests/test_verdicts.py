@@ -17,7 +17,9 @@ from hybridlib.verdicts import (
     RuleChange,
     Tolerance,
     Verdict,
+    at_tokens,
     binds,
+    budget_of,
     claim_ids,
     distinct,
     hierarchical_bootstrap,
@@ -519,6 +521,14 @@ def test_ids_qualify_by_slugs_and_a_row_of_coinciding_arms_stands_for_each():
     assert claim_ids("layout.r.sandwich") == ["layout.r.sandwich"]
     assert under("layout.speedup.sandwich", "layout.speedup") and under("layout.speedup", "layout.speedup")
     assert not under("layout.speedups", "layout.speedup")
+
+
+def test_an_id_at_a_training_budget_names_it_and_is_read_back():
+    assert at_tokens("layout.r.reverse_periodic", 2**26) == "layout.r.reverse_periodic.67108864_tokens"
+    assert budget_of("layout.r.reverse_periodic.67108864_tokens") == 2**26
+    assert budget_of("softcka.lower.standard_periodic.seen_in_distillation.1048576_tokens") == 2**20
+    for own in ("layout.r.reverse_periodic", "layout.budget_trend.reverse_periodic", "efficiency.time_64k"):
+        assert budget_of(own) is None
 
 
 def test_a_tally_is_written_in_outcome_order_and_read_back_in_either_wording():

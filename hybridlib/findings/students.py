@@ -28,7 +28,7 @@ from hybridlib.models import describe, load
 from hybridlib.models.identity import teacher_identity
 from hybridlib.recipes import RECIPE_ARGS, fa_count, replicate_seeds
 from hybridlib.train import distill
-from hybridlib.verdicts import qualified
+from hybridlib.verdicts import at_tokens
 
 STUDENT_ARGS = (
     *RECIPE_ARGS,
@@ -234,7 +234,7 @@ def at_budget(rows: Sequence[Mapping[str, Any]], tokens: int) -> list[dict[str, 
         {
             **row,
             "metric": f"{row['metric']} at {tokens:,} tokens",
-            "verdict": replace(row["verdict"], id=qualified(row["verdict"].id, f"{tokens} tokens")),
+            "verdict": replace(row["verdict"], id=at_tokens(row["verdict"].id, tokens)),
         }
         for row in rows
     ]

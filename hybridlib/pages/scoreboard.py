@@ -40,6 +40,7 @@ from hybridlib.verdicts import (
     Precondition,
     RuleChange,
     Verdict,
+    budget_of,
     claim_ids,
     parse_tally,
     retell_tally,
@@ -58,6 +59,9 @@ GENERATED = (
 )
 #: the H200 replicate plan under the results folder, committed before the runs it plans
 PLAN_FILE = "replicate_plan.json"
+#: the folded table, below a chapter's, of its claims judged again on a budget curve's students (ids qualified by
+#: the budget, :func:`~hybridlib.verdicts.at_tokens`)
+BUDGET_ROWS = "Across training budgets (the same rules on students trained longer)"
 #: the verdict chart (under the repository; the page includes it), its PNG text key holding the counts it draws
 CHART = Path("book/figures/scoreboard_verdicts.png")
 CHART_KEY = "Description"
@@ -362,8 +366,16 @@ def draw_chart(counts: Mapping[str, Mapping[str, Mapping[str, int]]], path: Path
 
 def effect_rows(chapters: Sequence[ChapterSpec], results: Path) -> dict[str, list[Mapping[str, Any]]]:
     """The paper-vs-book chart's data: per chapter (its title before a colon) the rows of its H200 record
-    (:func:`load`, separate runs included)."""
-    return {c.title.split(":")[0]: (load(results, c.name, "gpu") or {}).get("rows", []) for c in chapters}
+    (:func:`load`, separate runs included) judged on its own students, not those judged again across training
+    budgets (:func:`~hybridlib.verdicts.budget_of`: the layout chapter's page draws them against tokens)."""
+    return {
+        c.title.split(":")[0]: [
+            row
+            for row in (load(results, c.name, "gpu") or {}).get("rows", [])
+            if budget_of(row["id"]) is None
+        ]
+        for c in chapters
+    }
 
 
 def effect_points(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -463,6 +475,29 @@ def _h200_cells(
     ]
 
 
+def _h200_table(
+    chapter: str,
+    claims: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    records: Mapping[str, Any],
+    changes: Sequence[RuleChange],
+    plan: Mapping[tuple[str, str], Mapping[str, Any]],
+    history: Mapping[tuple[str, str], Mapping[str, Any]],
+) -> list[str]:
+    """The markdown table (after a blank line) of ``chapter``'s ``claims`` (:func:`_claims`, each reported on the
+    H200): claim, paper, our number, runs, verdict (:func:`_h200_cells`)."""
+    out = ["", "| claim | paper | on one H200 | runs | verdict |", "|---|---|---|---|---|"]
+    for rule_id, by_preset in claims.items():
+        row = by_preset["gpu"]
+        key = (chapter, row["id"])
+        cells = [
+            table_cell(label(rule_id, by_preset)),
+            table_cell(next(r.get("paper") for r in by_preset.values())),
+            *_h200_cells(records, row, changes, plan.get(key), history.get(key)),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 #: the page's front matter: no "on this page" column (the at-a-glance table links each chapter), so that the
 #: chapters' tables have the width (``_static/scoreboard.css``)
 FRONT_MATTER = ("---", "html_theme.sidebar_secondary.remove: true", "---")
@@ -547,17 +582,19 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
         ]
         claims = _claims(records)
         h200_claims = {rule_id: by for rule_id, by in claims.items() if "gpu" in by}
-        if h200_claims:
-            lines += ["", "| claim | paper | on one H200 | runs | verdict |", "|---|---|---|---|---|"]
-            for rule_id, by_preset in h200_claims.items():
-                row = by_preset["gpu"]
-                key = (c.name, row["id"])
-                cells = [
-                    table_cell(label(rule_id, by_preset)),
-                    table_cell(next(r.get("paper") for r in by_preset.values())),
-                    *_h200_cells(records, row, changes, plan.get(key), history.get(key)),
-                ]
-                lines.append("| " + " | ".join(cells) + " |")
+        own = {rule_id: by for rule_id, by in h200_claims.items() if budget_of(rule_id) is None}
+        budgets = {rule_id: by for rule_id, by in h200_claims.items() if rule_id not in own}
+        if own:
+            lines += _h200_table(c.name, own, records, changes, plan, history)
+        if budgets:
+            n = len(budgets)
+            lines += [
+                "",
+                f":::{{dropdown}} {BUDGET_ROWS}: {n} {'rule' if n == 1 else 'rules'}",
+                *_h200_table(c.name, budgets, records, changes, plan, history),
+                "",
+                ":::",
+            ]
         if len(h200_claims) < len(claims):
             n = len(claims) - len(h200_claims)
             lines += [

@@ -64,6 +64,7 @@ from hybridlib.verdicts import (
     Rule,
     Tolerance,
     Verdict,
+    at_tokens,
     binds,
     distinct,
     qualified,
@@ -837,7 +838,7 @@ def judge_budgets(
     for budget in sorted(runs):
         for row in judge(runs[budget], scores[budget], baseline=baseline, n_boot=n_boot, seed=seed):
             if row["metric"] in BUDGET_METRICS:
-                verdict = replace(row["verdict"], id=qualified(row["verdict"].id, f"{budget} tokens"))
+                verdict = replace(row["verdict"], id=at_tokens(row["verdict"].id, budget))
                 rows.append({**row, "verdict": verdict, "tokens": budget})
     trend = trend_verdict(runs, scores, baseline=baseline, n_boot=n_boot, seed=seed)
     rows.append(
