@@ -35,18 +35,17 @@ def test_the_rejudged_rules_are_the_committed_ids():
     assert (efficiency.NEEDLE_LANGUAGE.id, efficiency.MQAR_DEFICIT.id) == (NEEDLE, MQAR)
 
 
-def test_committed_h200_rows_are_judged_by_the_current_rules():
-    """Re-judging the committed records changes nothing: they already hold the current rules' verdicts."""
-    eff = _load("efficiency", "paper_vs_book_gpu.json")
-    assert rejudge.efficiency_record(copy.deepcopy(eff), _load("efficiency", "efficiency_gpu.json")) == eff
-    ffa = _load("first_fa", "paper_vs_book_gpu.json")
-    assert rejudge.first_fa_record(copy.deepcopy(ffa)) == ffa
-    lol = _load("lolcats", "paper_vs_book_gpu.json")
-    assert rejudge.lolcats_record(copy.deepcopy(lol), _load("lolcats", "gpu.json")) == lol
-    cka = _load("softcka", "paper_vs_book_gpu.json")
-    assert rejudge.softcka_record(copy.deepcopy(cka), _load("softcka", "gpu.json")) == cka
-    lay = _load("layout_distillation", "paper_vs_book_gpu.json")
-    assert rejudge.layout_record(copy.deepcopy(lay), _load("layout_distillation", "gpu.json")) == lay
+@pytest.mark.parametrize("chapter", list(rejudge.REJUDGE))
+def test_committed_h200_rows_are_judged_by_the_current_rules(chapter):
+    """Re-judging a committed record changes nothing: it holds the current rules' verdicts (re-judged, if it is the
+    run of :data:`rejudge.RUNS`; judged so as it ran, if later)."""
+    record = _load(chapter, "paper_vs_book_gpu.json")
+    if not rejudge.predates(chapter, record):
+        pytest.skip(
+            f"{chapter}: a run after {rejudge.RUNS[chapter][:12]}, judged by the current rules as it ran"
+        )
+    summary, rejudged = rejudge.REJUDGE[chapter]
+    assert rejudged(copy.deepcopy(record), *([_load(chapter, summary)] if summary else [])) == record
 
 
 @pytest.mark.parametrize("chapter", ["efficiency", "first_fa", "lolcats", "layout_distillation", "softcka"])
@@ -299,3 +298,30 @@ def test_layout_status_gives_the_run_to_run_share_of_the_papers_gap():
         rejudge.layout_record(
             {**run, "status": {"status": "x", "reason": head}}, _load("layout_distillation", "gpu.json")
         )
+
+
+def test_main_rejudges_only_the_runs_it_was_written_for(tmp_path):
+    """The committed runs of :data:`rejudge.RUNS` are re-judged (and stay as committed: they hold the current rules'
+    verdicts); a later run, judged by the current rules as it ran, is left as it is, even with rows this module
+    cannot re-judge (a rule added since, a claim judged again at a training budget)."""
+    for chapter, (summary, _) in rejudge.REJUDGE.items():
+        (tmp_path / chapter).mkdir()
+        for name in ["paper_vs_book_gpu.json", *([summary] if summary else [])]:
+            (tmp_path / chapter / name).write_text((RESULTS / chapter / name).read_text())
+    committed = [c for c in rejudge.REJUDGE if rejudge.predates(c, _load(c, "paper_vs_book_gpu.json"))]
+    assert rejudge.main(tmp_path) == committed
+    for chapter in rejudge.REJUDGE:
+        assert json.loads((tmp_path / chapter / "paper_vs_book_gpu.json").read_text()) == _load(
+            chapter, "paper_vs_book_gpu.json"
+        )
+    later = _load("softcka", "paper_vs_book_gpu.json")
+    later["provenance"]["git_commit"] = "0" * 40
+    later["rows"].append(
+        {**later["rows"][0], "id": "softcka.jumps.standard_periodic.seen_in_distillation.67108864_tokens"}
+    )
+    path = tmp_path / "softcka" / "paper_vs_book_gpu.json"
+    path.write_text(json.dumps(later))
+    assert rejudge.main(tmp_path) == [c for c in committed if c != "softcka"]
+    assert json.loads(path.read_text()) == later
+    with pytest.raises(KeyError):  # what main spares it: the run's own rejudging knows no such row
+        rejudge.softcka_record(copy.deepcopy(later), _load("softcka", "gpu.json"))

@@ -1,20 +1,19 @@
 """Committed H200 rows re-judged on a CPU by rules that changed after the run (issue 47), from the run's committed data.
 
-``python -m hybridlib.findings.rejudge`` rewrites, in ``data/results/<chapter>/paper_vs_book_gpu.json``, the rows of
-the rules changed after the run: the efficiency chapter's needle rule (an exact sign test on the cells,
-``needle_samples`` of ``efficiency_gpu.json``) and MQAR rule (arms compared at lengths both were trained at,
-``mqar_accuracy``), and the first-FA chapter's SWA "no event" rule (a contrast with the GDN students' event rows of
-the same record), and the LoLCATs chapter's rows judged on per-document data (``rows`` and ``passkey_hits`` of
-``lolcats/gpu.json``: documents shared by all seeds resampled once for all, window + linear students' Table 2
-orderings compared with Table 5 or marked without a paper number) and a row repeating another's claim on the same
-data (the LoRA learning-rate sweep's swap vs transfer) dropped, under the record's ``dropped_rows``, and the SoftCKA
-chapter's rows (primary rule per claim, Holm over the secondary rules, from each row's stored interval and replicate
-values; what the committed data cannot recompute is named in the notes, :data:`SOFTCKA_UNCOMPUTED`). The layout
-chapter's status gives the run-to-run sentence of :func:`hybridlib.findings.layout.report.spread_note` on the run's
-replicates (``layout_distillation/gpu.json``). Every other row,
-the run's provenance and its metric names stay; a re-judged row says that its rule changed after the run and keeps
-the earlier verdict under ``rejudged``; the chapter's tally follows. Rows are matched by their rule's id (a re-judged
-row keeps its id). Idempotent.
+``python -m hybridlib.findings.rejudge`` rewrites, in ``data/results/<chapter>/paper_vs_book_gpu.json`` of the runs of
+:data:`RUNS` (a later run is left as it is), the rows of the rules changed after the run: the efficiency chapter's
+needle rule (an exact sign test on the cells, ``needle_samples`` of ``efficiency_gpu.json``) and MQAR rule (arms
+compared at lengths both were trained at, ``mqar_accuracy``), and the first-FA chapter's SWA "no event" rule (a contrast
+with the GDN students' event rows of the same record), and the LoLCATs chapter's rows judged on per-document data
+(``rows`` and ``passkey_hits`` of ``lolcats/gpu.json``: documents shared by all seeds resampled once for all, window +
+linear students' Table 2 orderings compared with Table 5 or marked without a paper number) and a row repeating another's
+claim on the same data (the LoRA learning-rate sweep's swap vs transfer) dropped, under the record's ``dropped_rows``,
+and the SoftCKA chapter's rows (primary rule per claim, Holm over the secondary rules, from each row's stored interval
+and replicate values; what the committed data cannot recompute is named in the notes, :data:`SOFTCKA_UNCOMPUTED`). The
+layout chapter's status gives the run-to-run sentence of :func:`hybridlib.findings.layout.report.spread_note` on the
+run's replicates (``layout_distillation/gpu.json``). Every other row, the run's provenance and its metric names stay; a
+re-judged row says that its rule changed after the run and keeps the earlier verdict under ``rejudged``; the chapter's
+tally follows. Rows are matched by their rule's id (a re-judged row keeps its id). Idempotent.
 """
 
 from __future__ import annotations
@@ -55,6 +54,21 @@ CHANGED = "rule changed after this run (issue 47); re-judged on a CPU from the r
 _FIRST = re.compile(r"^(.*)'s first FA layer is (\d+)")
 
 Row = dict[str, Any]
+#: Per chapter, the commit of the committed H200 run whose rows predate the rules re-judged here: a later run is
+#: judged by the current rules as it runs (its rows, new rules and budgets included, are not this module's to
+#: re-judge), and :func:`main` leaves its record as it is.
+RUNS = {
+    "efficiency": "a9760b999f85152de2ecacd7288254825275aa15",
+    "first_fa": "388255df1a135bd1a5bc04ea11cdb279e5d1837d",
+    "lolcats": "cca7adeb60a40873da4bdbaf93ae68a3bc200b34",
+    "softcka": "53a01e8d000b5d62fc8a278fb9169d7a021436c2",
+    "layout_distillation": "c7e7858e53d6edb2fbc97dc0ca6d520275efd6dc",
+}
+
+
+def predates(chapter: str, record: Row) -> bool:
+    """Whether ``record`` (a ``paper_vs_book_gpu.json``) is ``chapter``'s run of :data:`RUNS`."""
+    return (record.get("provenance") or {}).get("git_commit") == RUNS[chapter]
 
 
 def _head() -> str:
@@ -394,22 +408,28 @@ def layout_record(record: Row, summary: Mapping[str, Any]) -> Row:
     return {**record, "status": {**record["status"], "reason": reason}}
 
 
-def main(results: Path = RESULTS) -> None:
-    """Re-judge the committed H200 records under ``results`` and rewrite them (atomically)."""
-    path = results / "efficiency" / "paper_vs_book_gpu.json"
-    summary = json.loads((results / "efficiency" / "efficiency_gpu.json").read_text())
-    write_json(path, efficiency_record(json.loads(path.read_text()), summary))
-    path = results / "first_fa" / "paper_vs_book_gpu.json"
-    write_json(path, first_fa_record(json.loads(path.read_text())))
-    path = results / "lolcats" / "paper_vs_book_gpu.json"
-    summary = json.loads((results / "lolcats" / "gpu.json").read_text())
-    write_json(path, lolcats_record(json.loads(path.read_text()), summary))
-    path = results / "softcka" / "paper_vs_book_gpu.json"
-    summary = json.loads((results / "softcka" / "gpu.json").read_text())
-    write_json(path, softcka_record(json.loads(path.read_text()), summary))
-    path = results / "layout_distillation" / "paper_vs_book_gpu.json"
-    summary = json.loads((results / "layout_distillation" / "gpu.json").read_text())
-    write_json(path, layout_record(json.loads(path.read_text()), summary))
+#: chapter -> (its run's summary file beside ``paper_vs_book_gpu.json``, or None; the re-judging of its record)
+REJUDGE: dict[str, tuple[str | None, Callable[..., Row]]] = {
+    "efficiency": ("efficiency_gpu.json", efficiency_record),
+    "first_fa": (None, first_fa_record),
+    "lolcats": ("gpu.json", lolcats_record),
+    "softcka": ("gpu.json", softcka_record),
+    "layout_distillation": ("gpu.json", layout_record),
+}
+
+
+def main(results: Path = RESULTS) -> list[str]:
+    """Re-judge the committed H200 records under ``results`` that :func:`predates` and rewrite them (atomically);
+    returns the chapters re-judged."""
+    done = []
+    for chapter, (name, rejudge) in REJUDGE.items():
+        path = results / chapter / "paper_vs_book_gpu.json"
+        record = json.loads(path.read_text())
+        if predates(chapter, record):
+            summaries = [json.loads((results / chapter / name).read_text())] if name else []
+            write_json(path, rejudge(record, *summaries))
+            done.append(chapter)
+    return done
 
 
 if __name__ == "__main__":
