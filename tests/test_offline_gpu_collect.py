@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import tarfile
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COLLECT = ROOT / "tools" / "offline_gpu" / "collect.sh"
+EPOCH = 1_796_428_800  # 2026-12-05 00:00 UTC
 RECORDS = (
     "records-r0.tgz",
     "records-r1-partial.tgz",
@@ -25,15 +27,19 @@ OTHERS = (
 )  # not records of a replicate
 
 
-def collect(tmp_path: Path, names: tuple[str, ...]) -> tuple[Path, subprocess.CompletedProcess]:
-    """Run collect.sh over a stand-in output folder holding ``names`` (each file's content: its name); the $OUT
-    it filled and the run."""
+def collect(
+    tmp_path: Path, names: tuple[str, ...], mtimes: Iterable[int] | None = None
+) -> tuple[Path, subprocess.CompletedProcess]:
+    """Run collect.sh over a stand-in output folder holding ``names`` (each file's content: its name; modified at
+    ``mtimes`` seconds after 2026-12-05 00:00 UTC, when given); the $OUT it filled and the run."""
     src, out, bin_ = tmp_path / "gpu-out", tmp_path / "out", tmp_path / "bin"
     for name in names:
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         (src / name).write_text(name)
-    out.mkdir()
-    bin_.mkdir()
+    for name, seconds in zip(names, mtimes or ()):
+        os.utime(src / name, (EPOCH + seconds, EPOCH + seconds))
+    out.mkdir(exist_ok=True)
+    bin_.mkdir(exist_ok=True)
     (bin_ / "nvidia-smi").write_text("#!/bin/sh\necho '0, 0 %, 0 MiB'\n")
     (bin_ / "nvidia-smi").chmod(0o755)
     env = {
@@ -59,9 +65,23 @@ def test_both_kinds_of_records_and_their_partials_come_back(tmp_path):
     assert packed == set(OTHERS)  # the rest of what the runs wrote, and no replicate's records twice
 
 
-def test_at_most_six_records_a_call(tmp_path):
-    """8 files come back a call: gpu-out.tgz and 6 records, the first 6 by name."""
-    names = tuple(f"records-r{r}.tgz" for r in range(4)) + tuple(f"records-b1024-r{r}.tgz" for r in range(4))
-    out, got = collect(tmp_path, names)
+def test_the_six_last_written_records_a_call(tmp_path):
+    """8 files come back a call: gpu-out.tgz and the 6 records written last (the older ones came back in an earlier
+    call). Two shares write both kinds: here the layout share's archives are the newest although a budget share's
+    sort first by name."""
+    names = tuple(f"records-b1024-r{r}.tgz" for r in range(4)) + tuple(f"records-r{r}.tgz" for r in range(4))
+    out, got = collect(tmp_path, names, mtimes=range(len(names)))
     assert got.returncode == 0, got.stderr
-    assert sorted(p.name for p in out.iterdir()) == sorted(["gpu-out.tgz", *sorted(names)[:6]])
+    assert sorted(p.name for p in out.iterdir()) == sorted(["gpu-out.tgz", *names[2:]])
+
+
+def test_collecting_again_keeps_only_the_last_written(tmp_path):
+    """A call that collects in a loop: a partial archive renamed when its replicate finished leaves $OUT, and $OUT
+    never holds more than the 6 records written last."""
+    out, _ = collect(tmp_path, ("records-r0-partial.tgz",))
+    assert (out / "records-r0-partial.tgz").is_file()
+    (tmp_path / "gpu-out" / "records-r0-partial.tgz").rename(tmp_path / "gpu-out" / "records-r0.tgz")
+    names = ("records-r0.tgz",) + tuple(f"records-b1024-r{r}.tgz" for r in range(6))
+    out, got = collect(tmp_path, names, mtimes=range(7))  # records-r0.tgz the oldest
+    assert got.returncode == 0, got.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(["gpu-out.tgz", *names[1:]])

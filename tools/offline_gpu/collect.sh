@@ -2,7 +2,8 @@
 # Usage: collect.sh [WAIT_SECONDS] : wait, then pack what queue.sh's runs finished into $OUT/gpu-out.tgz (one
 # file, within the transfer's file-count limit), copy the campaign's per-replicate records (campaign.sh:
 # /tmp/gpu-out/records-r<R>.tgz, ~8 MB each, or records-b<N>-r<R>.tgz with --budget N; install.sh records restores
-# one in a later session) into $OUT (at most 6 of them: 8 files come back a call) with the replicate under way's
+# one in a later session) into $OUT (the 6 last written: 8 files come back a call, and
+# the older ones came back in an earlier call) with the replicate under way's
 # finished arms (records-r<R>-partial.tgz: a machine taken back then loses only the arms finished since the last
 # collect and the one under way), and print each queue's progress and each log's last lines.
 sleep "${1:-0}"
@@ -13,4 +14,8 @@ nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader
 from=${GPU_OUT:-/tmp/gpu-out}  # where the runs write (GPU_OUT: another folder, e.g. a test's)
 mkdir -p "$from"
 tar -C "$from" --exclude='./records-*.tgz' -czf "${OUT:-.}/gpu-out.tgz" . && ls -la "$from"/
-find "$from" -maxdepth 1 -name 'records-*.tgz' | sort | head -n 6 | xargs -r cp -t "${OUT:-.}"
+last=$(find "$from" -maxdepth 1 -name 'records-*.tgz' -printf '%T@ %f\n' | sort -rn | head -n 6 | cut -d' ' -f2-)
+for f in "${OUT:-.}"/records-*.tgz; do  # a call that collects in a loop keeps only these (a partial renamed since, gone)
+  [ -f "$f" ] && ! grep -qxF "$(basename "$f")" <<< "$last" && rm -f "$f"
+done
+for f in $last; do cp "$from/$f" "${OUT:-.}/"; done
