@@ -6,6 +6,10 @@ cache key in its metadata. A chapter whose notebook source, resolved parameters,
 manifests are unchanged is skipped, provided the execution record its parameter cell stored
 (:func:`hybridlib.notebook.execution_record`) says so too. A failed execution's notebook is kept under
 ``_build/failed/``; temporary notebooks a killed run left are removed when the runner starts.
+
+``--records-only`` judges the chapters that read the layout chapter's students from the students already in the
+cache (a GPU campaign's records, ``python -m hybridlib.carry unpack``) and trains none, so the ``gpu`` preset's
+layout, SoftCKA and first-FA chapters run on a CPU once its records are complete.
 """
 
 from __future__ import annotations
@@ -27,8 +31,16 @@ import yaml
 
 from hybridlib import provenance
 from hybridlib.atomic import atomic_path, file_lock, write_text
-from hybridlib.findings import CHAPTERS, chapter, execution_order
-from hybridlib.params import PRESETS, ChapterSpec, ParameterError, check_choice, check_device, near_match
+from hybridlib.findings import CHAPTERS, STUDENT_CHAPTERS, chapter, execution_order
+from hybridlib.params import (
+    PRESETS,
+    RECORDS_ONLY_ENV,
+    ChapterSpec,
+    ParameterError,
+    check_choice,
+    check_device,
+    near_match,
+)
 from hybridlib.paths import REPO_ROOT, book_notebook
 from hybridlib.progress import LOG_ENV, OFF_ENV
 from hybridlib.results import NOTEBOOK_ENV
@@ -237,10 +249,31 @@ def run(
     force: bool = False,
     dependencies: bool = True,
     log_output: bool = False,
+    records_only: bool = False,
 ) -> dict[str, str]:
     """Run ``names`` (default: every chapter) and, unless ``dependencies`` is off, the chapters they depend on;
-    returns chapter -> status. Without dependencies a chapter still trains the students it needs itself."""
+    returns chapter -> status. Without dependencies a chapter still trains the students it needs itself.
+    ``records_only``: run only chapters of :data:`~hybridlib.findings.STUDENT_CHAPTERS` (default: those), which
+    then find every student in the cache (carried records) and train none, on any device and with any preset
+    (:func:`hybridlib.params.records_only`); a missing student stops its chapter with its name."""
     check_choice("preset", preset, PRESETS)
+    if records_only:
+        names = list(names) or list(STUDENT_CHAPTERS)
+        if bad := [name for name in execution_order(names) if name not in STUDENT_CHAPTERS]:
+            raise ParameterError(
+                f"--records-only runs only the chapters that read the layout chapter's students "
+                f"({', '.join(STUDENT_CHAPTERS)}), not {', '.join(bad)}"
+            )
+        with patch.dict(os.environ, {RECORDS_ONLY_ENV: "1"}):
+            return run(
+                names,
+                preset,
+                overrides,
+                out_dir=out_dir,
+                force=force,
+                dependencies=dependencies,
+                log_output=log_output,
+            )
     check_device(preset)
     order = execution_order(list(names) or None)
     if not dependencies and names:
@@ -329,6 +362,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="stream the cells' output to stderr while they run (long runs on remote machines)",
     )
+    run_p.add_argument(
+        "--records-only",
+        action="store_true",
+        help="judge the layout, SoftCKA and first-FA chapters from the students in the cache (carried records: "
+        "python -m hybridlib.carry unpack), training none; any preset on any device",
+    )
     params_p = sub.add_parser("params", help="print the parameters of chapters")
     params_p.add_argument("chapters", nargs="*")
     sub.add_parser("docs", help="regenerate book/parameters.md")
@@ -345,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 force=args.force,
                 dependencies=not args.no_deps,
                 log_output=args.log_output,
+                records_only=args.records_only,
             )
         elif args.command == "params":
             for name in args.chapters or CHAPTERS:

@@ -43,6 +43,16 @@ from hybridlib.train import distill
 from hybridlib.train.distill import DistillRun
 
 
+def record_codes() -> dict[str, str]:
+    """The digests of the sources that key a campaign's records (students, SoftCKA curves, first-FA measurements):
+    records written under other digests are not found by this code."""
+    return {
+        "students": distill._code_version(),
+        "alignment": alignment._code_version(),
+        "first_fa": measures.code_version(),
+    }
+
+
 def train(preset: str, arms: Sequence[str], replicates: Sequence[int]) -> int:
     """Train (or find) ``arms`` x ``replicates`` of the layout chapter's ``preset`` and score each on the test
     documents; returns the number of runs."""

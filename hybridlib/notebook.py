@@ -15,7 +15,7 @@ import pandas as pd
 from hybridlib import provenance, results, style
 from hybridlib.atomic import write_json
 from hybridlib.findings import chapter, notebook_params
-from hybridlib.params import check_choice
+from hybridlib.params import check_choice, records_only
 from hybridlib.paths import book_notebook
 from hybridlib.verdicts import Outcome, Verdict, check_id, tally_text
 
@@ -96,6 +96,11 @@ def start(name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     canonical = root == results.canonical_root()
     if not canonical:
         print(f"Your own run: its results go to {root / name} (the book's data/results stay unchanged).")
+    if records_only():
+        print(
+            "Judged from records: the layout chapter's students and their measurements are read from the cache "
+            "(carried records); none is trained here."
+        )
     for note in spec.notes(params):
         print(note)
     _PAGE.update(chapter=name, rows=[], status=None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import difflib
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ import yaml
 PRESETS = ("seminar", "gpu", "paper")
 #: Presets whose defaults are sized for a CUDA GPU: refused at once on a machine without one.
 CUDA_PRESETS = ("gpu", "paper")
+#: set (to any non-empty value) in a process that only reads students from records (:func:`records_only`)
+RECORDS_ONLY_ENV = "HYBRIDLIB_RECORDS_ONLY"
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
@@ -41,15 +44,23 @@ def near_match(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def records_only() -> bool:
+    """Whether this process judges from records (``$HYBRIDLIB_RECORDS_ONLY`` set, by ``python -m hybridlib.book run
+    --records-only``): the chapters find the layout chapter's students in the cache (carried records) and train
+    none, so a CUDA preset's students are read on any machine."""
+    return bool(os.environ.get(RECORDS_ONLY_ENV))
+
+
 def check_device(preset: str) -> None:
-    """Refuse a preset of :data:`CUDA_PRESETS` where torch sees no CUDA device."""
-    if preset in CUDA_PRESETS:
+    """Refuse a preset of :data:`CUDA_PRESETS` where torch sees no CUDA device, unless :func:`records_only`."""
+    if preset in CUDA_PRESETS and not records_only():
         import torch
 
         if not torch.cuda.is_available():
             raise ParameterError(
                 f"preset {preset!r} needs a CUDA GPU and torch sees none here (torch {torch.__version__}, "
-                "torch.cuda.is_available() is False); on a CPU use --preset seminar (Papermill: -p preset seminar)"
+                "torch.cuda.is_available() is False); on a CPU use --preset seminar (Papermill: -p preset seminar), "
+                "or judge its students from carried records with `python -m hybridlib.book run --records-only`"
             )
 
 

@@ -92,6 +92,8 @@ RECIPES: dict[str, Recipe] = {
 
 
 PRESET_TEACHERS = {"seminar": "tiny-teacher", "gpu": "smollm2-135m", "paper": "qwen3-4b-base"}
+#: training precisions: "bf16" runs the forward under autocast (teacher in bf16), "fp32" does not
+PRECISIONS = ("fp32", "bf16")
 #: the layout chapter's parameters that are ``distill_layout``'s recipe arguments (a student's seeds come apart)
 RECIPE_ARGS = (
     "fa_fraction",
@@ -102,6 +104,7 @@ RECIPE_ARGS = (
     "lr_rest",
     "eval_every_tokens",
     "swa_window",
+    "precision",
 )
 
 

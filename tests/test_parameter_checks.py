@@ -5,6 +5,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,7 +13,7 @@ from hybridlib import book
 from hybridlib.findings import CHAPTERS, chapter, notebook_params, sync_parameter_cells
 from hybridlib.findings.layout import replicates
 from hybridlib.findings.layout import spec as layout_spec
-from hybridlib.params import ParameterError, assigned_names
+from hybridlib.params import RECORDS_ONLY_ENV, ParameterError, assigned_names
 from hybridlib.paths import REPO_ROOT
 from hybridlib.train import distill
 
@@ -329,3 +330,55 @@ def test_papermill_reads_every_parameter_of_the_parameters_cell(name, caplog):
     found = papermill.inspect_notebook(str(REPO_ROOT / "notebooks" / spec.notebook))
     assert set(found) == {"preset", *(p.name for p in spec.params)}
     assert "Unable to parse" not in caplog.text
+
+
+def test_records_only_lets_a_cuda_preset_judge_the_student_chapters_on_a_cpu(
+    no_work, cpu_only, monkeypatch, capsys
+):
+    """``--records-only`` on a CPU: the gpu preset passes the device check for the chapters that read the layout
+    chapter's students, each executed with $HYBRIDLIB_RECORDS_ONLY set (their students looked up, never trained),
+    and the variable gone after; another chapter is refused before any work."""
+    assert refusal(lambda: book.run(["efficiency"], "gpu", {}, records_only=True)) == (
+        "--records-only runs only the chapters that read the layout chapter's students "
+        "(layout_distillation, softcka, first_fa), not efficiency"
+    )
+    assert "not lolcats" in runner_error(capsys, ["run", "lolcats", "--preset", "gpu", "--records-only"])
+    seen = []
+    monkeypatch.setattr(
+        book, "run_chapter", lambda spec, *a, **k: seen.append((spec.name, os.environ.get(RECORDS_ONLY_ENV)))
+    )
+    monkeypatch.delenv(RECORDS_ONLY_ENV, raising=False)
+    book.run([], "gpu", {}, records_only=True)
+    assert seen == [("layout_distillation", "1"), ("softcka", "1"), ("first_fa", "1")]
+    assert RECORDS_ONLY_ENV not in os.environ
+    assert refusal(lambda: book.run(["first_fa"], "gpu", {})).startswith("preset 'gpu' needs a CUDA GPU")
+    monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
+    assert notebook_params(LAYOUT.name, {"preset": "gpu"})["precision"] == "bf16"
+
+
+def test_records_only_looks_students_up_without_training(monkeypatch):
+    """Under $HYBRIDLIB_RECORDS_ONLY every arm, learning-rate check, other teacher and budget student of the layout
+    chapter is asked for with train=False (the chapter's precision among its settings); without it with train=True."""
+    asked = []
+
+    def distill_layout(teacher, layout, **kwargs):
+        asked.append((teacher, kwargs["train"], kwargs["precision"]))
+        return SimpleNamespace(final=lambda metric: 1.0)
+
+    monkeypatch.setattr(replicates, "distill_layout", distill_layout)
+    params = LAYOUT.resolve("gpu", {"seeds": 2, "budget_seeds": 1})
+    for env, train in (("1", False), ("", True)):
+        monkeypatch.setenv(RECORDS_ONLY_ENV, env)
+        asked.clear()
+        replicates.train(params)
+        replicates.train_lr_check(params, "sandwich")
+        replicates.train_other_teachers(params, "sandwich")
+        replicates.train_budgets(params, [params["budgets"][0]], progress=False)
+        n = 7 * 2 + 2 * 2 + 2 + 3  # arms x seeds, lr check, other teacher, the smallest budget's 3 arms
+        assert (
+            asked
+            == [("smollm2-135m", train, "bf16")] * (n - 5)
+            + [("gemma3-270m", train, "bf16")] * 2
+            + [("smollm2-135m", train, "bf16")] * 3
+        )
+    assert replicates.recipe(LAYOUT.resolve("seminar"))["precision"] == "fp32"

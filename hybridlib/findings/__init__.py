@@ -19,6 +19,10 @@ CHAPTERS: dict[str, ChapterSpec] = {
     spec.name: spec for spec in (EFFICIENCY, SOFTCKA, FIRST_FA, LOLCATS, LAYOUT_DISTILLATION)
 }
 
+#: The chapters whose models are the layout chapter's students, which a records-only run
+#: (:func:`hybridlib.params.records_only`) reads from carried records on any machine.
+STUDENT_CHAPTERS = (LAYOUT_DISTILLATION.name, SOFTCKA.name, FIRST_FA.name)
+
 #: Per chapter, its rules changed after a committed run they judged (:class:`~hybridlib.verdicts.RuleChange`).
 RULE_CHANGES: dict[str, tuple[RuleChange, ...]] = {LAYOUT_DISTILLATION.name: LAYOUT_RULE_CHANGES}
 

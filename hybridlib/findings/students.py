@@ -26,6 +26,7 @@ from hybridlib.findings.layout import replicates as layout_replicates
 from hybridlib.layouts import BASELINE, LAYOUT_NAMES, SWA_ARM, SWA_SUFFIX, make_layout
 from hybridlib.models import describe, load
 from hybridlib.models.identity import teacher_identity
+from hybridlib.params import records_only
 from hybridlib.recipes import RECIPE_ARGS, fa_count, replicate_seeds
 from hybridlib.train import distill
 from hybridlib.verdicts import at_tokens
@@ -107,7 +108,8 @@ def load_models(
     """Teacher, its distilled GDN students (one per layout, the layout chapter's recipe for ``preset``), the
     SWA student (standard periodic), a random-init copy of the teacher and extra ``observed`` models.
 
-    Students come from :func:`hybridlib.train.distill.distill_layout` (trained first if not cached).
+    Students come from :func:`hybridlib.train.distill.distill_layout` (trained first if not cached, unless
+    :func:`~hybridlib.params.records_only`).
     Models are moved to ``device``; :func:`hybridlib.alignment.measure` computes SoftCKA there, in float64.
     """
     bad = [name for name in layouts if name not in LAYOUT_NAMES]
@@ -119,7 +121,8 @@ def load_models(
     args = student_args(preset)
     plans = [(name, "gdn") for name in layouts] + ([(BASELINE, "swa")] if swa_control else [])
     for name, mixer in plans:
-        out.append(run_probed(distill.distill_layout(teacher, name, mixer=mixer, **args), first, device))
+        run = distill.distill_layout(teacher, name, mixer=mixer, train=not records_only(), **args)
+        out.append(run_probed(run, first, device))
     if random_init:
         out.append(
             Probed(
@@ -169,7 +172,11 @@ def load_replicates(
         layout = m.label.removesuffix(SWA_SUFFIX)
         out[m.label] = [
             run_probed(
-                distill.distill_layout(teacher, layout, mixer=STUDENT_KINDS[m.kind], **(args | s)), m, device
+                distill.distill_layout(
+                    teacher, layout, mixer=STUDENT_KINDS[m.kind], train=not records_only(), **(args | s)
+                ),
+                m,
+                device,
             )
             for s in chosen
         ]

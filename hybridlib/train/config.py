@@ -7,7 +7,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-PRECISIONS = ("fp32", "bf16")
+from hybridlib.recipes import PRECISIONS
+
 OPTIMIZERS = ("adamw", "adamw8bit")
 STRATEGIES = ("ddp", "fsdp")
 

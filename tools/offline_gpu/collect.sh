@@ -2,10 +2,10 @@
 # Usage: collect.sh [WAIT_SECONDS] : wait, then pack what queue.sh's runs finished into $OUT/gpu-out.tgz (one
 # file, within the transfer's file-count limit), copy the campaign's per-replicate records (campaign.sh:
 # /tmp/gpu-out/records-r<R>.tgz, ~8 MB each, or records-b<N>-r<R>.tgz with --budget N; install.sh records restores
-# one in a later session) into $OUT (the 6 last written: 8 files come back a call, and
-# the older ones came back in an earlier call) with the replicate under way's
-# finished arms (records-r<R>-partial.tgz: a machine taken back then loses only the arms finished since the last
-# collect and the one under way), and print each queue's progress and each log's last lines.
+# one in a later session) into $OUT (the 6 last written: 8 files come back a call, and the older ones came back in
+# an earlier call) with the replicate under way's finished arms (records-r<R>-partial.tgz: a machine taken back then
+# loses only the arms finished since the last collect and the one under way), and print each queue's progress and
+# each log's last lines.
 sleep "${1:-0}"
 for q in /tmp/queue-*.log /tmp/campaign*.log; do [ -f "$q" ] && echo "== $q" && tr "\r" "\n" < "$q" | grep -v "%|" | tail -n 6; done
 for f in /tmp/log-*.txt; do [ -f "$f" ] && echo "== $f" && tr '\r' '\n' < "$f" | grep -v "^Executing" | tail -n 4; done

@@ -31,6 +31,7 @@ from hybridlib.findings import chapter
 from hybridlib.findings.layout.report import FA_FIRST, PAPER_ARM
 from hybridlib.findings.layout.spec import BUDGET_ARMS, BUDGET_EVALS
 from hybridlib.layouts import BASELINE, CAPPED_SUFFIX, LOW_LR_SUFFIX, SWA_ARM
+from hybridlib.params import records_only
 from hybridlib.recipes import RECIPE_ARGS, replicate_seeds
 from hybridlib.train.distill import DistillRun, distill_layout, heldout_scores
 
@@ -41,6 +42,11 @@ def recipe(params: Mapping[str, Any], lr_factor: float = 1.0) -> dict[str, Any]:
     """``distill_layout`` recipe arguments of the chapter's resolved ``params``, both peak learning rates
     scaled by ``lr_factor``."""
     return {k: params[k] * lr_factor if k in LR_ARGS else params[k] for k in RECIPE_ARGS}
+
+
+def _training(train: bool | None) -> bool:
+    """``train``, or when None whether students may be trained here (not :func:`~hybridlib.params.records_only`)."""
+    return not records_only() if train is None else train
 
 
 def budget_recipe(params: Mapping[str, Any], budget: int, lr_factor: float = 1.0) -> dict[str, Any]:
@@ -110,12 +116,14 @@ def train_budgets(
     *,
     labels: Sequence[str] | None = None,
     progress: bool = True,
-    train: bool = True,
+    train: bool | None = None,
 ) -> dict[int, dict[str, list[DistillRun]]]:
     """Budget -> arm label -> runs of ``replicates`` (default: all ``budget_seeds``; replicate ``r`` has the same
     seeds at every budget, so the curves pair) at ``budgets`` (default: all the chapter's), trained or loaded; with
     ``labels`` only those arms, each of which must be an arm at every budget asked (checked before any training);
-    ``train`` False only finds them (``FileNotFoundError`` for the first that is not cached)."""
+    ``train`` False only finds them (``FileNotFoundError`` for the first that is not cached; default: False when
+    :func:`~hybridlib.params.records_only`)."""
+    train = _training(train)
     seeds = replicate_seeds(params["data_seed"], params["budget_seeds"])
     chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
     for budget in budgets or params["budgets"]:
@@ -166,14 +174,23 @@ def train(
     *,
     labels: Sequence[str] | None = None,
     progress: bool = True,
+    train: bool | None = None,
 ) -> dict[str, list[DistillRun]]:
     """The runs of ``replicates`` (default: all ``seeds``) of every arm (or of ``labels``), trained or loaded
-    from the cache."""
+    from the cache (``train`` as :func:`train_budgets`')."""
     seeds = replicate_seeds(params["data_seed"], params["seeds"])
     chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
     return {
         label: [
-            distill_layout(params["teacher"], name, mixer=mixer, progress=progress, **s, **recipe(params))
+            distill_layout(
+                params["teacher"],
+                name,
+                mixer=mixer,
+                progress=progress,
+                train=_training(train),
+                **s,
+                **recipe(params),
+            )
             for s in chosen
         ]
         for label, (name, mixer) in plans(params).items()
@@ -182,28 +199,37 @@ def train(
 
 
 def train_lr_check(
-    params: Mapping[str, Any], best: str, replicates: Sequence[int] | None = None, progress: bool = True
+    params: Mapping[str, Any],
+    best: str,
+    replicates: Sequence[int] | None = None,
+    progress: bool = True,
+    train: bool | None = None,
 ) -> dict[str, list[DistillRun]]:
-    """The baseline's and ``best``'s runs at ``lr_check_factor`` x the peak learning rates ({} when off)."""
+    """The baseline's and ``best``'s runs at ``lr_check_factor`` x the peak learning rates ({} when off;
+    ``train`` as :func:`train_budgets`')."""
     if params["lr_check_factor"] <= 0:
         return {}
     seeds = replicate_seeds(params["data_seed"], params["seeds"])
     chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
     low = recipe(params, params["lr_check_factor"])
     return {
-        name: [distill_layout(params["teacher"], name, progress=progress, **s, **low) for s in chosen]
+        name: [
+            distill_layout(params["teacher"], name, progress=progress, train=_training(train), **s, **low)
+            for s in chosen
+        ]
         for name in (BASELINE, best)
     }
 
 
 def train_other_teachers(
-    params: Mapping[str, Any], best: str, progress: bool = True
+    params: Mapping[str, Any], best: str, progress: bool = True, train: bool | None = None
 ) -> dict[str, dict[str, DistillRun]]:
     """Per teacher of ``other_teachers``: its baseline and ``best`` students (replicate 0's seeds, that teacher's
-    own recipe)."""
+    own recipe, the chapter's ``precision``; ``train`` as :func:`train_budgets`')."""
     first = replicate_seeds(params["data_seed"], params["seeds"])[0]
+    kwargs = {"progress": progress, "train": _training(train), "precision": params["precision"]}
     return {
-        other: {n: distill_layout(other, n, progress=progress, **first) for n in (BASELINE, best)}
+        other: {n: distill_layout(other, n, **kwargs, **first) for n in (BASELINE, best)}
         for other in params["other_teachers"]
     }
 

@@ -15,7 +15,7 @@ from typing import Any
 from hybridlib.data.corpus import EDITIONS
 from hybridlib.layouts import BASELINE
 from hybridlib.params import CUDA_PRESETS, ChapterSpec, Param, ParameterError
-from hybridlib.recipes import PRESET_TEACHERS, RECIPES, fa_count, preset_defaults
+from hybridlib.recipes import PRECISIONS, PRESET_TEACHERS, RECIPES, fa_count, preset_defaults
 from hybridlib.verdicts import RuleChange
 
 
@@ -219,6 +219,14 @@ SPEC = ChapterSpec(
             minimum=1,
             unit="tokens",
             defaults=preset_defaults("swa_window"),
+        ),
+        Param(
+            "precision",
+            str,
+            "the students' training precision: 'bf16' (autocast, teacher in bf16; CUDA) or 'fp32'. Part of a "
+            "student's key, so the gpu preset finds its H200 students on a CPU too (--records-only)",
+            choices=PRECISIONS,
+            defaults={"seminar": "fp32", "gpu": "bf16", "paper": "bf16"},
         ),
         Param(
             "data_seed",
