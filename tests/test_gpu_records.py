@@ -4,16 +4,23 @@ first-FA measurements) are found by this checkout: their keys hash the sources o
 the chapters would train the students again; and the gpu preset's layout chapter asks for exactly these students."""
 
 import json
+import math
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from hybridlib import carry
 from hybridlib.campaign import record_codes
 from hybridlib.findings import chapter
-from hybridlib.paths import REPO_ROOT
+from hybridlib.findings.layout import replicates, report
+from hybridlib.models import load
+from hybridlib.models.identity import teacher_identity
+from hybridlib.params import RECORDS_ONLY_ENV
+from hybridlib.paths import REPO_ROOT, cache_dir
 from hybridlib.recipes import replicate_seeds
-from hybridlib.train.distill import DistillSettings
+from hybridlib.train.distill import DistillSettings, heldout_scores
+from hybridlib.verdicts import Outcome
 
 COMMITS = sorted(p for p in (REPO_ROOT / "data" / "gpu_memo").iterdir() if p.is_dir())
 #: the layout chapter's parameters a student's settings hold as they are
@@ -61,3 +68,68 @@ def test_every_student_is_keyed_as_the_gpu_preset_asks_for_it(folder):
         assert {k: asked[k] for k in SAME} == {k: params[k] for k in SAME}, key
         assert settings["train_tokens"] in {params["train_tokens"], *params["budgets"]}, key
         assert {"data_seed": settings["data_seed"], "init_seed": settings["init_seed"]} in seeds, key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", COMMITS, ids=[p.name[:8] for p in COMMITS])
+def test_the_teacher_converted_here_is_the_records_teacher(folder):
+    """The GGUF teacher converted on this machine has the identity the GPU machine's conversion gave its students
+    (a student's key holds it): conversion changes would orphan the records as source changes would."""
+    teacher = chapter("layout_distillation").resolve("gpu")["teacher"]
+    identities = {r["settings"]["teacher_identity"] for r in student_records(folder).values()}
+    assert identities == {teacher_identity(load(teacher)[0])}
+
+
+def independent_r(scores: list[dict], base: list[dict]) -> float:
+    """R from two students' raw test-document scores: exp of the mean over languages of log(token-weighted KL of
+    the arm / of the baseline), documents matched by language and id."""
+
+    def sums(rows: list[dict]) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for row in rows:
+            out.setdefault(row["lang"], {})[row["doc_id"]] = row["kl"] * row["tokens"]
+        return out
+
+    arm, ref = sums(scores), sums(base)
+    logs = [math.log(sum(arm[lang].values()) / sum(ref[lang][d] for d in arm[lang])) for lang in ref]
+    return math.exp(sum(logs) / len(logs))
+
+
+@pytest.mark.slow
+def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, monkeypatch):
+    """Records only (no GPU, nothing trained): the gpu preset's layout students of replicate 0 and the 1M-token budget
+    students are found in a cache holding only the committed records; the chapter's R of reverse periodic equals R
+    computed from the raw scores, one replicate leaves it not tested; a replicate not carried stops with its name."""
+    models = cache_dir("models")  # the teacher as converted here (test above), not converted again
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
+    monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
+    (tmp_path / "models").symlink_to(models)
+    folder = COMMITS[0]
+    for archive in sorted(folder.glob("records-*.tgz")):
+        carry.unpack(archive)
+    params = chapter("layout_distillation").resolve(
+        "gpu", {"seeds": 1, "swa_control": False, "lr_check_factor": 0.0, "other_teachers": []}
+    )
+    runs = replicates.train({**params, "layouts": ["standard_periodic", "reverse_periodic"]})
+    scores = {
+        label: [heldout_scores(r, params["test_docs_per_language"]) for r in reps]
+        for label, reps in runs.items()
+    }
+    row = next(
+        r for r in report.judge(runs, scores, n_boot=50) if r["verdict"].id == "layout.r.reverse_periodic"
+    )
+    raw = {
+        label: json.loads((Path(reps[0].path) / "test-16.json").read_text()) for label, reps in runs.items()
+    }
+    assert row["verdict"].estimate == pytest.approx(
+        independent_r(raw["reverse_periodic"], raw["standard_periodic"]), rel=1e-12
+    )
+    assert row["verdict"].outcome == Outcome.NOT_TESTED and row["verdict"].n_replicates == 1
+    budget = replicates.train_budgets(params | {"budget_seeds": 4}, [2**20], progress=False)[2**20]
+    assert {label: len(reps) for label, reps in budget.items()} == dict.fromkeys(
+        ["standard_periodic", "reverse_periodic", "sandwich"], 4
+    )
+    with pytest.raises(
+        FileNotFoundError, match=r"student standard_periodic \(gdn, 1,048,576 tokens, data_seed=1"
+    ):
+        replicates.train(params | {"seeds": 2, "layouts": ["standard_periodic", "reverse_periodic"]}, [1])
