@@ -13,7 +13,7 @@ from hybridlib.findings.first_fa import claims
 from hybridlib.findings.softcka import report as softcka
 from hybridlib.verdicts import Outcome, Rule, Tolerance
 
-LARGEST = 2**26  # the gpu preset's largest budget
+LARGEST = 2**24  # the gpu preset's largest budget
 
 
 def test_one_budget_has_no_largest_budget_students(monkeypatch):
@@ -59,18 +59,18 @@ def test_largest_budget_students_are_found_never_trained(monkeypatch):
         f"reverse_periodic-{r}" for r in range(4)
     ]
     assert found.models["standard_periodic+swa"][0].kind == "hybrid SWA"
-    assert found.why == "3 students x 4 replicates at 67,108,864 tokens"
+    assert found.why == "3 students x 4 replicates at 16,777,216 tokens"
     assert students.budget_students(teacher, "gpu", layouts, False).models.keys() == set(labels[:2])
 
 
 def test_missing_largest_budget_students_say_how_to_make_them(monkeypatch):
     def train_budgets(*a, **k):
-        raise FileNotFoundError("student reverse_periodic (gdn, 67,108,864 tokens, ...) is not in the cache")
+        raise FileNotFoundError("student reverse_periodic (gdn, 16,777,216 tokens, ...) is not in the cache")
 
     monkeypatch.setattr(students.layout_replicates, "train_budgets", train_budgets)
     found = students.budget_students(SimpleNamespace(), "gpu", ["reverse_periodic"], True)
     assert (found.tokens, found.models) == (LARGEST, {})
-    assert found.why.startswith("not here: student reverse_periodic (gdn, 67,108,864 tokens")
+    assert found.why.startswith("not here: student reverse_periodic (gdn, 16,777,216 tokens")
     assert f"python -m hybridlib.campaign --preset gpu --budgets {LARGEST}" in found.why
 
 
@@ -80,8 +80,8 @@ def test_rows_at_a_budget_carry_it_in_their_id_and_metric():
     rows = students.at_budget(
         [{"metric": "the claim, standard_periodic", "verdict": verdict, "note": "n"}], LARGEST
     )
-    assert rows[0]["verdict"].id == "chapter.claim.standard_periodic.67108864_tokens"
-    assert rows[0]["metric"] == "the claim, standard_periodic at 67,108,864 tokens" and rows[0]["note"] == "n"
+    assert rows[0]["verdict"].id == "chapter.claim.standard_periodic.16777216_tokens"
+    assert rows[0]["metric"] == "the claim, standard_periodic at 16,777,216 tokens" and rows[0]["note"] == "n"
     assert rows[0]["verdict"].outcome == verdict.outcome == Outcome.DIRECTION_ONLY  # all above 0, below 0.5
 
 

@@ -236,7 +236,7 @@ def budget_students(
 
 def at_budget(rows: Sequence[Mapping[str, Any]], tokens: int) -> list[dict[str, Any]]:
     """Paper-vs-book ``rows`` judged on the students of a ``tokens`` budget: each verdict's id qualified by it
-    (``...standard_periodic.67108864_tokens``: one id per claim and budget) and its metric named with it."""
+    (``...standard_periodic.16777216_tokens``: one id per claim and budget) and its metric named with it."""
     return [
         {
             **row,
