@@ -12,6 +12,7 @@ from fake_runs import distill_run
 from hybridlib import planning
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import replicates, report
+from hybridlib.params import RECORDS_ONLY_ENV
 from hybridlib.paths import REPO_ROOT
 from hybridlib.recipes import replicate_seeds
 from hybridlib.train import distill
@@ -282,12 +283,15 @@ def test_replicates_cli_refuses_bad_input_before_any_work(argv, named, capsys, m
 
 
 def test_other_teachers_get_the_baseline_and_best_layout_with_replicate_0_seeds(monkeypatch):
+    """Replicate 0's seeds, the chapter's precision (the H200 students' keys hold bf16), trained where allowed."""
+    monkeypatch.delenv(RECORDS_ONLY_ENV, raising=False)
     calls = []
     monkeypatch.setattr(replicates, "distill_layout", lambda t, n, **k: calls.append((t, n, k)) or (t, n))
     params = chapter("layout_distillation").resolve("gpu")
     out = replicates.train_other_teachers(params, "sandwich", progress=False)
     assert out == {"gemma3-270m": {n: ("gemma3-270m", n) for n in ("standard_periodic", "sandwich")}}
-    assert [c[2] for c in calls] == [{"progress": False, "data_seed": 0, "init_seed": 0}] * 2
+    seeds = {"data_seed": 0, "init_seed": 0}
+    assert [c[2] for c in calls] == [{"progress": False, "train": True, "precision": "bf16", **seeds}] * 2
 
 
 def test_run_stats_keep_the_learning_rate_readable_after_rounding():
