@@ -9,7 +9,8 @@ set -euo pipefail
 commit=$(git rev-parse --verify "${1:-HEAD}^{commit}")
 repo=$(pwd)
 mkdir -p .gpu/frozen
-git archive --format=tar.gz -o ".gpu/frozen/tree-$commit.tar.gz" "$commit"
+# without data/gpu_memo: the records travel in the checkout the calls upload (install.sh records)
+git archive --format=tar.gz -o ".gpu/frozen/tree-$commit.tar.gz" "$commit" -- . ":(exclude)data/gpu_memo"
 ls -la ".gpu/frozen/tree-$commit.tar.gz"
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
