@@ -51,6 +51,11 @@ def records_only() -> bool:
     return bool(os.environ.get(RECORDS_ONLY_ENV))
 
 
+def may_train(train: bool | None = None) -> bool:
+    """``train``, or when None whether students may be trained in this process (not :func:`records_only`)."""
+    return not records_only() if train is None else train
+
+
 def check_device(preset: str) -> None:
     """Refuse a preset of :data:`CUDA_PRESETS` where torch sees no CUDA device, unless :func:`records_only`."""
     if preset in CUDA_PRESETS and not records_only():

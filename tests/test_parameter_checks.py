@@ -13,7 +13,7 @@ from hybridlib import book
 from hybridlib.findings import CHAPTERS, chapter, notebook_params, sync_parameter_cells
 from hybridlib.findings.layout import replicates
 from hybridlib.findings.layout import spec as layout_spec
-from hybridlib.params import RECORDS_ONLY_ENV, ParameterError, assigned_names
+from hybridlib.params import RECORDS_ONLY_ENV, ParameterError, assigned_names, may_train
 from hybridlib.paths import REPO_ROOT
 from hybridlib.train import distill
 
@@ -381,4 +381,5 @@ def test_records_only_looks_students_up_without_training(monkeypatch):
             + [("gemma3-270m", train, "bf16")] * 2
             + [("smollm2-135m", train, "bf16")] * 3
         )
+        assert [may_train(t) for t in (None, True, False)] == [train, True, False]
     assert replicates.recipe(LAYOUT.resolve("seminar"))["precision"] == "fp32"

@@ -26,7 +26,7 @@ from hybridlib.findings.layout import replicates as layout_replicates
 from hybridlib.layouts import BASELINE, LAYOUT_NAMES, SWA_ARM, SWA_SUFFIX, make_layout
 from hybridlib.models import describe, load
 from hybridlib.models.identity import teacher_identity
-from hybridlib.params import records_only
+from hybridlib.params import may_train
 from hybridlib.recipes import RECIPE_ARGS, fa_count, replicate_seeds
 from hybridlib.train import distill
 from hybridlib.verdicts import at_tokens
@@ -121,7 +121,7 @@ def load_models(
     args = student_args(preset)
     plans = [(name, "gdn") for name in layouts] + ([(BASELINE, "swa")] if swa_control else [])
     for name, mixer in plans:
-        run = distill.distill_layout(teacher, name, mixer=mixer, train=not records_only(), **args)
+        run = distill.distill_layout(teacher, name, mixer=mixer, train=may_train(), **args)
         out.append(run_probed(run, first, device))
     if random_init:
         out.append(
@@ -173,7 +173,7 @@ def load_replicates(
         out[m.label] = [
             run_probed(
                 distill.distill_layout(
-                    teacher, layout, mixer=STUDENT_KINDS[m.kind], train=not records_only(), **(args | s)
+                    teacher, layout, mixer=STUDENT_KINDS[m.kind], train=may_train(), **(args | s)
                 ),
                 m,
                 device,

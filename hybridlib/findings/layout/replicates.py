@@ -31,7 +31,7 @@ from hybridlib.findings import chapter
 from hybridlib.findings.layout.report import FA_FIRST, PAPER_ARM
 from hybridlib.findings.layout.spec import BUDGET_ARMS, BUDGET_EVALS
 from hybridlib.layouts import BASELINE, CAPPED_SUFFIX, LOW_LR_SUFFIX, SWA_ARM
-from hybridlib.params import records_only
+from hybridlib.params import may_train
 from hybridlib.recipes import RECIPE_ARGS, replicate_seeds
 from hybridlib.train.distill import DistillRun, distill_layout, heldout_scores
 
@@ -42,11 +42,6 @@ def recipe(params: Mapping[str, Any], lr_factor: float = 1.0) -> dict[str, Any]:
     """``distill_layout`` recipe arguments of the chapter's resolved ``params``, both peak learning rates
     scaled by ``lr_factor``."""
     return {k: params[k] * lr_factor if k in LR_ARGS else params[k] for k in RECIPE_ARGS}
-
-
-def _training(train: bool | None) -> bool:
-    """``train``, or when None whether students may be trained here (not :func:`~hybridlib.params.records_only`)."""
-    return not records_only() if train is None else train
 
 
 def budget_recipe(params: Mapping[str, Any], budget: int, lr_factor: float = 1.0) -> dict[str, Any]:
@@ -123,7 +118,7 @@ def train_budgets(
     ``labels`` only those arms, each of which must be an arm at every budget asked (checked before any training);
     ``train`` False only finds them (``FileNotFoundError`` for the first that is not cached; default: False when
     :func:`~hybridlib.params.records_only`)."""
-    train = _training(train)
+    train = may_train(train)
     seeds = replicate_seeds(params["data_seed"], params["budget_seeds"])
     chosen = [seeds[r] for r in (range(len(seeds)) if replicates is None else replicates)]
     for budget in budgets or params["budgets"]:
@@ -187,7 +182,7 @@ def train(
                 name,
                 mixer=mixer,
                 progress=progress,
-                train=_training(train),
+                train=may_train(train),
                 **s,
                 **recipe(params),
             )
@@ -214,7 +209,7 @@ def train_lr_check(
     low = recipe(params, params["lr_check_factor"])
     return {
         name: [
-            distill_layout(params["teacher"], name, progress=progress, train=_training(train), **s, **low)
+            distill_layout(params["teacher"], name, progress=progress, train=may_train(train), **s, **low)
             for s in chosen
         ]
         for name in (BASELINE, best)
@@ -227,7 +222,7 @@ def train_other_teachers(
     """Per teacher of ``other_teachers``: its baseline and ``best`` students (replicate 0's seeds, that teacher's
     own recipe, the chapter's ``precision``; ``train`` as :func:`train_budgets`')."""
     first = replicate_seeds(params["data_seed"], params["seeds"])[0]
-    kwargs = {"progress": progress, "train": _training(train), "precision": params["precision"]}
+    kwargs = {"progress": progress, "train": may_train(train), "precision": params["precision"]}
     return {
         other: {n: distill_layout(other, n, **kwargs, **first) for n in (BASELINE, best)}
         for other in params["other_teachers"]
