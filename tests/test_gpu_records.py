@@ -129,6 +129,11 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     assert {label: len(reps) for label, reps in budget.items()} == dict.fromkeys(
         ["standard_periodic", "reverse_periodic", "sandwich"], 4
     )
+    records = student_records(folder)
+    cost = report.budget_cost({2**20: budget}).loc[2**20]
+    keys = [Path(r.path).name for reps in budget.values() for r in reps]
+    assert cost["students"] == 12 and cost["devices"] == "NVIDIA H200"
+    assert cost["training_minutes"] == pytest.approx(sum(records[k]["wall_s"] for k in keys) / 60, rel=1e-12)
     with pytest.raises(
         FileNotFoundError, match=r"student standard_periodic \(gdn, 1,048,576 tokens, data_seed=1"
     ):

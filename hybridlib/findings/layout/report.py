@@ -584,7 +584,7 @@ def perplexity_by_script(
 
 def run_stats(runs: Mapping[str, DistillRun]) -> pd.DataFrame:
     """Per run: pattern, seeds, the GDN peak learning rate in units of 1e-4 (so it survives rounding to 3
-    decimals), tokens trained, tokens/s, CPU s per 1M tokens, MFU, wall s, max gradient norm."""
+    decimals), tokens trained, tokens/s, CPU s per 1M tokens, MFU, wall s, max gradient norm, the training device."""
     return pd.DataFrame.from_dict(
         {
             label: {
@@ -598,6 +598,7 @@ def run_stats(runs: Mapping[str, DistillRun]) -> pd.DataFrame:
                 "mfu_pct": None if r.mfu is None else 100 * r.mfu,
                 "wall_s": r.wall_s,
                 "grad_norm_max": r.grad_norm_max,
+                "device": r.device,
             }
             for label, r in runs.items()
         },
@@ -932,6 +933,21 @@ def repetition_table(
         frame.loc["all"] = {**total, "passes": total["tokens"] / total["text_tokens"]}
         frames[budget] = frame
     return pd.concat(frames, names=["budget", "lang"])
+
+
+def budget_cost(runs: Mapping[int, Mapping[str, Sequence[DistillRun]]]) -> pd.DataFrame:
+    """Per budget (index): students, their training wall time summed (minutes, as each run recorded it: shares that
+    ran side by side on one GPU each count their own) and the devices they trained on (``DistillRun.device``), so a
+    page judged from records says where its students were trained."""
+    rows = {}
+    for budget in sorted(runs):
+        every = [r for reps in runs[budget].values() for r in reps]
+        rows[budget] = {
+            "students": len(every),
+            "training_minutes": sum(r.wall_s for r in every) / 60,
+            "devices": ", ".join(sorted({r.device for r in every})),
+        }
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("budget")
 
 
 def _tokens_label(tokens: float, _pos: object = None) -> str:
