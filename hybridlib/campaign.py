@@ -39,6 +39,7 @@ from hybridlib.findings.first_fa import report as first_fa_report
 from hybridlib.findings.layout import replicates as layout_replicates
 from hybridlib.layouts import SWA_ARM
 from hybridlib.params import PRESETS
+from hybridlib.paths import cache_dir
 from hybridlib.train import distill
 from hybridlib.train.distill import DistillRun
 
@@ -170,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--pack",
         type=Path,
         metavar="ARCHIVE",
-        help="after each arm: pack the records written since --newer into ARCHIVE (finished arms only)",
+        help="after each arm: pack the records written since --newer into ARCHIVE (finished arms only; none "
+        "while every arm so far was found in carried records)",
     )
     parser.add_argument("--newer", type=Path, metavar="MARK", help="with --pack: the share's start mark")
     args = parser.parse_args(argv)
@@ -221,8 +223,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f", {len(done)} measurement(s)" if done else ""
             )
             finished = f"{arm}@{budget}"
-        if args.pack is not None:
+        if args.pack is not None and carry.records(cache_dir(), args.newer):
             carry.pack(args.pack, newer=args.newer)
+        elif args.pack is not None:  # an arm found in carried records: nothing new, no archive yet
+            what += ", nothing new to pack"
         print(
             f"campaign: {finished}: {what} ({time.perf_counter() - start:.0f} s in all, {device})",
             flush=True,

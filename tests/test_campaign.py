@@ -2,6 +2,8 @@
 replicates gets each chapter's measurements (the teacher with replicate 0; the detokenisation probe on replicate 0
 and on every replicate of the two students the first-FA chapter's detokenisation rule compares)."""
 
+import os
+import tarfile
 from types import SimpleNamespace
 
 import pytest
@@ -96,6 +98,7 @@ def test_arms_are_finished_one_at_a_time_and_packed_after_each(monkeypatch, tmp_
         campaign, "measure", lambda preset, arms, reps, device: events.append(("measure", *arms)) or ["m"]
     )
     monkeypatch.setattr(campaign.carry, "pack", lambda archive, newer: events.append(("pack", archive.name)))
+    monkeypatch.setattr(campaign.carry, "records", lambda root, newer: ["students/k/run.json"])  # new records
     mark = tmp_path / "mark"
     mark.touch()
     argv = ["--preset", "gpu", "--arms", "sandwich", "reverse_periodic", "--replicates", "2"]
@@ -111,6 +114,37 @@ def test_arms_are_finished_one_at_a_time_and_packed_after_each(monkeypatch, tmp_
     events.clear()
     campaign.main(argv)
     assert [e[0] for e in events] == ["train", "measure", "train", "measure"]  # no --pack: nothing packed
+
+
+def test_arms_found_in_carried_records_pack_nothing_and_the_share_goes_on(monkeypatch, tmp_path):
+    """The records of an arm found in carried ones are older than the share's mark: nothing is packed for it (no
+    archive, no error), and the next arm's new records are packed alone."""
+    cache = tmp_path / "cache"
+    carried = cache / "students" / "old" / "run.json"
+    carried.parent.mkdir(parents=True)
+    carried.write_text("{}")
+    mark = tmp_path / "mark"
+    mark.touch()
+    os.utime(carried, (mark.stat().st_mtime - 60,) * 2)  # installed before the share started
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(cache))
+
+    def train(preset, arms, reps):
+        if arms == ["reverse_periodic"]:  # trained here: a record newer than the mark
+            new = cache / "students" / "new" / "run.json"
+            new.parent.mkdir(parents=True)
+            new.write_text("{}")
+            os.utime(new, (mark.stat().st_mtime + 60,) * 2)
+        return 1
+
+    monkeypatch.setattr(campaign, "train", train)
+    monkeypatch.setattr(campaign, "measure", lambda preset, arms, reps, device: [])
+    archive = tmp_path / "r0.tgz"
+    argv = ["--preset", "gpu", "--arms", "sandwich", "--replicates", "0", "--pack", str(archive)]
+    campaign.main([*argv, "--newer", str(mark)])
+    assert not archive.exists()
+    campaign.main([*argv[:3], "sandwich", "reverse_periodic", *argv[4:], "--newer", str(mark)])
+    with tarfile.open(archive) as tar:
+        assert tar.getnames() == ["students/new/run.json"]
 
 
 @pytest.mark.parametrize(
@@ -145,6 +179,7 @@ def test_budget_mode_trains_and_scores_each_arm_of_each_budget_in_order_and_pack
     monkeypatch.setattr(campaign.layout_replicates, "distill_layout", distill_layout)
     monkeypatch.setattr(campaign.distill, "heldout_scores", lambda run, docs: events.append(("score", run)))
     monkeypatch.setattr(campaign.carry, "pack", lambda archive, newer: events.append(("pack", archive.name)))
+    monkeypatch.setattr(campaign.carry, "records", lambda root, newer: ["students/k/run.json"])  # new records
     monkeypatch.setattr(
         campaign, "measure", lambda *a: pytest.fail("budget students are measured by measure_runs")
     )

@@ -19,6 +19,7 @@ CAMPAIGN = ROOT / "tools" / "offline_gpu" / "campaign.sh"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SLOT = "97"  # a slot no real share uses: /tmp/tree-97, /tmp/campaign-97.log
 REPLICATE = "97"  # its archive /tmp/gpu-out/records-r97.tgz
+FOUND = "96"  # a replicate whose every record the stand-in finds carried: it packs nothing
 
 
 def campaign(*args: str) -> subprocess.CompletedProcess:
@@ -84,17 +85,18 @@ def test_campaign_refuses_bad_input_before_any_work(args, env, named, tmp_path):
 
 def stand_in_tree(tmp_path: Path) -> tuple[Path, Path]:
     """A frozen tree whose env.sh points the cache into ``tmp_path`` and replaces python3 with a shell function
-    that prints its arguments (and the arm list for ``-c``) and writes the archive --pack names; (tree, cache)."""
+    that prints its arguments (and the arm list for ``-c``) and writes the archive --pack names, except for
+    replicate :data:`FOUND` (every record found in carried ones: nothing new to pack); (tree, cache)."""
     cache = tmp_path / "hlcache"
     (cache / "students" / "s0").mkdir(parents=True)
     (cache / "students" / "s0" / "run.json").write_text("{}")
     env = tmp_path / "tree" / "tools" / "offline_gpu" / "env.sh"
     env.parent.mkdir(parents=True)
     env.write_text(
-        f"export HYBRIDLIB_CACHE={cache}\n"
+        f"export HYBRIDLIB_CACHE={cache} FOUND={FOUND}\n"
         'python3() { [ "$1" != -c ] || { echo arm_a arm_b; return; };'
         ' echo "python3 $* | cache $HYBRIDLIB_CACHE | commit $HYBRIDLIB_GIT_COMMIT | $(pwd)";'
-        ' [ "${2-}" != hybridlib.campaign ] || touch "${@: -1}"; }\n'
+        ' [ "${2-}" != hybridlib.campaign ] || [[ " $* " == *" --replicates $FOUND "* ]] || touch "${@: -1}"; }\n'
         "export -f python3\n"
     )
     tree = tmp_path / f"tree-{COMMIT}.tar.gz"
@@ -188,6 +190,26 @@ def test_a_slot_copy_cut_short_is_made_again(tmp_path):
         assert (Path(f"{cache}-{SLOT}") / "students" / "s0" / "run.json").read_text() == "{}"
         assert not Path(f"{cache}-{SLOT}.partial").exists()
         wait_for_share(log)
+    finally:
+        for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
+
+
+def test_a_replicate_found_in_carried_records_leaves_the_share_going(tmp_path):
+    """A replicate whose every arm was found in carried records writes no archive: the share says so and goes on
+    to the next replicate, whose archive is written."""
+    tree, _ = stand_in_tree(tmp_path)
+    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/records-r{REPLICATE}.tgz")
+    log.unlink(missing_ok=True)
+    archive.unlink(missing_ok=True)
+    try:
+        got = campaign("--tree", str(tree), "--slot", SLOT, FOUND, REPLICATE)
+        assert got.returncode == 0, got.stderr
+        text = wait_for_share(log)
+        assert f"replicate {FOUND}: every record found, nothing new" in text, text
+        assert not Path(f"/tmp/gpu-out/records-r{FOUND}.tgz").exists()
+        assert f"--replicates {REPLICATE} " in text and "share done" in text and archive.exists()
     finally:
         for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
             path.unlink(missing_ok=True)

@@ -63,8 +63,9 @@ mark=/tmp/campaign$own.mark
 # <name><R>-partial.tgz (never a student without its measurements), renamed <name><R>.tgz when all are done
 share="for r in $*; do echo \$(date +%T) replicate \$r; touch $mark; \
 python3 -m hybridlib.campaign --preset gpu $work --replicates \$r --newer $mark \
---pack /tmp/gpu-out/$name\$r-partial.tgz || exit 1; mv /tmp/gpu-out/$name\$r-partial.tgz \
-/tmp/gpu-out/$name\$r.tgz && ls -la /tmp/gpu-out/$name\$r.tgz; done; \
+--pack /tmp/gpu-out/$name\$r-partial.tgz || exit 1; if [ -f /tmp/gpu-out/$name\$r-partial.tgz ]; then \
+mv /tmp/gpu-out/$name\$r-partial.tgz /tmp/gpu-out/$name\$r.tgz && ls -la /tmp/gpu-out/$name\$r.tgz; \
+else echo replicate \$r: every record found, nothing new; fi; done; \
 echo \$(date +%T) share done"
 setsid bash -c "$share" > /tmp/campaign"$own".log 2>&1 < /dev/null &
 echo "campaign: replicates $* of $what (log /tmp/campaign$own.log, cache $HYBRIDLIB_CACHE)"
