@@ -104,9 +104,9 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
     monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
     (tmp_path / "models").symlink_to(models)
-    folder = COMMITS[0]
-    for archive in sorted(folder.glob("records-*.tgz")):
-        carry.unpack(archive)
+    for folder in COMMITS:  # every campaign's records, as a cache that installs them all holds them
+        for archive in sorted(folder.glob("records-*.tgz")):
+            carry.unpack(archive)
     params = chapter("layout_distillation").resolve(
         "gpu", {"seeds": 1, "swa_control": False, "lr_check_factor": 0.0, "other_teachers": []}
     )
@@ -129,7 +129,11 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     assert {label: len(reps) for label, reps in budget.items()} == dict.fromkeys(
         ["standard_periodic", "reverse_periodic", "sandwich"], 4
     )
-    records = student_records(folder)
+    at_4m = replicates.train_budgets(params | {"budget_seeds": 1}, [2**22], progress=False)[2**22]
+    assert {label: [r.tokens_trained for r in reps] for label, reps in at_4m.items()} == dict.fromkeys(
+        ["standard_periodic", "reverse_periodic", "sandwich"], [2**22]
+    )
+    records = {k: v for folder in COMMITS for k, v in student_records(folder).items()}
     cost = report.budget_cost({2**20: budget}).loc[2**20]
     keys = [Path(r.path).name for reps in budget.values() for r in reps]
     assert cost["students"] == 12 and cost["devices"] == "NVIDIA H200"
