@@ -31,8 +31,10 @@ def collect(
     tmp_path: Path, names: tuple[str, ...], mtimes: Iterable[int] | None = None
 ) -> tuple[Path, subprocess.CompletedProcess]:
     """Run collect.sh over a stand-in output folder holding ``names`` (each file's content: its name; modified at
-    ``mtimes`` seconds after 2026-12-05 00:00 UTC, when given); the $OUT it filled and the run."""
+    ``mtimes`` seconds after 2026-12-05 00:00 UTC, when given) and the queue marks in ``tmp_path/marks``; the $OUT
+    it filled and the run."""
     src, out, bin_ = tmp_path / "gpu-out", tmp_path / "out", tmp_path / "bin"
+    (tmp_path / "marks").mkdir(exist_ok=True)
     for name in names:
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         (src / name).write_text(name)
@@ -47,6 +49,7 @@ def collect(
         "HOME": str(tmp_path),
         "OUT": str(out),
         "GPU_OUT": str(src),
+        "QUEUE_MARKS": str(tmp_path / "marks"),
     }
     got = subprocess.run(
         ["bash", str(COLLECT), "0"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
@@ -85,3 +88,27 @@ def test_collecting_again_keeps_only_the_last_written(tmp_path):
     out, got = collect(tmp_path, names, mtimes=range(7))  # records-r0.tgz the oldest
     assert got.returncode == 0, got.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(["gpu-out.tgz", *names[1:]])
+
+
+def test_each_queue_s_records_since_its_start_come_back(tmp_path):
+    """A queue's mark (queue.sh) makes collect.sh pack the records written since it (python -m hybridlib.carry pack
+    --newer MARK, run with env.sh: here a stand-in python3 that writes the archive it is given) into
+    records-queue-<G>-partial.tgz, which comes back with the campaign's records; without a mark nothing is packed."""
+    env = tmp_path / "tools" / "offline_gpu" / "env.sh"
+    env.parent.mkdir(parents=True)
+    env.write_text(
+        f'python3() {{ echo "$*" >> {tmp_path}/asked; echo "${{@: -1}}" > "${{@: -1}}"; }}\nexport -f python3\n'
+    )
+    out, got = collect(tmp_path, RECORDS[:1])
+    assert got.returncode == 0, got.stderr
+    assert not (tmp_path / "asked").exists() and sorted(p.name for p in out.iterdir()) == [
+        "gpu-out.tgz",
+        RECORDS[0],
+    ]
+    (tmp_path / "marks" / "queue-5.mark").touch()
+    out, got = collect(tmp_path, RECORDS[:1])
+    assert got.returncode == 0, got.stderr
+    archive = tmp_path / "gpu-out" / "records-queue-5-partial.tgz"
+    mark = tmp_path / "marks" / "queue-5.mark"
+    assert (tmp_path / "asked").read_text() == f"-m hybridlib.carry pack --newer {mark} {archive}\n"
+    assert (out / archive.name).read_text() == f"{archive}\n"

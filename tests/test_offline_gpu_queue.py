@@ -63,8 +63,10 @@ def test_groups_and_overrides_reach_chapter_sh(tmp_path):
             break
         time.sleep(0.1)
     assert f"chapter.sh 60 lolcats -p parallel=4 -p seeds=3 (GPUs {GPU},3)" in log.read_text()
+    assert Path(f"/tmp/queue-{GPU},3.mark").is_file()  # collect.sh packs the queue's records since it
     shutil.rmtree(f"/tmp/repo-{GPU},3", ignore_errors=True)
     log.unlink()
+    Path(f"/tmp/queue-{GPU},3.mark").unlink()
 
 
 CONVBENCH = ROOT / "tools" / "offline_gpu" / "convbench.sh"

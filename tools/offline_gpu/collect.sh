@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Usage: collect.sh [WAIT_SECONDS] : wait, then pack what queue.sh's runs finished into $OUT/gpu-out.tgz (one
-# file, within the transfer's file-count limit), copy the campaign's per-replicate records (campaign.sh:
+# file, within the transfer's file-count limit) and the records each queue's chapters wrote since it started
+# (records-queue-<G>-partial.tgz: memoized arms, for `install.sh records` in a later session; marks in
+# $QUEUE_MARKS, default /tmp), copy the campaign's per-replicate records (campaign.sh:
 # /tmp/gpu-out/records-r<R>.tgz, ~8 MB each, or records-b<N>-r<R>.tgz with --budget N; install.sh records restores
 # one in a later session) into $OUT (the 6 last written: 8 files come back a call, and the older ones came back in
 # an earlier call) with the replicate under way's finished arms (records-r<R>-partial.tgz: a machine taken back then
@@ -13,6 +15,11 @@ tail -n 2 /tmp/warm.log 2>/dev/null
 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader
 from=${GPU_OUT:-/tmp/gpu-out}  # where the runs write (GPU_OUT: another folder, e.g. a test's)
 mkdir -p "$from"
+for mark in "${QUEUE_MARKS:-/tmp}"/queue-*.mark; do  # each queue's records since its start (queue.sh's mark)
+  [ -f "$mark" ] || continue
+  (source tools/offline_gpu/env.sh && python3 -m hybridlib.carry pack --newer "$mark" \
+    "$from/records-$(basename "$mark" .mark)-partial.tgz") 2>&1 | tail -n 1
+done
 tar -C "$from" --exclude='./records-*.tgz' -czf "${OUT:-.}/gpu-out.tgz" . && ls -la "$from"/
 last=$(find "$from" -maxdepth 1 -name 'records-*.tgz' -printf '%T@ %f\n' | sort -rn | head -n 6 | cut -d' ' -f2-)
 for f in "${OUT:-.}"/records-*.tgz; do  # a call that collects in a loop keeps only these (a partial renamed since, gone)

@@ -7,7 +7,9 @@
 # it sees). Each group's notebook, result JSON and log land in /tmp/gpu-out/<chapters>; collect.sh packs them
 # into $OUT. With --tree .gpu/frozen/tree-<commit>.tar.gz (freeze.sh) the queue runs that commit's tree instead of
 # this checkout, and records <commit> as the notebooks' commit. Each --set is a parameter override of every
-# chapter of the queue (the book runner's -p NAME=VALUE, e.g. --set parallel=4).
+# chapter of the queue (the book runner's -p NAME=VALUE, e.g. --set parallel=4). The records its chapters write
+# (memoized arms: a LoLCATs replicate's) come back through collect.sh, so a later session on the same frozen tree
+# resumes a chapter that one session cannot finish.
 set -euo pipefail
 gpu=0; tree=; sets=()
 while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do
@@ -31,6 +33,7 @@ fi
 : "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first: the notebooks record it}"
 repo=/tmp/repo-$gpu
 rm -rf "$repo" && mkdir -p "$repo" /tmp/gpu-out
+touch "/tmp/queue-$gpu.mark"  # the queue's start: collect.sh packs the records its chapters write after it
 if [ -n "$tree" ]; then
   tar -C "$repo" -xzf "$tree"
 else
