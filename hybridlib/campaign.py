@@ -223,10 +223,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f", {len(done)} measurement(s)" if done else ""
             )
             finished = f"{arm}@{budget}"
-        if args.pack is not None and carry.records(cache_dir(), args.newer):
-            carry.pack(args.pack, newer=args.newer)
-        elif args.pack is not None:  # an arm found in carried records: nothing new, no archive yet
-            what += ", nothing new to pack"
+        if args.pack is not None:
+            if carry.records(cache_dir(), args.newer):
+                carry.pack(args.pack, newer=args.newer)
+            else:  # every arm so far found in carried records: no archive yet
+                what += ", nothing new to pack"
         print(
             f"campaign: {finished}: {what} ({time.perf_counter() - start:.0f} s in all, {device})",
             flush=True,
