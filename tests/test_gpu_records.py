@@ -97,9 +97,10 @@ def independent_r(scores: list[dict], base: list[dict]) -> float:
 
 @pytest.mark.slow
 def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, monkeypatch):
-    """Records only (no GPU, nothing trained): the gpu preset's layout students of replicate 0 and the 1M-token budget
-    students are found in a cache holding only the committed records; the chapter's R of reverse periodic equals R
-    computed from the raw scores, one replicate leaves it not tested; a replicate not carried stops with its name."""
+    """Records only (no GPU, nothing trained): the gpu preset's layout students of replicate 0 and the budget students
+    (1M: 4 replicates, 4M: 2) are found in a cache holding only the committed records, with the devices and training
+    minutes they recorded; the chapter's R of reverse periodic equals R computed from the raw scores, one replicate
+    leaves it not tested; a replicate not carried stops with its name."""
     models = cache_dir("models")  # the teacher as converted here (test above), not converted again
     monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
     monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
@@ -129,15 +130,21 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     assert {label: len(reps) for label, reps in budget.items()} == dict.fromkeys(
         ["standard_periodic", "reverse_periodic", "sandwich"], 4
     )
-    at_4m = replicates.train_budgets(params | {"budget_seeds": 1}, [2**22], progress=False)[2**22]
+    at_4m = replicates.train_budgets(params | {"budget_seeds": 2}, [2**22], progress=False)[2**22]
     assert {label: [r.tokens_trained for r in reps] for label, reps in at_4m.items()} == dict.fromkeys(
-        ["standard_periodic", "reverse_periodic", "sandwich"], [2**22]
+        ["standard_periodic", "reverse_periodic", "sandwich"], [2**22] * 2
     )
     records = {k: v for folder in COMMITS for k, v in student_records(folder).items()}
-    cost = report.budget_cost({2**20: budget}).loc[2**20]
-    keys = [Path(r.path).name for reps in budget.values() for r in reps]
-    assert cost["students"] == 12 and cost["devices"] == "NVIDIA H200"
-    assert cost["training_minutes"] == pytest.approx(sum(records[k]["wall_s"] for k in keys) / 60, rel=1e-12)
+    cost = report.budget_cost({2**20: budget, 2**22: at_4m})
+    for tokens, runs_at, n, devices in (
+        (2**20, budget, 12, "NVIDIA H200"),
+        (2**22, at_4m, 6, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # 4M replicate 1's sandwich: an H100
+    ):
+        keys = [Path(r.path).name for reps in runs_at.values() for r in reps]
+        assert cost.loc[tokens, "students"] == n and cost.loc[tokens, "devices"] == devices
+        assert cost.loc[tokens, "training_minutes"] == pytest.approx(
+            sum(records[k]["wall_s"] for k in keys) / 60, rel=1e-12
+        )
     with pytest.raises(
         FileNotFoundError, match=r"student standard_periodic \(gdn, 1,048,576 tokens, data_seed=1"
     ):
