@@ -5,6 +5,8 @@ was refused at 66 MiB)."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import re
 import shutil
 import subprocess
@@ -76,3 +78,22 @@ def test_no_room_is_refused_before_cutting(tmp_path):
     assert got.returncode == 2
     assert "the working tree (57 MiB) and .gpu/frozen (5 MiB) leave no room in a 64 MiB call" in got.stderr
     assert not list((repo / ".gpu").glob("stage-*"))
+
+
+def test_more_than_ten_parts_reassemble_in_order(tmp_path):
+    """A payload cut into more than ten parts (1 MiB each here): the last call joins them in numeric order (0, 1,
+    ..., 10, not 0, 1, 10, 2) into the payload whose sha256 it checks."""
+    repo = checkout(tmp_path, tree_mib=55, frozen_mib=5)
+    got = parts(repo)
+    assert got.returncode == 0, got.stderr
+    n = len(list((repo / ".gpu").glob("stage-*")))
+    assert n > 10 and got.stdout.startswith(f"{n} parts of 1 MiB")
+    joined = (
+        re.search(r"cat ((?:pchunk\.\d+ ?)+) > payload\.tar", got.stdout.splitlines()[-1]).group(1).split()
+    )
+    assert joined == [f"pchunk.{k}" for k in range(n)]
+    whole = b"".join((repo / ".gpu" / f"stage-{k}" / f"pchunk.{k}").read_bytes() for k in range(n))
+    sha = (repo / ".gpu" / f"stage-{n - 1}" / "payload.sha").read_text().strip()
+    assert hashlib.sha256(whole).hexdigest() == sha
+    with tarfile.open(fileobj=io.BytesIO(whole)) as tar:
+        assert tar.getnames() == ["site.tar.xz", "wheels.tar", "cache.tar.xz", "pkgs.tar"]

