@@ -4,6 +4,7 @@ convbench.sh times the convolution paths again alone only once the GPU runs noth
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tarfile
@@ -18,8 +19,10 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 GPU = "97"  # a queue index no real run uses: its copy is /tmp/repo-97, its log /tmp/queue-97.log
 
 
-def queue(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(QUEUE), *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+def queue(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(QUEUE), *args], cwd=cwd, capture_output=True, text=True, timeout=60, env=env
+    )
 
 
 @pytest.mark.parametrize(
@@ -54,7 +57,16 @@ def test_groups_and_overrides_reach_chapter_sh(tmp_path):
     log = Path(f"/tmp/queue-{GPU},3.log")
     log.unlink(missing_ok=True)
     got = queue(
-        "--gpu", f"{GPU},3", "--tree", str(tree), "--set", "parallel=4", "--set", "seeds=3", "60:lolcats"
+        "--gpu",
+        f"{GPU},3",
+        "--tree",
+        str(tree),
+        "--set",
+        "parallel=4",
+        "--set",
+        "seeds=3",
+        "60:lolcats",
+        env={**os.environ, "QUEUE_MARKS": str(tmp_path)},
     )
     assert got.returncode == 0, got.stderr
     assert f"commit {COMMIT}; -p parallel=4 -p seeds=3" in got.stdout
@@ -63,10 +75,9 @@ def test_groups_and_overrides_reach_chapter_sh(tmp_path):
             break
         time.sleep(0.1)
     assert f"chapter.sh 60 lolcats -p parallel=4 -p seeds=3 (GPUs {GPU},3)" in log.read_text()
-    assert Path(f"/tmp/queue-{GPU},3.mark").is_file()  # collect.sh packs the queue's records since it
+    assert (tmp_path / f"queue-{GPU},3.mark").is_file()  # where collect.sh finds it ($QUEUE_MARKS)
     shutil.rmtree(f"/tmp/repo-{GPU},3", ignore_errors=True)
     log.unlink()
-    Path(f"/tmp/queue-{GPU},3.mark").unlink()
 
 
 CONVBENCH = ROOT / "tools" / "offline_gpu" / "convbench.sh"

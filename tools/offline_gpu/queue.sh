@@ -33,7 +33,7 @@ fi
 : "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first: the notebooks record it}"
 repo=/tmp/repo-$gpu
 rm -rf "$repo" && mkdir -p "$repo" /tmp/gpu-out
-touch "/tmp/queue-$gpu.mark"  # the queue's start: collect.sh packs the records its chapters write after it
+touch "${QUEUE_MARKS:-/tmp}/queue-$gpu.mark"  # the queue's start: collect.sh packs its chapters' records since
 if [ -n "$tree" ]; then
   tar -C "$repo" -xzf "$tree"
 else
