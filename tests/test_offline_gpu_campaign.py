@@ -1,7 +1,7 @@
 """tools/offline_gpu/campaign.sh: bad options are refused before any work, and a second share (--slot) on the same
 GPU runs from its own tree, log, start mark and copy of the cache, so that neither share packs the other's records
 (a stand-in env.sh replaces python3 with a shell function that records its arguments and writes the pack), and a
-budget share (--budget N) packs into its own archives, records-b<N>-r<R>.tgz."""
+budget share (--budget N) packs into its own archives, records-b<N>-r<R>.tgz; --arms trains only the arms it names."""
 
 from __future__ import annotations
 
@@ -34,7 +34,16 @@ def campaign(*args: str) -> subprocess.CompletedProcess:
         (["--slot", "x", "--tree", "t.tar.gz", "1"], "--slot takes a share index 0, 1, ..., got 'x'"),
         (["--slot"], "--slot takes a share index 0, 1, ..., got ''"),
         (["--tree", "frozen.tar.gz", "1"], "--tree must name a file tree-<40-hex commit>.tar.gz"),
-        (["--fast", "1"], "unknown option '--fast' (allowed: --tree FILE, --slot S, --budget N)"),
+        (
+            ["--fast", "1"],
+            "unknown option '--fast' (allowed: --tree FILE, --slot S, --budget N, --arms A,B,...)",
+        ),
+        (
+            ["--arms", "standard periodic", "1"],
+            "--arms takes arm labels separated by commas (e.g. standard_periodic,reverse_periodic), got "
+            "'standard periodic'",
+        ),
+        (["--arms"], "--arms takes arm labels separated by commas"),
         (
             ["--budget", "0", "1"],
             "--budget takes a positive number of tokens (one of the gpu preset's budgets), got '0'",
@@ -64,7 +73,7 @@ def test_bad_options_are_refused_before_any_work(args, message):
         (
             [],
             {"HYBRIDLIB_GIT_COMMIT": "abc"},
-            "usage: campaign.sh [--tree FILE] [--slot S] [--budget N] REPLICATE",
+            "usage: campaign.sh [--tree FILE] [--slot S] [--budget N] [--arms A,B,...] REPLICATE",
         ),
         (["--tree", "tree-abc.tar.gz", "0"], {}, "--tree must name a file tree-<40-hex commit>"),
         (["0", "x"], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "replicates are indices 0, 1, ..., got 'x'"),
@@ -160,6 +169,39 @@ def test_a_budget_share_trains_every_arm_of_its_budget_into_its_own_archive(tmp_
         ), text
         assert "--arms" not in text and "share done" in text and archive.exists()
         assert not Path(f"/tmp/gpu-out/records-b{budget}-r{REPLICATE}-partial.tgz").exists()
+    finally:
+        for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("budget", "work"),
+    [("", "--arms arm_b"), ("16777216", "--budgets 16777216 --arms arm_b")],
+)
+def test_a_share_with_arms_trains_only_those(tmp_path, budget, work):
+    """--arms arm_b trains that arm of the plan (the stand-in's: arm_a arm_b) for each replicate, of the layout chapter
+    or of the budget curve at --budget N; an arm not in the plan is refused, naming the plan's arms, before the
+    second share's copy of the cache is made or anything runs."""
+    tree, cache = stand_in_tree(tmp_path)
+    name = f"records-b{budget}-r" if budget else "records-r"
+    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/{name}{REPLICATE}.tgz")
+    log.unlink(missing_ok=True)
+    archive.unlink(missing_ok=True)
+    at = ["--budget", budget] if budget else []
+    try:
+        bad = campaign("--tree", str(tree), "--slot", SLOT, *at, "--arms", "arm_b,arm_c", REPLICATE)
+        assert bad.returncode == 2 and "--arms: 'arm_c' is not an arm of the gpu preset's" in bad.stderr
+        assert "allowed: arm_a arm_b" in bad.stderr
+        assert not Path(f"{cache}-{SLOT}").exists() and not log.exists()
+        got = campaign("--tree", str(tree), "--slot", SLOT, *at, "--arms", "arm_b", REPLICATE)
+        assert got.returncode == 0, got.stderr
+        text = wait_for_share(log)
+        assert (
+            f"python3 -m hybridlib.campaign --preset gpu {work} --replicates {REPLICATE} "
+            f"--newer /tmp/campaign-{SLOT}.mark --pack /tmp/gpu-out/{name}{REPLICATE}-partial.tgz" in text
+        ), text
+        assert "arm_a" not in text and "share done" in text and archive.exists()
     finally:
         for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
             path.unlink(missing_ok=True)

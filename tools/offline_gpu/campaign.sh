@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# Usage: campaign.sh [--tree FILE] [--slot S] [--budget N] REPLICATE... : one machine's share of the layout campaign
-# (gpu preset), in the background (setsid): for each replicate in order, every arm of the layout chapter is trained,
-# scored and measured as the SoftCKA and first-FA chapters will measure it (python -m hybridlib.campaign), then that
-# replicate's new records (what python -m hybridlib.carry packs: run records, scores, measurements, memo; ~5 MB) go to
-# /tmp/gpu-out/records-r<R>.tgz, one file a replicate within the 16 MiB a file that comes back, so a machine taken
-# back mid-share loses at most the replicate under way. Run from the frozen tree (freeze.sh) after install.sh (site,
-# assets, and `records` of replicate 0's archive when this share starts later), replicate 0 first. With --tree
-# .gpu/frozen/tree-<commit>.tar.gz the share runs that tree, unpacked into /tmp/tree, and records <commit>.
+# Usage: campaign.sh [--tree FILE] [--slot S] [--budget N] [--arms A,B,...] REPLICATE... : one machine's share of the
+# layout campaign (gpu preset), in the background (setsid): for each replicate in order, every arm of the layout
+# chapter is trained, scored and measured as the SoftCKA and first-FA chapters will measure it (python -m
+# hybridlib.campaign), then that replicate's new records (what python -m hybridlib.carry packs: run records, scores,
+# measurements, memo; ~5 MB) go to /tmp/gpu-out/records-r<R>.tgz, one file a replicate within the 16 MiB a file that
+# comes back, so a machine taken back mid-share loses at most the replicate under way. Run from the frozen tree
+# (freeze.sh) after install.sh (site, assets, and `records` of replicate 0's archive when this share starts later),
+# replicate 0 first. With --tree .gpu/frozen/tree-<commit>.tar.gz the share runs that tree, unpacked into /tmp/tree,
+# and records <commit>.
 # --slot S (S >= 1) runs a second share beside slot 0 on the same GPU: its own tree (/tmp/tree-S), log
 # (/tmp/campaign-S.log) and cache (a copy of the cache as it is when the slot starts, $HYBRIDLIB_CACHE-S), since a
 # share packs the records written after its start; start slot S first, then slot 0, with OMP_NUM_THREADS halved.
 # --budget N (one of the gpu preset's budgets, in tokens) trains and scores the budget curve's arms at N instead (issue
 # 49; --budgets N: at the largest budget the chapters' arms measured too) into /tmp/gpu-out/records-b<N>-r<R>.tgz (R:
 # indices of budget_seeds).
+# --arms A,B,... trains only those arms of the layout chapter (or of the budget curve at N) for each replicate, so
+# the arms one rule compares can come first (the budget trend's standard and reverse periodic): a later share runs
+# the rest, and its archive of a replicate takes the same name, so commit it under another.
 # Log: /tmp/campaign.log.
 set -euo pipefail
-tree= slot=0 budget=
+tree= slot=0 budget= arms=
 while [ $# -gt 0 ]; do
   case $1 in
     --tree)
@@ -30,16 +34,32 @@ while [ $# -gt 0 ]; do
       budget=${2-}; shift $(($# > 1 ? 2 : 1))
       [[ $budget =~ ^[1-9][0-9]*$ ]] || { echo "campaign.sh: --budget takes a positive number of tokens" \
         "(one of the gpu preset's budgets), got '$budget'" >&2; exit 2; } ;;
-    --*) echo "campaign.sh: unknown option '$1' (allowed: --tree FILE, --slot S, --budget N)" >&2; exit 2 ;;
+    --arms)
+      arms=${2-}; shift $(($# > 1 ? 2 : 1))
+      [[ $arms =~ ^[a-z_+]+(,[a-z_+]+)*$ ]] || { echo "campaign.sh: --arms takes arm labels separated by commas" \
+        "(e.g. standard_periodic,reverse_periodic), got '$arms'" >&2; exit 2; } ;;
+    --*) echo "campaign.sh: unknown option '$1' (allowed: --tree FILE, --slot S, --budget N, --arms A,B,...)" >&2
+      exit 2 ;;
     *) break ;;
   esac
 done
 : "${HYBRIDLIB_GIT_COMMIT:?export HYBRIDLIB_GIT_COMMIT=<the commit this tree was sent from> first: provenance records it}"
-[ $# -gt 0 ] || { echo "usage: campaign.sh [--tree FILE] [--slot S] [--budget N] REPLICATE..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: campaign.sh [--tree FILE] [--slot S] [--budget N] [--arms A,B,...] REPLICATE..." >&2
+  exit 2; }
 for r in "$@"; do [[ $r =~ ^[0-9]+$ ]] || { echo "campaign.sh: replicates are indices 0, 1, ..., got '$r'" >&2; exit 2; }; done
 own=$([ "$slot" -eq 0 ] || echo "-$slot")
 if [ -n "$tree" ]; then rm -rf /tmp/tree"$own" && mkdir -p /tmp/tree"$own" && tar -C /tmp/tree"$own" -xzf "$tree" && cd /tmp/tree"$own"; fi
 source tools/offline_gpu/env.sh
+# the arms of this share's plan (the layout chapter's, or the budget curve's at N), before anything is copied or run
+plan=$(python3 -c "import sys
+from hybridlib.findings import chapter; from hybridlib.findings.layout import replicates as r
+p = chapter('layout_distillation').resolve('gpu')
+print(' '.join(r.budget_plans(p, int(sys.argv[1])) if sys.argv[1] else r.plans(p)))" "$budget")
+for a in ${arms//,/ }; do
+  where=$([ -n "$budget" ] && echo "budget curve at $budget tokens" || echo "layout chapter")
+  [[ " $plan " == *" $a "* ]] || { echo "campaign.sh: --arms: '$a' is not an arm of the gpu preset's $where;" \
+    "allowed: $plan" >&2; exit 2; }
+done
 if [ -n "$own" ]; then  # a copy, not hard links: save_pretrained writes a student's weights in place, into files
   # a link would share with slot 0's cache; copy-on-write (reflink) where the filesystem can; copied under a
   # temporary name and renamed when whole, so a copy cut short is made again, never taken for the slot's cache
@@ -50,12 +70,11 @@ if [ -n "$own" ]; then  # a copy, not hard links: save_pretrained writes a stude
   fi
   export HYBRIDLIB_CACHE=$HYBRIDLIB_CACHE$own
 fi
-if [ -n "$budget" ]; then  # every arm of the budget curve at that budget
-  work="--budgets $budget" name=records-b$budget-r what="budget $budget"
+if [ -n "$budget" ]; then  # every arm of the budget curve at that budget, or those --arms names
+  work="--budgets $budget${arms:+ --arms ${arms//,/ }}" name=records-b$budget-r what="budget $budget${arms:+ ($arms)}"
 else
-  arms=$(python3 -c "from hybridlib.findings import chapter; from hybridlib.findings.layout import replicates as r
-print(' '.join(r.plans(chapter('layout_distillation').resolve('gpu'))))")
-  work="--arms $arms" name=records-r what=$arms
+  arms=${arms:-${plan// /,}}
+  work="--arms ${arms//,/ }" name=records-r what=${arms//,/ }
 fi
 mkdir -p /tmp/gpu-out
 mark=/tmp/campaign$own.mark
