@@ -331,6 +331,38 @@ def test_repetition_counts_unique_tokens_and_passes(tmp_path, monkeypatch):
         assert use[lang]["unique_tokens"] == min(9 * n, one_pass[lang])
 
 
+def test_the_repetition_table_sums_every_language_into_its_all_row():
+    """Counts as a 1M and a 4M budget recorded them (three of 22 languages): the ``all`` row holds their sums, the
+    editions read included, and passes over the whole text; every other arm's counts are not read."""
+    eng = {"editions": 3, "tokens": 313_754, "unique_tokens": 313_754, "text_tokens": 2_750_100}
+    deu = {"editions": 2, "tokens": 41_902, "unique_tokens": 41_902, "text_tokens": 2_914_979}
+    arb = {"editions": 1, "tokens": 41_902, "unique_tokens": 41_902, "text_tokens": 1_976_774}
+    at_1m = {
+        lang: {**c, "passes": c["tokens"] / c["text_tokens"]}
+        for lang, c in zip(("eng", "deu", "arb"), (eng, deu, arb))
+    }
+    at_4m = {
+        lang: {**c, "tokens": 4 * c["tokens"], "unique_tokens": 4 * c["tokens"], "passes": 4 * c["passes"]}
+        for lang, c in at_1m.items()
+    }
+    runs = {
+        budget: {
+            report.BASELINE: [dataclasses.make_dataclass("Run", ["corpus"])(corpus)],
+            "reverse_periodic": [None],
+        }
+        for budget, corpus in ((2**20, at_1m), (2**22, at_4m))
+    }
+    table = report.repetition_table(runs)
+    whole = table.xs("all", level="lang")
+    assert whole["editions"].tolist() == [6, 6]
+    assert whole["tokens"].tolist() == [397_558, 4 * 397_558]
+    assert whole["text_tokens"].tolist() == [7_641_853, 7_641_853]
+    assert whole["passes"].tolist() == pytest.approx(
+        [397_558 / 7_641_853, 4 * 397_558 / 7_641_853], rel=1e-12
+    )
+    assert table.loc[(2**22, "eng"), "unique_tokens"] == 4 * 313_754
+
+
 # --- the repetition control -------------------------------------------------------------------------------------
 
 

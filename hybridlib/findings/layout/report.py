@@ -924,12 +924,13 @@ def repetition_table(
     runs: Mapping[int, Mapping[str, Sequence[DistillRun]]], baseline: str = BASELINE
 ) -> pd.DataFrame:
     """Per budget and language (index): tokens trained, unique tokens, training-text tokens and passes over the
-    text (``DistillRun.corpus`` of the baseline's first replicate; every arm and replicate has the same counts),
-    and per budget an ``all`` row (sums; passes = tokens / text tokens)."""
+    text, and the Bible editions read where the run recorded them (``DistillRun.corpus`` of the baseline's first
+    replicate; every arm and replicate has the same counts), and per budget an ``all`` row (sums; passes = tokens /
+    text tokens)."""
     frames = {}
     for budget in sorted(runs):
         frame = pd.DataFrame.from_dict(runs[budget][baseline][0].corpus, orient="index")
-        total = frame[["tokens", "unique_tokens", "text_tokens"]].sum()
+        total = frame[[c for c in ("tokens", "unique_tokens", "text_tokens", "editions") if c in frame]].sum()
         frame.loc["all"] = {**total, "passes": total["tokens"] / total["text_tokens"]}
         frames[budget] = frame
     return pd.concat(frames, names=["budget", "lang"])
