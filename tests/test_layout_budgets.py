@@ -242,6 +242,7 @@ def test_per_budget_rows_are_the_chapters_rules_on_each_budget():
     table = report.budget_table(rows)
     r_rows = table[table["metric"] == "R, reverse_periodic"]
     assert r_rows["estimate"].tolist() == pytest.approx(np.mean(rs, axis=0))
+    assert np.allclose(np.stack(r_rows["runs"].tolist()), np.transpose(rs))  # [budget, replicate]
     assert (r_rows["paper"] == 0.697).all() and list(r_rows["tokens"]) == BUDGETS
 
 
@@ -290,6 +291,11 @@ def test_budget_figure_draws_the_given_points():
         bars = ax.collections[0].get_segments()  # one vertical segment per budget: low to high
         assert np.allclose([s[:, 1].min() for s in bars], rows["low"], equal_nan=True)
         assert np.allclose([s[:, 1].max() for s in bars], rows["high"], equal_nan=True)
+        dots = ax.collections[1].get_offsets()  # every run at its budget, as the rule judged it
+        expected = [
+            (t * report.RUN_DOT_SHIFT, v) for t, runs in zip(rows["tokens"], rows["runs"]) for v in runs
+        ]
+        assert len(dots) == 4 * len(BUDGETS) and np.allclose(dots, expected)
         fig.canvas.draw()  # labels at the budgets run and the paper's only (no crowding)
         assert [t.get_text() for t in ax.get_xticklabels()] == ["1M", "4M", "16M", "1B"]
 

@@ -901,8 +901,8 @@ def budget_book_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def budget_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """The per-budget rows of :func:`judge_budgets` as columns metric, tokens, estimate, low, high, outcome,
-    paper (the paper's value at :data:`PAPER_TOKENS`)."""
+    """The per-budget rows of :func:`judge_budgets` as columns metric, tokens, estimate, low, high, outcome, runs
+    (each run's value, as the rule judged it) and paper (the paper's value at :data:`PAPER_TOKENS`)."""
     return pd.DataFrame(
         [
             {
@@ -912,6 +912,7 @@ def budget_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 "low": row["verdict"].low,
                 "high": row["verdict"].high,
                 "outcome": row["verdict"].outcome.value,
+                "runs": row["verdict"].replicate_values,
                 "paper": BUDGET_METRICS[row["metric"]],
             }
             for row in rows
@@ -973,10 +974,14 @@ def _tick_labels(ticks: Sequence[float], spacing: float = 4.0) -> list[str]:
     return labels
 
 
+RUN_DOT_SHIFT = 2**0.3  # a run's dot sits this factor of tokens right of its budget, beside the interval
+
+
 def budget_figure(table: pd.DataFrame) -> Figure:
     """One panel per metric of a :func:`budget_table`: the estimate against training tokens (log axis) with its
-    run-level interval as error bars, and the paper's value at :data:`PAPER_TOKENS` as a star; x ticks at the
-    budgets and the paper's; sized for the book's text column (two panels a row)."""
+    run-level interval as error bars, each run's value as a small grey dot beside it, and the paper's value at
+    :data:`PAPER_TOKENS` as a star; x ticks at the budgets and the paper's; sized for the book's text column (two
+    panels a row)."""
     metrics_ = list(dict.fromkeys(table["metric"]))
     nrows = math.ceil(len(metrics_) / 2)
     fig, axes = plt.subplots(nrows, 2, figsize=figsize(nrows, panel_height=2.6), squeeze=False)
@@ -984,7 +989,9 @@ def budget_figure(table: pd.DataFrame) -> Figure:
         rows = table[table["metric"] == metric].sort_values("tokens")
         y = rows["estimate"].to_numpy()
         err = np.stack([y - rows["low"].to_numpy(), rows["high"].to_numpy() - y])
-        ax.errorbar(rows["tokens"], y, yerr=err, marker="o", capsize=3, label="this book (runs)")
+        ax.errorbar(rows["tokens"], y, yerr=err, marker="o", capsize=3, label="estimate, interval over runs")
+        at = [t * RUN_DOT_SHIFT for t, runs in zip(rows["tokens"], rows["runs"]) for _ in runs]
+        ax.scatter(at, [v for runs in rows["runs"] for v in runs], s=12, c="0.45", zorder=3, label="each run")
         ax.plot(
             [PAPER_TOKENS], [rows["paper"].iloc[0]], marker="*", markersize=10, ls="", c="k", label="paper"
         )
