@@ -55,8 +55,8 @@ plan=$(python3 -c "import sys
 from hybridlib.findings import chapter; from hybridlib.findings.layout import replicates as r
 p = chapter('layout_distillation').resolve('gpu')
 print(' '.join(r.budget_plans(p, int(sys.argv[1])) if sys.argv[1] else r.plans(p)))" "$budget")
-for a in ${arms//,/ }; do
-  where=$([ -n "$budget" ] && echo "budget curve at $budget tokens" || echo "layout chapter")
+arms=${arms//,/ } where=$([ -n "$budget" ] && echo "budget curve at $budget tokens" || echo "layout chapter")
+for a in $arms; do
   [[ " $plan " == *" $a "* ]] || { echo "campaign.sh: --arms: '$a' is not an arm of the gpu preset's $where;" \
     "allowed: $plan" >&2; exit 2; }
 done
@@ -71,10 +71,9 @@ if [ -n "$own" ]; then  # a copy, not hard links: save_pretrained writes a stude
   export HYBRIDLIB_CACHE=$HYBRIDLIB_CACHE$own
 fi
 if [ -n "$budget" ]; then  # every arm of the budget curve at that budget, or those --arms names
-  work="--budgets $budget${arms:+ --arms ${arms//,/ }}" name=records-b$budget-r what="budget $budget${arms:+ ($arms)}"
+  work="--budgets $budget${arms:+ --arms $arms}" name=records-b$budget-r what="budget $budget${arms:+ ($arms)}"
 else
-  arms=${arms:-${plan// /,}}
-  work="--arms ${arms//,/ }" name=records-r what=${arms//,/ }
+  work="--arms ${arms:-$plan}" name=records-r what=${arms:-$plan}
 fi
 mkdir -p /tmp/gpu-out
 mark=/tmp/campaign$own.mark
