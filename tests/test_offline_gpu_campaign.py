@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGN = ROOT / "tools" / "offline_gpu" / "campaign.sh"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SLOT = "97"  # a slot no real share uses: /tmp/tree-97, /tmp/campaign-97.log
-REPLICATE = "97"  # its archive /tmp/gpu-out/records-r97.tgz
+REPLICATE = "97"  # its archive /tmp/gpu-out/records-r97-slot97.tgz (a second share names its slot)
 FOUND = "96"  # a replicate whose every record the stand-in finds carried: it packs nothing
 
 
@@ -124,7 +124,10 @@ def wait_for_share(log: Path) -> str:
 
 def test_a_second_slot_runs_on_its_own_copy_of_the_cache(tmp_path):
     tree, cache = stand_in_tree(tmp_path)
-    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/records-r{REPLICATE}.tgz")
+    log, archive = (
+        Path(f"/tmp/campaign-{SLOT}.log"),
+        Path(f"/tmp/gpu-out/records-r{REPLICATE}-slot{SLOT}.tgz"),
+    )
     log.unlink(missing_ok=True)
     archive.unlink(missing_ok=True)
     try:
@@ -137,7 +140,7 @@ def test_a_second_slot_runs_on_its_own_copy_of_the_cache(tmp_path):
         assert (
             f"python3 -m hybridlib.campaign --preset gpu --arms arm_a arm_b --replicates {REPLICATE} "
             f"--newer /tmp/campaign-{SLOT}.mark "
-            f"--pack /tmp/gpu-out/records-r{REPLICATE}-partial.tgz | cache {copy} | commit {COMMIT} | "
+            f"--pack /tmp/gpu-out/records-r{REPLICATE}-slot{SLOT}-partial.tgz | cache {copy} | commit {COMMIT} | "
             f"/tmp/tree-{SLOT}" in text
         ), text
         assert (
@@ -154,7 +157,10 @@ def test_a_budget_share_trains_every_arm_of_its_budget_into_its_own_archive(tmp_
     replicate, packing into records-b<N>-r<R>-partial.tgz, renamed records-b<N>-r<R>.tgz when the replicate is done."""
     tree, cache = stand_in_tree(tmp_path)
     budget = "16777216"
-    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/records-b{budget}-r{REPLICATE}.tgz")
+    log, archive = (
+        Path(f"/tmp/campaign-{SLOT}.log"),
+        Path(f"/tmp/gpu-out/records-b{budget}-r{REPLICATE}-slot{SLOT}.tgz"),
+    )
     log.unlink(missing_ok=True)
     archive.unlink(missing_ok=True)
     try:
@@ -164,11 +170,12 @@ def test_a_budget_share_trains_every_arm_of_its_budget_into_its_own_archive(tmp_
         text = wait_for_share(log)
         assert (
             f"python3 -m hybridlib.campaign --preset gpu --budgets {budget} --replicates {REPLICATE} "
-            f"--newer /tmp/campaign-{SLOT}.mark --pack /tmp/gpu-out/records-b{budget}-r{REPLICATE}-partial.tgz "
+            f"--newer /tmp/campaign-{SLOT}.mark "
+            f"--pack /tmp/gpu-out/records-b{budget}-r{REPLICATE}-slot{SLOT}-partial.tgz "
             f"| cache {cache}-{SLOT} | commit {COMMIT} | /tmp/tree-{SLOT}" in text
         ), text
         assert "--arms" not in text and "share done" in text and archive.exists()
-        assert not Path(f"/tmp/gpu-out/records-b{budget}-r{REPLICATE}-partial.tgz").exists()
+        assert not Path(f"/tmp/gpu-out/records-b{budget}-r{REPLICATE}-slot{SLOT}-partial.tgz").exists()
     finally:
         for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
             path.unlink(missing_ok=True)
@@ -185,7 +192,7 @@ def test_a_share_with_arms_trains_only_those(tmp_path, budget, work):
     second share's copy of the cache is made or anything runs."""
     tree, cache = stand_in_tree(tmp_path)
     name = f"records-b{budget}-r" if budget else "records-r"
-    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/{name}{REPLICATE}.tgz")
+    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/{name}{REPLICATE}-slot{SLOT}.tgz")
     log.unlink(missing_ok=True)
     archive.unlink(missing_ok=True)
     at = ["--budget", budget] if budget else []
@@ -199,7 +206,8 @@ def test_a_share_with_arms_trains_only_those(tmp_path, budget, work):
         text = wait_for_share(log)
         assert (
             f"python3 -m hybridlib.campaign --preset gpu {work} --replicates {REPLICATE} "
-            f"--newer /tmp/campaign-{SLOT}.mark --pack /tmp/gpu-out/{name}{REPLICATE}-partial.tgz" in text
+            f"--newer /tmp/campaign-{SLOT}.mark --pack /tmp/gpu-out/{name}{REPLICATE}-slot{SLOT}-partial.tgz"
+            in text
         ), text
         assert "arm_a" not in text and "share done" in text and archive.exists()
     finally:
@@ -216,7 +224,10 @@ def test_a_slot_copy_cut_short_is_made_again(tmp_path):
     dying.mkdir()
     (dying / "cp").write_text('#!/bin/sh\nfor last; do :; done\nmkdir -p "$last"\nexit 1\n')
     (dying / "cp").chmod(0o755)
-    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/records-r{REPLICATE}.tgz")
+    log, archive = (
+        Path(f"/tmp/campaign-{SLOT}.log"),
+        Path(f"/tmp/gpu-out/records-r{REPLICATE}-slot{SLOT}.tgz"),
+    )
     try:
         cut = subprocess.run(
             ["bash", str(CAMPAIGN), "--tree", str(tree), "--slot", SLOT, REPLICATE],
@@ -242,7 +253,10 @@ def test_a_replicate_found_in_carried_records_leaves_the_share_going(tmp_path):
     """A replicate whose every arm was found in carried records writes no archive: the share says so and goes on
     to the next replicate, whose archive is written."""
     tree, _ = stand_in_tree(tmp_path)
-    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/records-r{REPLICATE}.tgz")
+    log, archive = (
+        Path(f"/tmp/campaign-{SLOT}.log"),
+        Path(f"/tmp/gpu-out/records-r{REPLICATE}-slot{SLOT}.tgz"),
+    )
     log.unlink(missing_ok=True)
     archive.unlink(missing_ok=True)
     try:
@@ -250,7 +264,7 @@ def test_a_replicate_found_in_carried_records_leaves_the_share_going(tmp_path):
         assert got.returncode == 0, got.stderr
         text = wait_for_share(log)
         assert f"replicate {FOUND}: every record found, nothing new" in text, text
-        assert not Path(f"/tmp/gpu-out/records-r{FOUND}.tgz").exists()
+        assert not Path(f"/tmp/gpu-out/records-r{FOUND}-slot{SLOT}.tgz").exists()
         assert f"--replicates {REPLICATE} " in text and "share done" in text and archive.exists()
     finally:
         for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):

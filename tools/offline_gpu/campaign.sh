@@ -78,11 +78,13 @@ fi
 mkdir -p /tmp/gpu-out
 mark=/tmp/campaign$own.mark
 # each replicate's records (what it wrote since its start, never weights), packed after each finished arm into
-# <name><R>-partial.tgz (never a student without its measurements), renamed <name><R>.tgz when all are done
+# <name><R>[-slot<S>]-partial.tgz (never a student without its measurements), renamed <name><R>[-slot<S>].tgz when
+# all are done; a second share's archives name its slot, so two shares may train other arms of the same replicate
+at=${own:+-slot$slot}
 share="for r in $*; do echo \$(date +%T) replicate \$r; touch $mark; \
 python3 -m hybridlib.campaign --preset gpu $work --replicates \$r --newer $mark \
---pack /tmp/gpu-out/$name\$r-partial.tgz || exit 1; if [ -f /tmp/gpu-out/$name\$r-partial.tgz ]; then \
-mv /tmp/gpu-out/$name\$r-partial.tgz /tmp/gpu-out/$name\$r.tgz && ls -la /tmp/gpu-out/$name\$r.tgz; \
+--pack /tmp/gpu-out/$name\$r$at-partial.tgz || exit 1; if [ -f /tmp/gpu-out/$name\$r$at-partial.tgz ]; then \
+mv /tmp/gpu-out/$name\$r$at-partial.tgz /tmp/gpu-out/$name\$r$at.tgz && ls -la /tmp/gpu-out/$name\$r$at.tgz; \
 else echo replicate \$r: every record found, nothing new; fi; done; \
 echo \$(date +%T) share done"
 setsid bash -c "$share" > /tmp/campaign"$own".log 2>&1 < /dev/null &
