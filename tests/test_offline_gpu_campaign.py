@@ -1,7 +1,8 @@
 """tools/offline_gpu/campaign.sh: bad options are refused before any work, and a second share (--slot) on the same
-GPU runs from its own tree, log, start mark and copy of the cache, so that neither share packs the other's records
-(a stand-in env.sh replaces python3 with a shell function that records its arguments and writes the pack), and a
-budget share (--budget N) packs into its own archives, records-b<N>-r<R>.tgz; --arms trains only the arms it names."""
+GPU runs from its own tree, log, start mark, archives and copy of the cache, so that neither share packs the other's
+records (a stand-in env.sh replaces python3 with a shell function that records its arguments and writes the pack),
+and a budget share (--budget N) packs into its own archives, records-b<N>-r<R>.tgz; --arms trains only the arms it
+names."""
 
 from __future__ import annotations
 
