@@ -98,10 +98,10 @@ def independent_r(scores: list[dict], base: list[dict]) -> float:
 @pytest.mark.slow
 def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, monkeypatch):
     """Records only (no GPU, nothing trained): the gpu preset's layout students of replicate 0 and the budget students
-    (1M and 4M: 4 replicates; 16M: replicates 0-2 of standard and reverse periodic) are found in a cache holding
-    only the committed records, with the devices and training minutes they recorded; the chapter's R of reverse
-    periodic equals R computed from the raw scores, one replicate leaves it not tested; a replicate not carried stops
-    with its name."""
+    (1M and 4M: 4 replicates; 16M: replicates 0-2 of standard and reverse periodic, 3 of standard periodic) are
+    found in a cache holding only the committed records, with the devices and training minutes they recorded; the
+    chapter's R of reverse periodic equals R computed from the raw scores, one replicate leaves it not tested; a
+    replicate not carried stops with its name."""
     models = cache_dir("models")  # the teacher as converted here (test above), not converted again
     monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
     monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
@@ -142,12 +142,17 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     assert {label: [r.tokens_trained for r in reps] for label, reps in at_16m.items()} == dict.fromkeys(
         pair, [2**24] * 3
     )
+    third = replicates.train_budgets(
+        params | {"budget_seeds": 4}, [2**24], [3], labels=pair[:1], progress=False
+    )
+    at_16m[pair[0]] = at_16m[pair[0]] + third[2**24][pair[0]]
+    assert [r.tokens_trained for r in at_16m[pair[0]]] == [2**24] * 4
     records = {k: v for folder in COMMITS for k, v in student_records(folder).items()}
     cost = report.budget_cost({2**20: budget, 2**22: at_4m, 2**24: at_16m})
     for tokens, runs_at, n, devices in (
         (2**20, budget, 12, "NVIDIA H200"),
         (2**22, at_4m, 12, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicates 1's sandwich, 2 and 3: an H100
-        (2**24, at_16m, 6, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
+        (2**24, at_16m, 7, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
     ):
         keys = [Path(r.path).name for reps in runs_at.values() for r in reps]
         assert cost.loc[tokens, "students"] == n and cost.loc[tokens, "devices"] == devices
