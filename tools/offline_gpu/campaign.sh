@@ -9,8 +9,9 @@
 # replicate 0 first. With --tree .gpu/frozen/tree-<commit>.tar.gz the share runs that tree, unpacked into /tmp/tree,
 # and records <commit>.
 # --slot S (S >= 1) runs a second share beside slot 0 on the same GPU: its own tree (/tmp/tree-S), log
-# (/tmp/campaign-S.log), archives (records-...-r<R>-slotS.tgz) and cache (a copy of the cache as it is when the slot starts, $HYBRIDLIB_CACHE-S), since a
-# share packs the records written after its start; start slot S first, then slot 0, with OMP_NUM_THREADS halved.
+# (/tmp/campaign-S.log), archives (records-...-r<R>-slotS.tgz) and cache (a copy of the cache as it is when the slot
+# starts, $HYBRIDLIB_CACHE-S), since a share packs the records written after its start; start slot S first, then
+# slot 0, with OMP_NUM_THREADS halved.
 # --budget N (one of the gpu preset's budgets, in tokens) trains and scores the budget curve's arms at N instead (issue
 # 49; --budgets N: at the largest budget the chapters' arms measured too) into /tmp/gpu-out/records-b<N>-r<R>.tgz (R:
 # indices of budget_seeds).
