@@ -143,6 +143,12 @@ SOURCES: tuple[Source, ...] = (
     ),
     Source("layout_distillation", "layout.script_gain.reverse_periodic", _LAY, ("SCRIPT_RULE", "UNIT")),
     Source("layout_distillation", "layout.lower_lr.best_fa_first", _LAY, ("LR_RULE", "UNIT")),
+    Source(
+        "layout_distillation",
+        "layout.budget_trend.reverse_periodic",
+        _LAY,
+        ("TREND_RULE", "TREND_MARGIN", "TREND_HIGH", "TREND_REASON", "UNIT", "trend_verdict", "slopes"),
+    ),
     Source("lolcats", "lolcats.table2", _LOL, ("table2_rule", *_T2)),
     Source("lolcats", "lolcats.table5", _LOL, ("table5_rows", "_cloze_metric", "_nll_metric", *_DIR)),
     Source("lolcats", "lolcats.table18", _LOL, ("table18_rows", "_cloze_metric", "_nll_metric", *_DIR)),

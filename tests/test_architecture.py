@@ -250,7 +250,12 @@ def test_the_units_the_contracts_compare(module, expected_finding, expected_page
 def test_the_page_contract_sees_the_pages():
     """The pages exist and import their shared helpers (a contract over no edges passes vacuously)."""
     pages = {page(name) for name in modules()} - {None}
-    assert pages == {"hybridlib.pages.scoreboard", "hybridlib.pages.speed", "hybridlib.pages.wholemodel"}
+    assert pages == {
+        "hybridlib.pages.budgets",
+        "hybridlib.pages.scoreboard",
+        "hybridlib.pages.speed",
+        "hybridlib.pages.wholemodel",
+    }
     assert ("hybridlib.pages.speed", "hybridlib.pages.tables") in {(n, t) for n, t, _, _ in EDGES}
 
 

@@ -298,6 +298,12 @@ def test_budget_figure_draws_the_given_points():
         assert len(dots) == 4 * len(BUDGETS) and np.allclose(dots, expected)
         fig.canvas.draw()  # labels at the budgets run and the paper's only (no crowding)
         assert [t.get_text() for t in ax.get_xticklabels()] == ["1M", "4M", "16M", "1B"]
+    assert not any(ax.get_legend() for ax in fig.axes)  # one legend, below the panels, covering no point
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "each run",
+        "paper",
+        "estimate, interval over runs",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from hybridlib.findings import CHAPTERS  # noqa: E402
 from hybridlib.pages import equivalence, scoreboard  # noqa: E402
 from hybridlib.params import ChapterSpec  # noqa: E402
 from hybridlib.paths import REPO_ROOT  # noqa: E402
-from hybridlib.verdicts import Outcome, Precondition, Rule, RuleChange, Tolerance, Verdict  # noqa: E402
+from hybridlib.verdicts import Outcome, Precondition, Rule, RuleChange, Tolerance, Verdict, budget_of  # noqa: E402
 
 ALPHA = ChapterSpec("alpha", "Alpha: a claim", "01_alpha.ipynb", "claim", ())
 BETA = ChapterSpec("beta", "Beta", "02_beta.ipynb", "claim", ())
@@ -708,6 +708,8 @@ def test_committed_paper_vs_book_chart_is_current():
             rule = row.get("rule") or {}
             null, paper = rule.get("null"), rule.get("paper_value")
             if rule.get("estimate") is None or null is None or paper is None or paper == null:
+                continue
+            if budget_of(row["id"]) is not None:  # judged again across budgets: the budgets page draws those
                 continue
 
             def f(x, null=null, paper=paper):

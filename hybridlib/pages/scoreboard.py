@@ -1,15 +1,15 @@
 """The scoreboard page: every claim's verdict on one H200 (``gpu``) and on a CPU (``seminar``), generated.
 
 ``python -m hybridlib.pages.scoreboard`` writes ``book/scoreboard.md`` from the files
-:func:`hybridlib.notebook.provenance_table` leaves in ``data/results/<chapter>/paper_vs_book_<preset>.json``:
-one table per chapter, one row per claim (matched by its rule's id across presets,
-:data:`hybridlib.verdicts.RULE_ID`): the paper's number, ours on one H200 (the rule's estimate and interval, its
-notes folded into it), its runs and its verdict; the seminar preset's verdicts and results folded in one section at
-the end (the page at most 8 screens at 1400 px); a chapter's tally of rules per verdict, which the chart
-draws, in its verdict word's tooltip. A preset without such a file says so. A row judged by a rule that changed
-after its run (:data:`hybridlib.findings.RULE_CHANGES`) is marked "(earlier rule)" and says what that rule did. On
-top, a chart of each chapter's rules per outcome (:data:`CHART`) and, below the at-a-glance table, each
-quantitative H200 claim's paper value and our estimate on one relative scale (:data:`EFFECTS`). It also writes
+:func:`hybridlib.notebook.provenance_table` leaves in ``data/results/<chapter>/paper_vs_book_<preset>.json``: one table
+per chapter, one row per claim (matched by its rule's id across presets, :data:`hybridlib.verdicts.RULE_ID`): the
+paper's number, ours on one H200 (the rule's estimate and interval, its notes folded into it), its runs and its verdict;
+the seminar preset's verdicts and results folded in one section at the end (budget-curve rules it did not report counted
+in one line; the page at most 8 screens at 1400 px); a chapter's tally of rules per verdict, which the chart draws, in
+its verdict word's tooltip. A preset without such a file says so. A row judged by a rule that changed after its run
+(:data:`hybridlib.findings.RULE_CHANGES`) is marked "(earlier rule)" and says what that rule did. On top, a chart of
+each chapter's rules per outcome (:data:`CHART`) and, below the at-a-glance table, each quantitative H200 claim's paper
+value and our estimate on one relative scale (:data:`EFFECTS`). It also writes
 ``book/summaries/<chapter>.md``, the box each chapter page opens with (a markdown cell
 ```{include} <path>/book/summaries/<chapter>.md```), and the verdict words' colours (:data:`CSS`, from
 :data:`hybridlib.style.OUTCOME_COLORS`). ``make book`` regenerates them all; never edit them by hand.
@@ -613,6 +613,8 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
         records = board[c.name]
         changes = RULE_CHANGES.get(c.name, ())
         claims = _claims(records)
+        unreported = [i for i, by in claims.items() if budget_of(i) is not None and "seminar" not in by]
+        claims = {i: by for i, by in claims.items() if i not in unreported}
         lines += ["", f"**{c.title}**", "", _status_lines(records, changes)[1]]
         if claims:
             lines += ["", "| claim | verdict | result |", "|---|---|---|"]
@@ -624,13 +626,17 @@ def render(chapters: Sequence[ChapterSpec], results: Path, gpu_pages: Path) -> s
                     _result_cell(records, "seminar", row, changes) if row else "",
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
+        if unreported:
+            n = len(unreported)
+            lines += ["", f"{BUDGET_ROWS}: {n} {'rule' if n == 1 else 'rules'}, not reported in this run."]
     lines += ["", ":::"]
     return "\n".join(lines) + "\n"
 
 
 def render_summary(chapter: ChapterSpec, results: Path) -> str:
     """The box a chapter opens with (``book/summaries/<chapter>.md``, pulled in by an ``{include}``): its verdict
-    on each preset and each claim's verdicts (folded), linking to the scoreboard for the numbers."""
+    on each preset and each claim's verdicts (folded; the claims judged again across training budgets counted in
+    one line), linking to the scoreboard for the numbers."""
     records = _collect(chapter, results)
     changes = RULE_CHANGES.get(chapter.name, ())
     lines = [
@@ -642,6 +648,10 @@ def render_summary(chapter: ChapterSpec, results: Path) -> str:
         *_status_lines(records, changes),
     ]
     claims = _claims(records)
+    across = [
+        i for i in claims if budget_of(i) is not None
+    ]  # one line: the scoreboard and budgets page list them
+    claims = {i: by for i, by in claims.items() if i not in across}
     if claims:  # folded: the page opens with the two status lines, each claim's verdict a click away
         lines += ["", f"<details><summary>Each claim's verdict ({len(claims)} claims)</summary>", ""]
         lines += ["| claim | on one H200 | seminar preset on a CPU |", "|---|---|---|"]
@@ -651,6 +661,8 @@ def render_summary(chapter: ChapterSpec, results: Path) -> str:
             + " |"
             for rule_id, by_preset in claims.items()
         ]
+        if across:
+            lines += ["", f"{BUDGET_ROWS}: {len(across)} rules, on the scoreboard."]
         lines += ["", "</details>"]
     lines += _fast_path_note(chapter, equivalence.load_judged(results / "benchmarks"))
     lines += [

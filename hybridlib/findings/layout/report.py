@@ -952,7 +952,7 @@ def budget_cost(runs: Mapping[int, Mapping[str, Sequence[DistillRun]]]) -> pd.Da
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("budget")
 
 
-def _tokens_label(tokens: float, _pos: object = None) -> str:
+def tokens_label(tokens: float, _pos: object = None) -> str:
     """``1M``, ``64M``, ``1B``: a power-of-two or power-of-ten token count as a tick label."""
     for size, unit in ((1e9, "B"), (2**20, "M"), (2**10, "K")):
         if tokens >= size:
@@ -961,7 +961,7 @@ def _tokens_label(tokens: float, _pos: object = None) -> str:
 
 
 def _tick_labels(ticks: Sequence[float], spacing: float = 4.0) -> list[str]:
-    """Labels of increasing log-axis ``ticks`` (:func:`_tokens_label`): the last (the paper's) always, any other only
+    """Labels of increasing log-axis ``ticks`` (:func:`tokens_label`): the last (the paper's) always, any other only
     at least ``spacing`` times from the last labelled one and from the last tick, so that no two labels run
     together."""
     labels, last = [], None
@@ -969,7 +969,7 @@ def _tick_labels(ticks: Sequence[float], spacing: float = 4.0) -> list[str]:
         keep = i == len(ticks) - 1 or (
             (last is None or tick >= spacing * last) and ticks[-1] >= spacing * tick
         )
-        labels.append(_tokens_label(tick) if keep else "")
+        labels.append(tokens_label(tick) if keep else "")
         last = tick if keep else last
     return labels
 
@@ -981,7 +981,7 @@ def budget_figure(table: pd.DataFrame) -> Figure:
     """One panel per metric of a :func:`budget_table`: the estimate against training tokens (log axis) with its
     run-level interval as error bars, each run's value as a small grey dot beside it, and the paper's value at
     :data:`PAPER_TOKENS` as a star; x ticks at the budgets and the paper's; sized for the book's text column (two
-    panels a row)."""
+    panels a row), the legend below the panels."""
     metrics_ = list(dict.fromkeys(table["metric"]))
     nrows = math.ceil(len(metrics_) / 2)
     fig, axes = plt.subplots(nrows, 2, figsize=figsize(nrows, panel_height=2.6), squeeze=False)
@@ -1002,8 +1002,9 @@ def budget_figure(table: pd.DataFrame) -> Figure:
         ax.set_xlabel("training tokens per student")
     for ax in axes.flat[len(metrics_) :]:
         ax.axis("off")
-    axes.flat[0].legend(loc="best")
     fig.tight_layout()
+    handles, labels = axes.flat[0].get_legend_handles_labels()  # below the panels, clear of every point
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
     return fig
 
 

@@ -1,0 +1,128 @@
+"""The budget curve's page on the ``gpu`` preset: judged on a CPU from the committed student records
+(``hybridlib.pages.budgets``), its committed result reproduced, its numbers checked against R and slopes computed here
+from the raw test scores, and the page and scoreboard rows drawn from it."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_gpu_records import COMMITS, independent_r
+
+from hybridlib import carry
+from hybridlib.findings import chapter
+from hybridlib.findings.layout import replicates
+from hybridlib.findings.layout.report import PAPER_ARM
+from hybridlib.layouts import BASELINE
+from hybridlib.pages import budgets, scoreboard
+from hybridlib.params import RECORDS_ONLY_ENV, ParameterError
+from hybridlib.paths import REPO_ROOT, cache_dir
+from hybridlib.verdicts import Verdict
+
+COMMITTED = json.loads(budgets.result_path("gpu").read_text())
+TREND = "layout.budget_trend.reverse_periodic"
+
+
+def by_id(result: dict) -> dict[str, dict]:
+    return {row["verdict"]["id"]: row["verdict"] for row in result["rows"]}
+
+
+@pytest.mark.slow
+def test_the_committed_budget_curve_is_what_the_records_give_and_matches_raw_scores(tmp_path, monkeypatch):
+    """Judging the committed records again gives the committed rows exactly (same bootstrap seed); each replicate's R
+    at each budget is R computed here from the students' raw test scores, and its trend value is the least-squares
+    slope of 1 - R against log2 tokens; the students found per arm are those the records hold."""
+    fresh = budgets.judge("gpu")
+    assert by_id(fresh) == by_id(COMMITTED) and fresh["arms"] == COMMITTED["arms"]
+    models = cache_dir("models")  # judge() above converted the teacher there
+    monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
+    monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
+    (tmp_path / "models").symlink_to(models)
+    for folder in COMMITS:
+        for archive in sorted(folder.glob("records-*.tgz")):
+            carry.unpack(archive)
+    params = chapter("layout_distillation").resolve("gpu", {"other_teachers": []})
+    runs = replicates.train_budgets(params, labels=[BASELINE, PAPER_ARM], progress=False)
+
+    def raw(run) -> list[dict]:
+        return json.loads((Path(run.path) / "test-16.json").read_text())
+
+    tokens = sorted(runs)
+    r = np.array(
+        [
+            [independent_r(raw(rev), raw(std)) for rev, std in zip(runs[b][PAPER_ARM], runs[b][BASELINE])]
+            for b in tokens
+        ]
+    )  # [budget, replicate]
+    rows = by_id(COMMITTED)
+    for b, per_replicate in zip(tokens, r):
+        assert rows[f"layout.r.reverse_periodic.{b}_tokens"]["replicate_values"] == pytest.approx(
+            per_replicate
+        )
+    slopes = [np.polyfit(np.log2(tokens), 1 - r[:, i], 1)[0] for i in range(r.shape[1])]
+    assert rows[TREND]["replicate_values"] == pytest.approx(slopes, rel=1e-9)
+    assert rows[TREND]["estimate"] == pytest.approx(np.mean(slopes), rel=1e-9)
+    assert COMMITTED["arms"]["16777216"]["sandwich"] == [3]  # the one sandwich student at 16M so far
+    assert all(COMMITTED["arms"][str(b)][a] == [0, 1, 2, 3] for b in tokens for a in (BASELINE, PAPER_ARM))
+
+
+def test_bad_input_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ParameterError, match=r"preset='seminar' is not allowed; choose one of: gpu"):
+        budgets.main(["--preset", "seminar", "--judge"])
+    with pytest.raises(FileNotFoundError, match="no student records"):
+        budgets.judge("gpu", archives=[])
+    only = sorted((REPO_ROOT / "data" / "gpu_memo").glob("*/records-b16777216-r3.tgz"))
+    with pytest.raises(FileNotFoundError, match=r"student standard_periodic \(gdn, 1,048,576 tokens"):
+        budgets.judge("gpu", archives=only)  # a judged arm's student missing: stops with its name
+
+
+def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
+    """The page says the trend verdict with its interval and per-replicate values, draws the figure at the column's
+    width, lists every budget in order with the arms found of those planned."""
+    written = budgets.write("gpu", tmp_path)
+    assert written == [tmp_path / budgets.FIGURE, tmp_path / budgets.PAGE]
+    page = (tmp_path / budgets.PAGE).read_text()
+    trend = Verdict.from_dict(by_id(COMMITTED)[TREND])
+    assert f"Trend: {trend.outcome.value}" in page
+    assert f"{trend.estimate:.3g} [{trend.low:.3g}, {trend.high:.3g}], 4 runs" in page
+    assert ", ".join(f"{v:+.3f}" for v in trend.replicate_values) in page
+    assert (
+        page.index("| 1,048,576 (1M) |")
+        < page.index("| 4,194,304 (4M) |")
+        < page.index("| 16,777,216 (16M) |")
+    )
+    assert "| sandwich | 4 of 4 | 4 of 4 | 1 of 4 |" in page
+    assert "| standard_periodic+swa | not an arm | not an arm | 0 of 4 |" in page
+    width, _ = plt_size(tmp_path / budgets.FIGURE)
+    assert width <= 800  # the text column at the book's DPI
+
+
+def plt_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[16:24]
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
+
+
+def test_the_scoreboard_shows_the_trend_row_and_folds_the_per_budget_rows():
+    record = budgets.rows_record(COMMITTED)
+    ids = [row["id"] for row in record["rows"]]
+    assert ids[-1] == TREND and len(ids) == 13 and len(set(ids)) == 13
+    assert record["page"]["doc"] == "gpu/layout_budgets"
+    committed = json.loads(
+        (budgets.result_path("gpu").with_name("paper_vs_book_budgets_gpu.json")).read_text()
+    )
+    assert committed["rows"] == record["rows"]
+    page = scoreboard.render(
+        list(scoreboard.CHAPTERS.values()), REPO_ROOT / "data" / "results", REPO_ROOT / "book" / "gpu"
+    )
+    layout = page[page.index("(scoreboard-layout_distillation)=") : page.index("(scoreboard-cpu)=")]
+    fold = layout.index(scoreboard.BUDGET_ROWS)
+    assert "| trend of 1 - R, reverse periodic | not measured in the paper |" in layout[:fold]
+    assert f"{scoreboard.BUDGET_ROWS}: 12 rules" in layout
+    assert layout[fold:].count("tokens | ") == 12
+    cpu = page[page.index("(scoreboard-cpu)=") :]
+    assert f"{scoreboard.BUDGET_ROWS}: 12 rules, not reported in this run." in cpu
+    summary = scoreboard.render_summary(
+        scoreboard.CHAPTERS["layout_distillation"], REPO_ROOT / "data" / "results"
+    )
+    assert f"{scoreboard.BUDGET_ROWS}: 12 rules, on the scoreboard." in summary
+    assert "| trend of 1 - R, reverse periodic |" in summary and "at 16,777,216 tokens |" not in summary
