@@ -299,6 +299,7 @@ SCREENS = {
         f"book/gpu/{stem}": 12
         for stem in ("01_efficiency", "02_softcka", "03_first_fa", "04_lolcats", "05_layout_distillation")
     },
+    "book/gpu/layout_budgets": 8,
 }
 #: pages still longer, as measured (strict: once a page is short enough the test fails until its mark goes)
 TOO_LONG = {"book/gpu/04_lolcats": 12.5}

@@ -82,10 +82,13 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     written = budgets.write("gpu", tmp_path)
     assert written == [tmp_path / budgets.FIGURE, tmp_path / budgets.PAGE]
     page = (tmp_path / budgets.PAGE).read_text()
+    assert page == (REPO_ROOT / budgets.PAGE).read_text(), "stale: run `python -m hybridlib.pages.budgets`"
     trend = Verdict.from_dict(by_id(COMMITTED)[TREND])
     assert f"Trend: {trend.outcome.value}" in page
     assert f"{trend.estimate:.3g} [{trend.low:.3g}, {trend.high:.3g}], 4 runs" in page
     assert ", ".join(f"{v:+.3f}" for v in trend.replicate_values) in page
+    assert "Rule written 2026-12-03 (7c1d767), before the runs it judges" in page  # the rule history's entry
+    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 10 archives" in page
     assert (
         page.index("| 1,048,576 (1M) |")
         < page.index("| 4,194,304 (4M) |")
@@ -116,7 +119,11 @@ def test_the_scoreboard_shows_the_trend_row_and_folds_the_per_budget_rows():
     )
     layout = page[page.index("(scoreboard-layout_distillation)=") : page.index("(scoreboard-cpu)=")]
     fold = layout.index(scoreboard.BUDGET_ROWS)
-    assert "| trend of 1 - R, reverse periodic | not measured in the paper |" in layout[:fold]
+    trend = layout[layout.index("| trend of 1 - R, reverse periodic | not measured in the paper |") :]
+    assert layout.index(trend[:60]) < fold
+    assert (
+        "Rule written 2026-12-03 (7c1d767), before the runs it judges" in trend.splitlines()[0]
+    )  # its run's date
     assert f"{scoreboard.BUDGET_ROWS}: 12 rules" in layout
     assert layout[fold:].count("tokens | ") == 12
     cpu = page[page.index("(scoreboard-cpu)=") :]

@@ -24,7 +24,7 @@ from unittest.mock import patch
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from hybridlib import carry, provenance, style
+from hybridlib import carry, provenance, rule_history, style
 from hybridlib.atomic import atomic_path, write_json, write_text
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import replicates, report
@@ -165,6 +165,14 @@ def write_result(result: Mapping[str, Any], root: Path = REPO_ROOT) -> list[Path
     return [path, record]
 
 
+def _archives(paths: Sequence[str]) -> str:
+    """``data/gpu_memo/<commit>/`` folders with their archive count, in order."""
+    folders: dict[str, int] = {}
+    for path in paths:
+        folders[str(Path(path).parent)] = folders.get(str(Path(path).parent), 0) + 1
+    return "; ".join(f"`{folder}/`: {n} archive{'s' * (n != 1)}" for folder, n in folders.items())
+
+
 def _tokens(tokens: int) -> str:
     return f"{tokens:,} ({report.tokens_label(tokens)})"
 
@@ -205,6 +213,8 @@ def render(result: Mapping[str, Any], source: str) -> str:
             for b in budgets
         }
     ).fillna("not an arm")
+    entry = rule_history.load(REPO_ROOT / "data" / "results").get((CHAPTER, trend.id))
+    written = rule_history.describe(entry, prov["date_utc"]) if entry else "Rule history not yet generated."
     every = [r for r in rows if r["tokens"] is None]
     rest = "; ".join(
         f"`{r['verdict'].id}`: {r['verdict'].outcome.value}" for r in every if r["verdict"] is not trend
@@ -228,7 +238,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
         f":class: {'tip' if trend.outcome.value == 'reproduced' else 'note'}",
         f"**Rule** `{trend.id}`: {trend.claim}. **Metric**: {trend.metric}, unit: {trend.unit}. **Estimate**: "
         f"{interval_text(trend, 3)} ({', '.join(f'{v:+.3f}' for v in trend.replicate_values)} per replicate). "
-        f"{trend.reason}. **Tolerance**: {trend.tolerance.reason}.",
+        f"{trend.reason}. **Tolerance**: {trend.tolerance.reason}. {written}",
         "```",
         "",
         f"```{{figure}} {FIGURE.relative_to(PAGE.parent).as_posix()}",
@@ -268,7 +278,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
                     "value": {
                         "judged": f"{prov['date_utc']} on {prov['device']} at commit {prov['git_commit'][:12]}",
                         "judged from": prov["judged_from"],
-                        "records": ", ".join(f"`{r}`" for r in prov["records"]),
+                        "records": _archives(prov["records"]),
                         "bootstrap": f"{params['bootstrap']} resamples, seed {params['data_seed']}",
                         "versions": ", ".join(f"{k} {v}" for k, v in prov["versions"].items()),
                     }

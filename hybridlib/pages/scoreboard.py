@@ -85,7 +85,8 @@ def load(results: Path, chapter: str, preset: str) -> dict[str, Any] | None:
     """The chapter's ``paper_vs_book_<preset>.json`` under ``results`` with the rows of its separate runs
     (``paper_vs_book_<run>_<preset>.json``, e.g. the whole-model run) after its own, a claim (rule id) the page
     reports itself winning, and their pages (``pages``: each run's ``page``, ``{"doc", "title"}`` relative to
-    ``book/``); None where there is neither. A record made only of separate runs has no chapter status."""
+    ``book/``); a separate run's row carries its run's date (``run_utc``); None where there is neither. A record
+    made only of separate runs has no chapter status."""
     folder = results / chapter
     path = folder / f"paper_vs_book_{preset}.json"
     record = json.loads(path.read_text()) if path.exists() else None
@@ -94,7 +95,12 @@ def load(results: Path, chapter: str, preset: str) -> dict[str, Any] | None:
         return record
     record = record or {"chapter": chapter, "status": None, "rows": []}
     own = {row["id"] for row in record["rows"]}
-    extra = [row for part in parts for row in part["rows"] if row["id"] not in own]
+    extra = [
+        {**row, "run_utc": (part.get("provenance") or {}).get("date_utc")}
+        for part in parts
+        for row in part["rows"]
+        if row["id"] not in own
+    ]
     pages = [part["page"] for part in parts if part.get("page")]
     return {**record, "rows": [*record["rows"], *extra], "pages": pages}
 
@@ -326,7 +332,7 @@ def _result_cell(
     change = _earlier(changes, records[preset], row)
     text = _result(row)
     if plan or history:
-        run_utc = (records[preset].get("provenance") or {}).get("date_utc")
+        run_utc = row.get("run_utc") or (records[preset].get("provenance") or {}).get("date_utc")
         text += "." + _planned(plan, row) + (_halves(row) if row.get("rule") else "")
         text += f" {rule_history.describe(history, run_utc)}" if history else ""
     if change is None:
