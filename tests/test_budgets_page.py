@@ -96,11 +96,11 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     )
     assert "| sandwich | 4 of 4 | 4 of 4 | 1 of 4 |" in page
     assert "| standard_periodic+swa | not an arm | not an arm | 0 of 4 |" in page
-    width, _ = plt_size(tmp_path / budgets.FIGURE)
+    width, _ = png_size(tmp_path / budgets.FIGURE)
     assert width <= 800  # the text column at the book's DPI
 
 
-def plt_size(path: Path) -> tuple[int, int]:
+def png_size(path: Path) -> tuple[int, int]:
     header = path.read_bytes()[16:24]
     return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
 

@@ -181,9 +181,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
     """The page's markdown: what was run, the trend verdict, the figure, the per-budget rules, the text and cost
     per budget, the arms found against those planned, the provenance."""
     rows = judged_rows(result)
-    trend = next(
-        r["verdict"] for r in rows if r["tokens"] is None and r["verdict"].id.startswith("layout.budget_t")
-    )
+    trend = next(r["verdict"] for r in rows if r["verdict"].id == report.TREND_RULE.id)
     budgets = sorted(int(b) for b in result["arms"])
     prov = result["provenance"]
     params = prov["params"]
@@ -215,10 +213,9 @@ def render(result: Mapping[str, Any], source: str) -> str:
     ).fillna("not an arm")
     entry = rule_history.load(REPO_ROOT / "data" / "results").get((CHAPTER, trend.id))
     written = rule_history.describe(entry, prov["date_utc"]) if entry else "Rule history not yet generated."
-    every = [r for r in rows if r["tokens"] is None]
-    rest = "; ".join(
-        f"`{r['verdict'].id}`: {r['verdict'].outcome.value}" for r in every if r["verdict"] is not trend
-    )
+    judged = {r["verdict"].id for r in rows}
+    controls = (report.REPETITION_RULE, report.BUDGET_LR_RULE)  # the largest budget's controls
+    waiting = [f"`{rule.id}`" for rule in controls if rule.id not in judged]
     lines = [
         f"# {TITLE}",
         "",
@@ -232,7 +229,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
         f"{params['data_seed']}-{params['data_seed'] + planned - 1}), so the curves pair; each budget is judged by the "
         f"chapter's rules and the trend by a rule written before any budget run. Judged on a CPU from the committed "
         f"student records ({len(prov['records'])} archives); the students trained on "
-        f"{', '.join(sorted({d.strip() for d in cost['devices'] for d in d.split(',')}))}.",
+        f"{', '.join(sorted({name.strip() for names in cost['devices'] for name in names.split(',')}))}.",
         "",
         f"```{{admonition}} Trend: {trend.outcome.value}",
         f":class: {'tip' if trend.outcome.value == 'reproduced' else 'note'}",
@@ -264,9 +261,8 @@ def render(result: Mapping[str, Any], source: str) -> str:
         "## Students found of those planned",
         "",
         f"Replicates whose record is committed, of the {planned} planned per arm and budget. The rules above read "
-        f"{' and '.join(result['judged_arms'])}; the other arms' rules "
-        f"({rest or 'the repetition control and the learning-rate check at the largest budget'}) wait for their "
-        "students.",
+        f"{' and '.join(result['judged_arms'])}"
+        + (f"; {' and '.join(waiting)} wait for their arms' students." if waiting else "."),
         "",
         markdown_table(arms, "arm"),
         "",
