@@ -17,9 +17,10 @@ SoftCKA and first-FA chapters probe (their layouts, and the SWA control) are mea
 their students (:func:`measure_runs`), so the alignment claims can be read at the largest budget from the records.
 
 Every machine of a campaign runs the same frozen commit (records match only under the same library code), and
-replicate 0 of an arm comes first (the chapters load it beside the other replicates). Once every arm has all
-its replicates, the layout chapter's learning-rate check (``python -m hybridlib.findings.layout.replicates
---lr-check``) and the chapters themselves run from the records.
+replicate 0 of an arm comes first (the chapters load it beside the other replicates): a share of later replicates
+trains and scores it too where the records lack it, so no student is packed without its test scores. Once every
+arm has all its replicates, the layout chapter's learning-rate check (``python -m
+hybridlib.findings.layout.replicates --lr-check``) and the chapters themselves run from the records.
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     start = time.perf_counter()
     for budget, arm in steps:  # one arm at a time, so a machine taken back loses at most the arm under way
         if budget is None:
-            n = train(args.preset, [arm], args.replicates)
+            n = train(args.preset, [arm], sorted({0, *args.replicates}))  # measuring loads replicate 0
             done = measure(args.preset, [arm], args.replicates, device)
             what, finished = f"{n} run(s) trained or found, scored and given {len(done)} measurement(s)", arm
         else:  # the largest budget's students measured as the SoftCKA and first-FA chapters measure theirs

@@ -116,6 +116,26 @@ def test_arms_are_finished_one_at_a_time_and_packed_after_each(monkeypatch, tmp_
     assert [e[0] for e in events] == ["train", "measure", "train", "measure"]  # no --pack: nothing packed
 
 
+def test_a_share_of_later_replicates_trains_and_scores_replicate_0_too(monkeypatch):
+    """Measuring replicate 2 loads replicate 0 beside it (the chapters do): the share trains and scores replicate 0
+    with it (found in the records: nothing done), so a replicate 0 it had to train is never packed without its test
+    scores; only the replicates asked are measured."""
+    asked, train = {}, campaign.train
+    monkeypatch.setattr(
+        campaign, "train", lambda preset, arms, reps: asked.setdefault("train", list(reps)) and 2
+    )
+    monkeypatch.setattr(
+        campaign, "measure", lambda preset, arms, reps, device: asked.setdefault("measure", reps)
+    )
+    campaign.main(["--preset", "gpu", "--arms", "sandwich", "--replicates", "2"])
+    assert asked == {"train": [0, 2], "measure": [2]}
+    scored = []
+    runs = {"sandwich": [SimpleNamespace(r=0), SimpleNamespace(r=2)]}
+    monkeypatch.setattr(campaign.layout_replicates, "train", lambda params, reps, labels: runs)
+    monkeypatch.setattr(campaign.distill, "heldout_scores", lambda run, n: scored.append(run.r))
+    assert train("gpu", ["sandwich"], [0, 2]) == 2 and scored == [0, 2]
+
+
 def test_arms_found_in_carried_records_pack_nothing_and_the_share_goes_on(monkeypatch, tmp_path):
     """The records of an arm found in carried ones are older than the share's mark: nothing is packed for it (no
     archive, no error), and the next arm's new records are packed alone."""
