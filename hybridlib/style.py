@@ -10,14 +10,17 @@ set rcParams themselves.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import matplotlib as mpl
+import matplotlib.pyplot as plt
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MultipleLocator
 
+from hybridlib.atomic import atomic_path
 from hybridlib.verdicts import Outcome
 
 TEXT_WIDTH_PX = 784  # the main column of the book's pages (sphinx-book-theme, desktop)
@@ -118,6 +121,17 @@ def fit(obj: Any) -> Figure:
         fig.set_size_inches(COLUMN_WIDTH_IN, height * COLUMN_WIDTH_IN / width)
     fig.tight_layout()
     return fig
+
+
+def save_png(obj: Any, path: Path, **savefig: Any) -> Path:
+    """Write ``obj`` (:func:`fit` to the column) to ``path`` as the book's PNG (:data:`DPI`, tight bounding box;
+    ``savefig``: more of matplotlib's ``savefig`` arguments) atomically, its folder made, and close it."""
+    fig = fit(obj)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format="png", **savefig)
+    plt.close(fig)
+    return path
 
 
 def _luminance(hex_colour: str) -> float:

@@ -157,6 +157,21 @@ def test_fit_shrinks_a_wide_grid_to_the_column_and_puts_its_legend_below():
     plt.close("all")
 
 
+def test_save_png_writes_the_fitted_figure_atomically_and_closes_it(tmp_path):
+    """A figure twice the column's width is written at the column's width (PNG header, at the book's DPI), into a
+    folder made for it with nothing else left there, with the extra ``savefig`` arguments applied; then closed."""
+    fig, ax = plt.subplots(figsize=(2 * style.COLUMN_WIDTH_IN, 3))
+    ax.plot([0, 1], [0, 1])
+    path = style.save_png(fig, tmp_path / "a" / "b.png", metadata={"Title": "column"})
+    data = path.read_bytes()
+    assert path == tmp_path / "a" / "b.png" and data[:8] == b"\x89PNG\r\n\x1a\n"
+    width = int.from_bytes(data[16:20], "big")
+    assert 0.9 * style.COLUMN_WIDTH_IN * style.DPI <= width <= style.COLUMN_WIDTH_IN * style.DPI + 1
+    assert b"Title" in data and b"column" in data
+    assert [p.name for p in path.parent.iterdir()] == ["b.png"]
+    assert not plt.fignum_exists(fig.number)
+
+
 def test_layer_bars_colour_fa_layers_and_label_every_fifth_layer():
     frame = pd.DataFrame(
         [

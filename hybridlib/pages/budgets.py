@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from hybridlib import carry, provenance, rule_history, style
-from hybridlib.atomic import atomic_path, write_json, write_text
+from hybridlib.atomic import write_json, write_text
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import replicates, report
 from hybridlib.layouts import BASELINE
@@ -295,11 +294,7 @@ def write(preset: str = "gpu", root: Path = REPO_ROOT) -> list[Path]:
     result = json.loads(path.read_text())
     style.apply()
     fig = report.budget_figure(report.budget_table(judged_rows(result)))
-    figure = root / FIGURE
-    figure.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(figure) as tmp:
-        style.fit(fig).savefig(tmp, dpi=style.DPI, bbox_inches="tight", format="png")
-    plt.close(fig)
+    figure = style.save_png(fig, root / FIGURE)
     page = root / PAGE
     write_text(page, render(result, str(path.relative_to(REPO_ROOT))))
     return [figure, page]

@@ -27,7 +27,7 @@ import pandas as pd
 from matplotlib import ticker
 
 from hybridlib import style
-from hybridlib.atomic import atomic_path, write_text
+from hybridlib.atomic import write_text
 from hybridlib.pages import equivalence as judging
 from hybridlib.pages.equivalence import (
     EQUIVALENCE,
@@ -916,12 +916,7 @@ def figure(runs: Mapping[str, Mapping[str, Any]], path: Path) -> bool:
     handles, labels = axes[0, 0].get_legend_handles_labels()
     handles, labels = handles[::-1], labels[::-1]  # the fast run first
     legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        style.fit(fig).savefig(
-            tmp, dpi=style.DPI, bbox_inches="tight", bbox_extra_artists=[legend], format="png"
-        )
-    plt.close(fig)
+    style.save_png(fig, path, bbox_extra_artists=[legend])
     return True
 
 

@@ -17,11 +17,10 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from hybridlib import plots, style
-from hybridlib.atomic import atomic_path, write_text
+from hybridlib.atomic import write_text
 from hybridlib.findings import whole_models
 from hybridlib.findings.efficiency import cost, report, wholemodel
 from hybridlib.findings.lolcats import throughput
@@ -134,12 +133,7 @@ def figures(data: Mapping[str, object], folder: Path) -> dict[str, Path]:
         )
     paths = {}
     for name, fig in drawn.items():
-        path = folder / f"whole_models_{name}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path) as tmp:
-            style.fit(fig).savefig(tmp, dpi=style.DPI, bbox_inches="tight", format="png")
-        plt.close(fig)
-        paths[name] = path
+        paths[name] = style.save_png(fig, folder / f"whole_models_{name}.png")
     return paths
 
 
