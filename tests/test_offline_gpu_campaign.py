@@ -21,6 +21,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SLOT = "97"  # a slot no real share uses: /tmp/tree-97, /tmp/campaign-97.log
 REPLICATE = "97"  # its archive /tmp/gpu-out/records-r97-slot97.tgz (a second share names its slot)
 FOUND = "96"  # a replicate whose every record the stand-in finds carried: it packs nothing
+FAILS = "95"  # a replicate whose campaign step the stand-in fails
 
 
 def campaign(*args: str) -> subprocess.CompletedProcess:
@@ -96,16 +97,18 @@ def test_campaign_refuses_bad_input_before_any_work(args, env, named, tmp_path):
 def stand_in_tree(tmp_path: Path) -> tuple[Path, Path]:
     """A frozen tree whose env.sh points the cache into ``tmp_path`` and replaces python3 with a shell function
     that prints its arguments (and the arm list for ``-c``) and writes the archive --pack names, except for
-    replicate :data:`FOUND` (every record found in carried ones: nothing new to pack); (tree, cache)."""
+    replicate :data:`FOUND` (every record found in carried ones: nothing new to pack) and :data:`FAILS` (it fails);
+    (tree, cache)."""
     cache = tmp_path / "hlcache"
     (cache / "students" / "s0").mkdir(parents=True)
     (cache / "students" / "s0" / "run.json").write_text("{}")
     env = tmp_path / "tree" / "tools" / "offline_gpu" / "env.sh"
     env.parent.mkdir(parents=True)
     env.write_text(
-        f"export HYBRIDLIB_CACHE={cache} FOUND={FOUND}\n"
+        f"export HYBRIDLIB_CACHE={cache} FOUND={FOUND} FAILS={FAILS}\n"
         'python3() { [ "$1" != -c ] || { echo arm_a arm_b; return; };'
         ' echo "python3 $* | cache $HYBRIDLIB_CACHE | commit $HYBRIDLIB_GIT_COMMIT | $(pwd)";'
+        ' [[ " $* " != *" --replicates $FAILS "* ]] || return 1;'
         ' [ "${2-}" != hybridlib.campaign ] || [[ " $* " == *" --replicates $FOUND "* ]] || touch "${@: -1}"; }\n'
         "export -f python3\n"
     )
@@ -117,7 +120,7 @@ def stand_in_tree(tmp_path: Path) -> tuple[Path, Path]:
 
 def wait_for_share(log: Path) -> str:
     for _ in range(100):
-        if "share done" in (log.read_text() if log.exists() else ""):
+        if any(end in (log.read_text() if log.exists() else "") for end in ("share done", "share failed")):
             break
         time.sleep(0.1)
     return log.read_text()
@@ -269,5 +272,24 @@ def test_a_replicate_found_in_carried_records_leaves_the_share_going(tmp_path):
         assert f"--replicates {REPLICATE} " in text and "share done" in text and archive.exists()
     finally:
         for path in (log, archive, Path(f"/tmp/campaign-{SLOT}.mark")):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
+
+
+def test_a_failed_replicate_stops_the_share_and_its_log_says_so(tmp_path):
+    """A replicate whose campaign step fails ends the share there (the next replicate never starts) with the log's
+    last line "share failed", the end line collect.sh --until waits for, never "share done"."""
+    tree, _ = stand_in_tree(tmp_path)
+    log = Path(f"/tmp/campaign-{SLOT}.log")
+    log.unlink(missing_ok=True)
+    try:
+        got = campaign("--tree", str(tree), "--slot", SLOT, FAILS, REPLICATE)
+        assert got.returncode == 0, got.stderr
+        text = wait_for_share(log)
+        assert text.rstrip().endswith("share failed") and "share done" not in text, text
+        assert f"--replicates {REPLICATE} " not in text
+        assert not Path(f"/tmp/gpu-out/records-r{REPLICATE}-slot{SLOT}.tgz").exists()
+    finally:
+        for path in (log, Path(f"/tmp/campaign-{SLOT}.mark")):
             path.unlink(missing_ok=True)
         shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)

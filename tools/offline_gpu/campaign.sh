@@ -84,7 +84,8 @@ mark=/tmp/campaign$own.mark
 at=${own:+-slot$slot}
 share="for r in $*; do echo \$(date +%T) replicate \$r; touch $mark; \
 python3 -m hybridlib.campaign --preset gpu $work --replicates \$r --newer $mark \
---pack /tmp/gpu-out/$name\$r$at-partial.tgz || exit 1; if [ -f /tmp/gpu-out/$name\$r$at-partial.tgz ]; then \
+--pack /tmp/gpu-out/$name\$r$at-partial.tgz || { echo \$(date +%T) share failed; exit 1; }; \
+if [ -f /tmp/gpu-out/$name\$r$at-partial.tgz ]; then \
 mv /tmp/gpu-out/$name\$r$at-partial.tgz /tmp/gpu-out/$name\$r$at.tgz && ls -la /tmp/gpu-out/$name\$r$at.tgz; \
 else echo replicate \$r: every record found, nothing new; fi; done; \
 echo \$(date +%T) share done"
