@@ -136,17 +136,14 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     assert {label: [r.tokens_trained for r in reps] for label, reps in at_4m.items()} == dict.fromkeys(
         ["standard_periodic", "reverse_periodic", "sandwich"], [2**22] * 4
     )
-    at_16m = {  # the capped-text and lower-learning-rate controls have no students yet
-        arm: replicates.train_budgets(
-            params | {"budget_seeds": 4, "swa_control": True}, [2**24], reps, labels=[arm], progress=False
-        )[2**24][arm]
-        for arm, reps in (
-            ("standard_periodic", [0, 1, 2, 3]),
-            ("reverse_periodic", [0, 1, 2, 3]),
-            ("sandwich", [0, 1, 2, 3]),
-            ("standard_periodic+swa", [0, 1, 2, 3]),
-        )
-    }
+    at_16m = (
+        replicates.train_budgets(  # the capped-text and lower-learning-rate controls have no students yet
+            params | {"budget_seeds": 4, "swa_control": True},
+            [2**24],
+            labels=["standard_periodic", "reverse_periodic", "sandwich", "standard_periodic+swa"],
+            progress=False,
+        )[2**24]
+    )
     assert {label: [r.tokens_trained for r in reps] for label, reps in at_16m.items()} == {
         "standard_periodic": [2**24] * 4,
         "reverse_periodic": [2**24] * 4,
