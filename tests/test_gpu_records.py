@@ -23,8 +23,10 @@ from hybridlib.train.distill import DistillSettings, heldout_scores
 from hybridlib.verdicts import Outcome
 
 COMMITS = sorted(p for p in (REPO_ROOT / "data" / "gpu_memo").iterdir() if p.is_dir())
-#: the layout chapter's parameters a student's settings hold as they are
-SAME = ("teacher", "seq_len", "batch_size", "lr_recurrent", "lr_rest", "precision")
+#: the layout chapter's parameters a student's settings hold as they are, and its learning rates (times the
+#: learning-rate check's factor in that check's students)
+SAME = ("teacher", "seq_len", "batch_size", "precision")
+LRS = ("lr_recurrent", "lr_rest")
 
 
 def student_records(folder: Path) -> dict[str, dict]:
@@ -65,7 +67,14 @@ def test_every_student_is_keyed_as_the_gpu_preset_asks_for_it(folder):
         settings = record["settings"]
         assert record["key"] == key == DistillSettings(**settings).key()
         asked = {"teacher": settings["teacher_name"]} | settings
+        factor = settings["lr_rest"] / params["lr_rest"]  # 1, or the learning-rate check's on both rates
+        assert factor == pytest.approx(1.0, rel=1e-12) or factor == pytest.approx(
+            params["lr_check_factor"]
+        ), key
         assert {k: asked[k] for k in SAME} == {k: params[k] for k in SAME}, key
+        assert [settings[lr] / factor for lr in LRS] == pytest.approx(
+            [params[lr] for lr in LRS], rel=1e-12
+        ), key
         assert settings["train_tokens"] in {params["train_tokens"], *params["budgets"]}, key
         assert {"data_seed": settings["data_seed"], "init_seed": settings["init_seed"]} in seeds, key
 
@@ -98,8 +107,9 @@ def independent_r(scores: list[dict], base: list[dict]) -> float:
 @pytest.mark.slow
 def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, monkeypatch):
     """Records only (no GPU, nothing trained): the gpu preset's layout students of replicate 0 and the budget students
-    (1M and 4M: 4 replicates; 16M: replicates 0-3 of standard and reverse periodic, sandwich and the SWA control)
-    and the layout chapter's replicate 1 (its three layouts and the SWA control) are found in a cache holding only
+    (1M and 4M: 4 replicates; 16M: replicates 0-3 of standard and reverse periodic, sandwich and the SWA control,
+    replicate 0 of the learning-rate check's pair at its factor x both learning rates) and the layout chapter's
+    replicates 0 and 1 (its three layouts and the SWA control) are found in a cache holding only
     the committed records, with the devices and training minutes they recorded; the chapter's R of reverse periodic
     equals R computed from the raw scores, one replicate leaves it not tested; a replicate not carried stops with its
     name."""
@@ -110,6 +120,7 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     for folder in COMMITS:  # every campaign's records, as a cache that installs them all holds them
         for archive in sorted(folder.glob("records-*.tgz")):
             carry.unpack(archive)
+    records = {k: v for folder in COMMITS for k, v in student_records(folder).items()}
     params = chapter("layout_distillation").resolve(
         "gpu", {"seeds": 1, "swa_control": False, "lr_check_factor": 0.0, "other_teachers": []}
     )
@@ -136,26 +147,39 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     assert {label: [r.tokens_trained for r in reps] for label, reps in at_4m.items()} == dict.fromkeys(
         ["standard_periodic", "reverse_periodic", "sandwich"], [2**22] * 4
     )
-    at_16m = (
-        replicates.train_budgets(  # the capped-text and lower-learning-rate controls have no students yet
-            params | {"budget_seeds": 4, "swa_control": True},
-            [2**24],
-            labels=["standard_periodic", "reverse_periodic", "sandwich", "standard_periodic+swa"],
-            progress=False,
-        )[2**24]
-    )
+    at_16m = replicates.train_budgets(  # the capped-text control has no students yet
+        params | {"budget_seeds": 4, "swa_control": True},
+        [2**24],
+        labels=["standard_periodic", "reverse_periodic", "sandwich", "standard_periodic+swa"],
+        progress=False,
+    )[2**24]
     assert {label: [r.tokens_trained for r in reps] for label, reps in at_16m.items()} == {
         "standard_periodic": [2**24] * 4,
         "reverse_periodic": [2**24] * 4,
         "sandwich": [2**24] * 4,
         "standard_periodic+swa": [2**24] * 4,
     }
-    records = {k: v for folder in COMMITS for k, v in student_records(folder).items()}
+    factor = chapter("layout_distillation").resolve("gpu")["lr_check_factor"]
+    low_lr = replicates.train_budgets(  # the learning-rate check's pair: replicate 0 so far
+        params | {"budget_seeds": 4, "lr_check_factor": factor},
+        [2**24],
+        [0],
+        labels=["standard_periodic+low_lr", "reverse_periodic+low_lr"],
+        progress=False,
+    )[2**24]
+    assert sorted(low_lr) == ["reverse_periodic+low_lr", "standard_periodic+low_lr"]
+    for label, (run,) in low_lr.items():
+        settings = records[Path(run.path).name]["settings"]
+        base = records[Path(at_16m[label.removesuffix("+low_lr")][0].path).name]["settings"]
+        assert run.tokens_trained == 2**24 and settings["data_seed"] == base["data_seed"], label
+        for lr in ("lr_recurrent", "lr_rest"):
+            assert settings[lr] == pytest.approx(factor * base[lr], rel=1e-12), (label, lr)
+    at_16m |= low_lr
     cost = report.budget_cost({2**20: budget, 2**22: at_4m, 2**24: at_16m})
     for tokens, runs_at, n, devices in (
         (2**20, budget, 12, "NVIDIA H200"),
         (2**22, at_4m, 12, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicates 1's sandwich, 2 and 3: an H100
-        (2**24, at_16m, 16, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
+        (2**24, at_16m, 18, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
     ):
         keys = [Path(r.path).name for reps in runs_at.values() for r in reps]
         assert cost.loc[tokens, "students"] == n and cost.loc[tokens, "devices"] == devices
@@ -163,11 +187,11 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
             sum(records[k]["wall_s"] for k in keys) / 60, rel=1e-12
         )
     three = ["standard_periodic", "reverse_periodic", "sandwich"]
-    second = replicates.train(params | {"seeds": 2, "layouts": three, "swa_control": True}, [1])
+    both = replicates.train(params | {"seeds": 2, "layouts": three, "swa_control": True})
     assert {
         label: [(r.tokens_trained, records[Path(r.path).name]["settings"]["data_seed"]) for r in reps]
-        for label, reps in second.items()
-    } == dict.fromkeys([*three, "standard_periodic+swa"], [(2**20, 1)])
+        for label, reps in both.items()
+    } == dict.fromkeys([*three, "standard_periodic+swa"], [(2**20, 0), (2**20, 1)])
     with pytest.raises(
         FileNotFoundError, match=r"student standard_periodic \(gdn, 1,048,576 tokens, data_seed=2"
     ):
