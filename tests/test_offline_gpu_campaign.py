@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -24,9 +25,14 @@ FOUND = "96"  # a replicate whose every record the stand-in finds carried: it pa
 FAILS = "95"  # a replicate whose campaign step the stand-in fails
 
 
-def campaign(*args: str) -> subprocess.CompletedProcess:
+def campaign(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(CAMPAIGN), *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ["bash", str(CAMPAIGN), *args],
+        cwd=ROOT,
+        env=None if env is None else os.environ | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -291,5 +297,46 @@ def test_a_failed_replicate_stops_the_share_and_its_log_says_so(tmp_path):
         assert not Path(f"/tmp/gpu-out/records-r{REPLICATE}-slot{SLOT}.tgz").exists()
     finally:
         for path in (log, Path(f"/tmp/campaign-{SLOT}.mark")):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
+
+
+@pytest.mark.parametrize("warm_up", [True, False])
+def test_a_second_slot_starts_training_when_the_kernel_warm_up_has_ended(tmp_path, warm_up):
+    """A slot >= 1 share whose pid file names a running warm.py (install.sh's kernel warm-up) logs that it waits and
+    starts its first campaign step only after that process ended; a pid file naming another live process (a pid
+    reused) does not hold it."""
+    tree, _ = stand_in_tree(tmp_path)
+    log = Path(f"/tmp/campaign-{SLOT}.log")
+    log.unlink(missing_ok=True)
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(3)", "warm.py" if warm_up else "x.py"]
+    )
+    (tmp_path / "warm.pid").write_text(f"{other.pid}\n")
+    try:
+        got = campaign(
+            "--tree", str(tree), "--slot", SLOT, REPLICATE, env={"WARM_PID": str(tmp_path / "warm.pid")}
+        )
+        assert got.returncode == 0, got.stderr
+        for _ in range(200):
+            if "python3 -m hybridlib.campaign" in (log.read_text() if log.exists() else ""):
+                break
+            time.sleep(0.05)
+        ended = other.poll() is not None
+        text = wait_for_share(log)
+        waits = f"waiting for the kernel warm-up, pid {other.pid}, to end"
+        assert "share done" in text, text
+        if warm_up:
+            assert ended and text.index(waits) < text.index(f"replicate {REPLICATE}"), text
+        else:
+            assert not ended and waits not in text, text
+    finally:
+        other.kill()
+        other.wait()
+        for path in (
+            log,
+            Path(f"/tmp/gpu-out/records-r{REPLICATE}-slot{SLOT}.tgz"),
+            Path(f"/tmp/campaign-{SLOT}.mark"),
+        ):
             path.unlink(missing_ok=True)
         shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)

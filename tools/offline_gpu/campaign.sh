@@ -11,7 +11,7 @@
 # --slot S (S >= 1) runs a second share beside slot 0 on the same GPU: its own tree (/tmp/tree-S), log
 # (/tmp/campaign-S.log), archives (records-...-r<R>-slotS.tgz) and cache (a copy of the cache as it is when the slot
 # starts, $HYBRIDLIB_CACHE-S), since a share packs the records written after its start; start slot S first, then
-# slot 0, with OMP_NUM_THREADS halved.
+# slot 0, with OMP_NUM_THREADS halved; it starts training when install.sh's kernel warm-up has ended.
 # --budget N (one of the gpu preset's budgets, in tokens) trains and scores the budget curve's arms at N instead (issue
 # 49; --budgets N: at the largest budget the chapters' arms measured too) into /tmp/gpu-out/records-b<N>-r<R>.tgz (R:
 # indices of budget_seeds).
@@ -82,7 +82,13 @@ mark=/tmp/campaign$own.mark
 # <name><R>[-slot<S>]-partial.tgz (never a student without its measurements), renamed <name><R>[-slot<S>].tgz when
 # all are done; a second share's archives name its slot, so two shares may train other arms of the same replicate
 at=${own:+-slot$slot}
-share="for r in $*; do echo \$(date +%T) replicate \$r; touch $mark; \
+# a second share waits for install.sh's kernel warm-up (its pid in $WARM_PID) to end: two 16M-token shares take
+# 73.5 GiB of an H100's 79.2, and the warm-up's 5.3 GiB beside them ran one out of memory
+warm=${WARM_PID:-/tmp/warm.pid}
+wait=$([ -z "$own" ] || echo "pid=\$(cat $warm 2>/dev/null || true); if grep -qs warm.py /proc/\$pid/cmdline; then \
+echo \$(date +%T) waiting for the kernel warm-up, pid \$pid, to end; \
+while grep -qs warm.py /proc/\$pid/cmdline; do sleep 2; done; fi; ")
+share="${wait}for r in $*; do echo \$(date +%T) replicate \$r; touch $mark; \
 python3 -m hybridlib.campaign --preset gpu $work --replicates \$r --newer $mark \
 --pack /tmp/gpu-out/$name\$r$at-partial.tgz || { echo \$(date +%T) share failed; exit 1; }; \
 if [ -f /tmp/gpu-out/$name\$r$at-partial.tgz ]; then \
