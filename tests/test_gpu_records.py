@@ -172,7 +172,7 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
         settings = records[Path(run.path).name]["settings"]
         base = records[Path(at_16m[label.removesuffix("+low_lr")][0].path).name]["settings"]
         assert run.tokens_trained == 2**24 and settings["data_seed"] == base["data_seed"], label
-        for lr in ("lr_recurrent", "lr_rest"):
+        for lr in LRS:
             assert settings[lr] == pytest.approx(factor * base[lr], rel=1e-12), (label, lr)
     at_16m |= low_lr
     cost = report.budget_cost({2**20: budget, 2**22: at_4m, 2**24: at_16m})
