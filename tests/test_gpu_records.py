@@ -108,7 +108,8 @@ def independent_r(scores: list[dict], base: list[dict]) -> float:
 def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, monkeypatch):
     """Records only (no GPU, nothing trained): the gpu preset's layout students of replicate 0 and the budget students
     (1M and 4M: 4 replicates; 16M: replicates 0-3 of standard and reverse periodic, sandwich and the SWA control,
-    replicate 0 of the learning-rate check's pair at its factor x both learning rates) and the layout chapter's
+    replicate 0 of the learning-rate check's pair and 1 of its baseline at its factor x both learning rates, replicate 0
+    of the repetition control at the smallest budget's text) and the layout chapter's
     replicates 0 and 1 (its three layouts and the SWA control) are found in a cache holding only
     the committed records, with the devices and training minutes they recorded; the chapter's R of reverse periodic
     equals R computed from the raw scores, one replicate leaves it not tested; a replicate not carried stops with its
@@ -160,26 +161,43 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
         "standard_periodic+swa": [2**24] * 4,
     }
     factor = chapter("layout_distillation").resolve("gpu")["lr_check_factor"]
-    low_lr = replicates.train_budgets(  # the learning-rate check's pair: replicate 0 so far
+    low_lr = replicates.train_budgets(  # the learning-rate check's pair: replicate 0 of both
         params | {"budget_seeds": 4, "lr_check_factor": factor},
         [2**24],
         [0],
         labels=["standard_periodic+low_lr", "reverse_periodic+low_lr"],
         progress=False,
     )[2**24]
+    low_lr["standard_periodic+low_lr"] += replicates.train_budgets(  # and replicate 1 of the baseline's
+        params | {"budget_seeds": 4, "lr_check_factor": factor},
+        [2**24],
+        [1],
+        labels=["standard_periodic+low_lr"],
+        progress=False,
+    )[2**24]["standard_periodic+low_lr"]
+    capped = replicates.train_budgets(  # the repetition control: replicate 0
+        params | {"budget_seeds": 4}, [2**24], [0], labels=["standard_periodic+capped"], progress=False
+    )[2**24]
     assert sorted(low_lr) == ["reverse_periodic+low_lr", "standard_periodic+low_lr"]
-    for label, (run,) in low_lr.items():
+    cap = replicates.budget_text_cap(params)
+    checks = [(label, i, run, factor, None) for label, reps in low_lr.items() for i, run in enumerate(reps)]
+    for label, i, run, scale, text_cap in [
+        *checks,
+        ("standard_periodic+capped", 0, *capped["standard_periodic+capped"], 1.0, cap),
+    ]:
         settings = records[Path(run.path).name]["settings"]
-        base = records[Path(at_16m[label.removesuffix("+low_lr")][0].path).name]["settings"]
-        assert run.tokens_trained == 2**24 and settings["data_seed"] == base["data_seed"], label
+        base = records[Path(at_16m[label.split("+")[0]][i].path).name]["settings"]
+        assert run.tokens_trained == 2**24 and settings["data_seed"] == base["data_seed"], (label, i)
+        assert settings["text_cap"] == text_cap and base["text_cap"] is None, (label, i)
         for lr in LRS:
-            assert settings[lr] == pytest.approx(factor * base[lr], rel=1e-12), (label, lr)
-    at_16m |= low_lr
+            assert settings[lr] == pytest.approx(scale * base[lr], rel=1e-12), (label, i, lr)
+    assert [len(low_lr[k]) for k in sorted(low_lr)] == [1, 2]
+    at_16m |= capped | low_lr
     cost = report.budget_cost({2**20: budget, 2**22: at_4m, 2**24: at_16m})
     for tokens, runs_at, n, devices in (
         (2**20, budget, 12, "NVIDIA H200"),
         (2**22, at_4m, 12, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicates 1's sandwich, 2 and 3: an H100
-        (2**24, at_16m, 18, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
+        (2**24, at_16m, 20, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
     ):
         keys = [Path(r.path).name for reps in runs_at.values() for r in reps]
         assert cost.loc[tokens, "students"] == n and cost.loc[tokens, "devices"] == devices
