@@ -301,19 +301,9 @@ SCREENS = {
     },
     "book/gpu/layout_budgets": 8,
 }
-#: pages still longer, as measured (strict: once a page is short enough the test fails until its mark goes)
-TOO_LONG = {"book/gpu/04_lolcats": 12.5}
 
 
-@pytest.mark.parametrize(
-    "doc",
-    [
-        pytest.param(doc, marks=pytest.mark.xfail(strict=True, reason=f"issue 50: {TOO_LONG[doc]} screens"))
-        if doc in TOO_LONG
-        else doc
-        for doc in SCREENS
-    ],
-)
+@pytest.mark.parametrize("doc", list(SCREENS))
 def test_page_lengths(doc, server, browser):
     try:
         screens = review.screens(browser, f"{server}/{doc}.html")
