@@ -148,7 +148,7 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     assert {label: [r.tokens_trained for r in reps] for label, reps in at_4m.items()} == dict.fromkeys(
         ["standard_periodic", "reverse_periodic", "sandwich"], [2**22] * 4
     )
-    at_16m = replicates.train_budgets(  # the capped-text control has no students yet
+    at_16m = replicates.train_budgets(  # the arms with all 4 replicates
         params | {"budget_seeds": 4, "swa_control": True},
         [2**24],
         labels=["standard_periodic", "reverse_periodic", "sandwich", "standard_periodic+swa"],
@@ -181,10 +181,8 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     assert sorted(low_lr) == ["reverse_periodic+low_lr", "standard_periodic+low_lr"]
     cap = replicates.budget_text_cap(params)
     checks = [(label, i, run, factor, None) for label, reps in low_lr.items() for i, run in enumerate(reps)]
-    for label, i, run, scale, text_cap in [
-        *checks,
-        ("standard_periodic+capped", 0, *capped["standard_periodic+capped"], 1.0, cap),
-    ]:
+    checks.append(("standard_periodic+capped", 0, *capped["standard_periodic+capped"], 1.0, cap))
+    for label, i, run, scale, text_cap in checks:
         settings = records[Path(run.path).name]["settings"]
         base = records[Path(at_16m[label.split("+")[0]][i].path).name]["settings"]
         assert run.tokens_trained == 2**24 and settings["data_seed"] == base["data_seed"], (label, i)
