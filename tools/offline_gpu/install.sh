@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the checkout: install a payload made by pack.sh.
-#   install.sh site DIR    fla/TileLang + wheels into /tmp/site, then a detached kernel warm-up (warm.py, pid in
-#                          /tmp/warm.pid)
+#   install.sh site DIR    fla/TileLang + wheels into /tmp/site, an earlier machine's compiled kernels when
+#                          data/gpu_memo/kernel-caches.tgz is committed (kernels.sh), then a detached kernel warm-up
+#                          (warm.py, pid in /tmp/warm.pid)
 #   install.sh assets DIR  weight/tokenizer packages into /tmp/site, the prepared cache into /tmp/hlcache
 #   install.sh records FILE  an earlier machine's records.tgz (collect.sh; python -m hybridlib.carry) into
 #                          /tmp/hlcache: its students' run records and scores, SoftCKA and first-FA measurements
@@ -15,6 +16,7 @@ case $what in
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
       /tmp/offline-wheels/*.whl 2>&1 | grep -v "Target directory" || true
     source tools/offline_gpu/env.sh
+    [ -f data/gpu_memo/kernel-caches.tgz ] && bash tools/offline_gpu/kernels.sh restore data/gpu_memo/kernel-caches.tgz
     setsid nohup python3 tools/offline_gpu/warm.py > /tmp/warm.log 2>&1 < /dev/null & echo $! > /tmp/warm.pid
     python3 -c "import transformers, datasets, fla; print('installed', transformers.__version__, fla.__version__)"
     python3 -c "import papermill" 2>/dev/null || echo "install.sh: papermill missing: benchmarks run, chapters do not" ;;
