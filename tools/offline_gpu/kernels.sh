@@ -22,8 +22,9 @@ case ${1-} in
       echo "kernels.sh: nothing compiled: neither $tilelang nor $triton exists" >&2; exit 2; }
     stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
     mkdir "$stage/tilelang" "$stage/triton"
-    [ -d "$tilelang" ] && (cd "$tilelang" && tar --exclude='./*/*/.staging' -cf - .) | tar -C "$stage/tilelang" -xf -
+    [ -d "$tilelang" ] && cp -a "$tilelang/." "$stage/tilelang/"
     [ -d "$triton" ] && cp -a "$triton/." "$stage/triton/"
+    rm -rf "$stage"/tilelang/*/*/.staging  # saves a crash cut short
     out=${OUT:-.}/kernel-caches.tgz
     tar -C "$stage" -czf "$out.tmp" tilelang triton
     if [ "$(stat -c %s "$out.tmp")" -gt $((max << 20)) ]; then
