@@ -64,7 +64,7 @@ def test_the_committed_budget_curve_is_what_the_records_give_and_matches_raw_sco
     assert rows[TREND]["estimate"] == pytest.approx(np.mean(slopes), rel=1e-9)
     assert COMMITTED["arms"]["16777216"]["sandwich"] == [0, 1, 2, 3]  # the sandwich students at 16M
     assert COMMITTED["arms"]["16777216"]["standard_periodic+low_lr"] == [0, 1]
-    assert COMMITTED["arms"]["16777216"]["standard_periodic+capped"] == [0]
+    assert COMMITTED["arms"]["16777216"]["standard_periodic+capped"] == [0, 1, 2]
     assert all(COMMITTED["arms"][str(b)][a] == [0, 1, 2, 3] for b in tokens for a in (BASELINE, PAPER_ARM))
 
 
@@ -90,7 +90,7 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     assert f"{trend.estimate:.3g} [{trend.low:.3g}, {trend.high:.3g}], 4 runs" in page
     assert ", ".join(f"{v:+.3f}" for v in trend.replicate_values) in page
     assert "Rule written 2026-12-03 (7c1d767), before the runs it judges" in page  # the rule history's entry
-    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 20 archives" in page
+    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 22 archives" in page
     assert (
         page.index("| 1,048,576 (1M) |")
         < page.index("| 4,194,304 (4M) |")
@@ -100,7 +100,7 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     assert "| standard_periodic+swa | not an arm | not an arm | 4 of 4 |" in page
     assert "| reverse_periodic+low_lr | not an arm | not an arm | 1 of 4 |" in page  # the check's pair
     assert "| standard_periodic+low_lr | not an arm | not an arm | 2 of 4 |" in page
-    assert "| standard_periodic+capped | not an arm | not an arm | 1 of 4 |" in page
+    assert "| standard_periodic+capped | not an arm | not an arm | 3 of 4 |" in page
     width, _ = png_size(tmp_path / budgets.FIGURE)
     assert width <= 800  # the text column at the book's DPI
 

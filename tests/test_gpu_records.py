@@ -175,13 +175,16 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
         labels=["standard_periodic+low_lr"],
         progress=False,
     )[2**24]["standard_periodic+low_lr"]
-    capped = replicates.train_budgets(  # the repetition control: replicate 0
-        params | {"budget_seeds": 4}, [2**24], [0], labels=["standard_periodic+capped"], progress=False
+    capped = replicates.train_budgets(  # the repetition control: replicates 0-2
+        params | {"budget_seeds": 4}, [2**24], [0, 1, 2], labels=["standard_periodic+capped"], progress=False
     )[2**24]
     assert sorted(low_lr) == ["reverse_periodic+low_lr", "standard_periodic+low_lr"]
     cap = replicates.budget_text_cap(params)
     checks = [(label, i, run, factor, None) for label, reps in low_lr.items() for i, run in enumerate(reps)]
-    checks.append(("standard_periodic+capped", 0, *capped["standard_periodic+capped"], 1.0, cap))
+    checks += [
+        ("standard_periodic+capped", i, run, 1.0, cap)
+        for i, run in enumerate(capped["standard_periodic+capped"])
+    ]
     for label, i, run, scale, text_cap in checks:
         settings = records[Path(run.path).name]["settings"]
         base = records[Path(at_16m[label.split("+")[0]][i].path).name]["settings"]
@@ -189,13 +192,13 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
         assert settings["text_cap"] == text_cap and base["text_cap"] is None, (label, i)
         for lr in LRS:
             assert settings[lr] == pytest.approx(scale * base[lr], rel=1e-12), (label, i, lr)
-    assert [len(low_lr[k]) for k in sorted(low_lr)] == [1, 2]
+    assert [len(low_lr[k]) for k in sorted(low_lr)] == [1, 2] and len(capped["standard_periodic+capped"]) == 3
     at_16m |= capped | low_lr
     cost = report.budget_cost({2**20: budget, 2**22: at_4m, 2**24: at_16m})
     for tokens, runs_at, n, devices in (
         (2**20, budget, 12, "NVIDIA H200"),
         (2**22, at_4m, 12, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicates 1's sandwich, 2 and 3: an H100
-        (2**24, at_16m, 20, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
+        (2**24, at_16m, 22, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
     ):
         keys = [Path(r.path).name for reps in runs_at.values() for r in reps]
         assert cost.loc[tokens, "students"] == n and cost.loc[tokens, "devices"] == devices

@@ -15,12 +15,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tools" / "offline_gpu" / "kernels.sh"
-TILELANG = {  # <version>/<platform>/kernels/<key>/...: one kernel; .staging holds a save a crash cut short
-    "0.1.15/linux-x86_64/kernels/9f2c/kernel_lib.so": b"\x7fELF compiled kernel",
-    "0.1.15/linux-x86_64/kernels/9f2c/params.pkl": b"params",
-    "0.1.15/linux-x86_64/kernels/41aa/kernel_lib.so": b"\x7fELF another shape",
+TILELANG = {  # as an H100 left it: <version>/<platform>/kernels/<key>/ a kernel, <version>/cuda-binaries/<key>/
+    "0.1.15/linux-x86_64/kernels/9f2c/executable.so": b"\x7fELF compiled kernel",
+    "0.1.15/linux-x86_64/kernels/9f2c/params.json": b"{}",
+    "0.1.15/linux-x86_64/kernels/41aa/executable.so": b"\x7fELF another shape",
+    "0.1.15/cuda-binaries/84d1/kernel.cubin": b"cubin",
 }
-STAGING = "0.1.15/linux-x86_64/.staging/tmp-1/kernel_lib.so"
+STAGING = "0.1.15/.staging/cuda-binaries/77ab/kernel.cubin"  # <version>/.staging: a save a crash cut short
 TRITON = {  # <hash>/...: two kernels
     "AB12/chunk_fwd_h.cubin": b"cubin",
     "AB12/__grp__chunk_fwd_h.json": b"{}",
@@ -105,7 +106,7 @@ def test_triton_s_cache_is_dropped_when_the_archive_would_not_come_back(tmp_path
         assert {m.name for m in tar.getmembers() if m.isfile()} == {f"tilelang/{n}" for n in TILELANG}
     (home / "out" / "kernel-caches.tgz").unlink()
     lay_out(
-        home / ".tilelang" / "cache", {"0.1.15/linux-x86_64/kernels/77/kernel_lib.so": os.urandom(2 << 20)}
+        home / ".tilelang" / "cache", {"0.1.15/linux-x86_64/kernels/77/executable.so": os.urandom(2 << 20)}
     )
     got = kernels(home, "pack", KERNELS_MAX_MIB="1")
     assert got.returncode == 3 and "TileLang's cache alone passes 1 MiB: nothing packed" in got.stderr

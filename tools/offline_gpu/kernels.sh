@@ -24,7 +24,7 @@ case ${1-} in
     mkdir "$stage/tilelang" "$stage/triton"
     [ -d "$tilelang" ] && cp -a "$tilelang/." "$stage/tilelang/"
     [ -d "$triton" ] && cp -a "$triton/." "$stage/triton/"
-    rm -rf "$stage"/tilelang/*/*/.staging  # saves a crash cut short
+    rm -rf "$stage"/tilelang/*/.staging  # <version>/.staging: saves a crash cut short
     out=${OUT:-.}/kernel-caches.tgz
     tar -C "$stage" -czf "$out.tmp" tilelang triton
     if [ "$(stat -c %s "$out.tmp")" -gt $((max << 20)) ]; then
