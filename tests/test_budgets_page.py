@@ -3,6 +3,7 @@
 from the raw test scores, and the page and scoreboard rows drawn from it."""
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from test_gpu_records import COMMITS, independent_r
 from hybridlib import carry
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import replicates
-from hybridlib.findings.layout.report import PAPER_ARM
+from hybridlib.findings.layout.report import CAPPED, PAPER_ARM
 from hybridlib.layouts import BASELINE
 from hybridlib.pages import budgets, scoreboard
 from hybridlib.params import RECORDS_ONLY_ENV, ParameterError
@@ -21,6 +22,8 @@ from hybridlib.verdicts import Verdict
 
 COMMITTED = json.loads(budgets.result_path("gpu").read_text())
 TREND = "layout.budget_trend.reverse_periodic"
+REPETITION = "layout.budget_repetition.standard_periodic"
+LOW_LR = "layout.lower_lr.reverse_periodic"
 
 
 def by_id(result: dict) -> dict[str, dict]:
@@ -31,7 +34,9 @@ def by_id(result: dict) -> dict[str, dict]:
 def test_the_committed_budget_curve_is_what_the_records_give_and_matches_raw_scores(tmp_path, monkeypatch):
     """Judging the committed records again gives the committed rows exactly (same bootstrap seed); each replicate's R
     at each budget is R computed here from the students' raw test scores, and its trend value is the least-squares
-    slope of 1 - R against log2 tokens; the students found per arm are those the records hold."""
+    slope of 1 - R against log2 tokens; the repetition control, complete at 4 replicates, is judged: each replicate's
+    value is ln R of the capped student against its uncapped pair from the raw scores, and its cap binds; the
+    learning-rate check, short of its plan, is not; the students found per arm are those the records hold."""
     fresh = budgets.judge("gpu")
     assert by_id(fresh) == by_id(COMMITTED) and fresh["arms"] == COMMITTED["arms"]
     models = cache_dir("models")  # judge() above converted the teacher there
@@ -63,8 +68,19 @@ def test_the_committed_budget_curve_is_what_the_records_give_and_matches_raw_sco
     assert rows[TREND]["replicate_values"] == pytest.approx(slopes, rel=1e-9)
     assert rows[TREND]["estimate"] == pytest.approx(np.mean(slopes), rel=1e-9)
     assert COMMITTED["arms"]["16777216"]["sandwich"] == [0, 1, 2, 3]  # the sandwich students at 16M
-    assert COMMITTED["arms"]["16777216"]["standard_periodic+low_lr"] == [0, 1]
-    assert COMMITTED["arms"]["16777216"]["standard_periodic+capped"] == [0, 1, 2]
+    assert COMMITTED["arms"]["16777216"]["standard_periodic+low_lr"] == [0, 1, 2]
+    assert COMMITTED["arms"]["16777216"]["reverse_periodic+low_lr"] == [0, 1]
+    assert COMMITTED["arms"]["16777216"][CAPPED] == [0, 1, 2, 3]  # the repetition control complete: judged
+    assert COMMITTED["judged_arms"] == [BASELINE, PAPER_ARM, CAPPED] and LOW_LR not in rows
+    capped = replicates.train_budgets(params, [2**24], labels=[CAPPED], progress=False)[2**24][CAPPED]
+    ln_ratio = [math.log(independent_r(raw(c), raw(s))) for c, s in zip(capped, runs[2**24][BASELINE])]
+    assert rows[REPETITION]["replicate_values"] == pytest.approx(ln_ratio, rel=1e-9)
+    assert rows[REPETITION]["estimate"] == pytest.approx(np.mean(ln_ratio), rel=1e-9)
+    unique = [(c.corpus, s.corpus) for c, s in zip(capped, runs[2**24][BASELINE])]
+    assert all(
+        sum(lang["unique_tokens"] for lang in c.values()) < sum(lang["unique_tokens"] for lang in s.values())
+        for c, s in unique
+    )  # the control binds: the capped text is smaller in every replicate
     assert all(COMMITTED["arms"][str(b)][a] == [0, 1, 2, 3] for b in tokens for a in (BASELINE, PAPER_ARM))
 
 
@@ -76,6 +92,31 @@ def test_bad_input_is_refused_before_any_work(tmp_path):
     only = sorted((REPO_ROOT / "data" / "gpu_memo").glob("*/records-b16777216-r3.tgz"))
     with pytest.raises(FileNotFoundError, match=r"student standard_periodic \(gdn, 1,048,576 tokens"):
         budgets.judge("gpu", archives=only)  # a judged arm's student missing: stops with its name
+
+
+@pytest.mark.parametrize(
+    ("found", "judged"),
+    [
+        ({CAPPED: [0, 1, 2, 3]}, [CAPPED]),  # all 4 planned: judged
+        ({CAPPED: [0, 1, 2]}, []),  # one short of the plan: waits
+        ({CAPPED: [0, 1, 3, 4]}, []),  # 4 students, but not replicates 0-3
+        (
+            {"standard_periodic+low_lr": [0, 1, 2, 3], "reverse_periodic+low_lr": [0, 1]},
+            [],
+        ),  # one arm of the pair
+        (
+            {
+                CAPPED: [0, 1, 2, 3],
+                "standard_periodic+low_lr": [0, 1, 2, 3],
+                "reverse_periodic+low_lr": [0, 1, 2, 3],
+            },
+            [CAPPED, "standard_periodic+low_lr", "reverse_periodic+low_lr"],
+        ),
+        ({}, []),
+    ],
+)
+def test_a_control_is_judged_only_at_its_planned_replicates(found, judged):
+    assert budgets.control_arms(found, 4) == judged
 
 
 def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
@@ -90,7 +131,7 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     assert f"{trend.estimate:.3g} [{trend.low:.3g}, {trend.high:.3g}], 4 runs" in page
     assert ", ".join(f"{v:+.3f}" for v in trend.replicate_values) in page
     assert "Rule written 2026-12-03 (7c1d767), before the runs it judges" in page  # the rule history's entry
-    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 22 archives" in page
+    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 25 archives" in page
     assert (
         page.index("| 1,048,576 (1M) |")
         < page.index("| 4,194,304 (4M) |")
@@ -98,9 +139,15 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     )
     assert "| sandwich | 4 of 4 | 4 of 4 | 4 of 4 |" in page
     assert "| standard_periodic+swa | not an arm | not an arm | 4 of 4 |" in page
-    assert "| reverse_periodic+low_lr | not an arm | not an arm | 1 of 4 |" in page  # the check's pair
-    assert "| standard_periodic+low_lr | not an arm | not an arm | 2 of 4 |" in page
-    assert "| standard_periodic+capped | not an arm | not an arm | 3 of 4 |" in page
+    assert "| reverse_periodic+low_lr | not an arm | not an arm | 2 of 4 |" in page  # the check's pair
+    assert "| standard_periodic+low_lr | not an arm | not an arm | 3 of 4 |" in page
+    assert "| standard_periodic+capped | not an arm | not an arm | 4 of 4 |" in page
+    repetition = Verdict.from_dict(by_id(COMMITTED)[REPETITION])
+    row = next(line for line in page.splitlines() if line.startswith(f"| `{REPETITION}` |"))
+    assert f"| {repetition.estimate:.3g} [{repetition.low:.3g}, {repetition.high:.3g}], 4 runs | " in row
+    assert f"| {repetition.outcome.value} |" in row and "1,046,528 vs 14,471,418" in row  # the cap binds
+    assert "Rule written 2026-12-03 (67225b8), before the runs it judges" in row
+    assert f"`{LOW_LR}` still waits for its arms' students." in page
     width, _ = png_size(tmp_path / budgets.FIGURE)
     assert width <= 800  # the text column at the book's DPI
 
@@ -113,7 +160,7 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_the_scoreboard_shows_the_trend_row_and_folds_the_per_budget_rows():
     record = budgets.rows_record(COMMITTED)
     ids = [row["id"] for row in record["rows"]]
-    assert ids[-1] == TREND and len(ids) == 13 and len(set(ids)) == 13
+    assert ids[-2:] == [TREND, REPETITION] and len(ids) == 14 and len(set(ids)) == 14
     assert record["page"]["doc"] == "gpu/layout_budgets"
     committed = json.loads(
         (budgets.result_path("gpu").with_name("paper_vs_book_budgets_gpu.json")).read_text()

@@ -108,8 +108,8 @@ def independent_r(scores: list[dict], base: list[dict]) -> float:
 def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, monkeypatch):
     """Records only (no GPU, nothing trained): the gpu preset's layout students of replicate 0 and the budget students
     (1M and 4M: 4 replicates; 16M: replicates 0-3 of standard and reverse periodic, sandwich and the SWA control,
-    replicate 0 of the learning-rate check's pair and 1 of its baseline at its factor x both learning rates, replicate 0
-    of the repetition control at the smallest budget's text) and the layout chapter's
+    of the learning-rate check replicates 0-2 of its baseline and 0-1 of reverse periodic at its factor x both
+    learning rates, replicates 0-3 of the repetition control at the smallest budget's text) and the layout chapter's
     replicates 0 and 1 (its three layouts and the SWA control) are found in a cache holding only
     the committed records, with the devices and training minutes they recorded; the chapter's R of reverse periodic
     equals R computed from the raw scores, one replicate leaves it not tested; a replicate not carried stops with its
@@ -161,22 +161,22 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
         "standard_periodic+swa": [2**24] * 4,
     }
     factor = chapter("layout_distillation").resolve("gpu")["lr_check_factor"]
-    low_lr = replicates.train_budgets(  # the learning-rate check's pair: replicate 0 of both
-        params | {"budget_seeds": 4, "lr_check_factor": factor},
+    low_lr = {  # the learning-rate check: replicates 0-2 of the baseline's, 0-1 of the reverse layout's
+        label: replicates.train_budgets(
+            params | {"budget_seeds": 4, "lr_check_factor": factor},
+            [2**24],
+            list(range(n)),
+            labels=[label],
+            progress=False,
+        )[2**24][label]
+        for label, n in (("standard_periodic+low_lr", 3), ("reverse_periodic+low_lr", 2))
+    }
+    capped = replicates.train_budgets(  # the repetition control: all 4 replicates
+        params | {"budget_seeds": 4},
         [2**24],
-        [0],
-        labels=["standard_periodic+low_lr", "reverse_periodic+low_lr"],
+        [0, 1, 2, 3],
+        labels=["standard_periodic+capped"],
         progress=False,
-    )[2**24]
-    low_lr["standard_periodic+low_lr"] += replicates.train_budgets(  # and replicate 1 of the baseline's
-        params | {"budget_seeds": 4, "lr_check_factor": factor},
-        [2**24],
-        [1],
-        labels=["standard_periodic+low_lr"],
-        progress=False,
-    )[2**24]["standard_periodic+low_lr"]
-    capped = replicates.train_budgets(  # the repetition control: replicates 0-2
-        params | {"budget_seeds": 4}, [2**24], [0, 1, 2], labels=["standard_periodic+capped"], progress=False
     )[2**24]
     assert sorted(low_lr) == ["reverse_periodic+low_lr", "standard_periodic+low_lr"]
     cap = replicates.budget_text_cap(params)
@@ -192,13 +192,13 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
         assert settings["text_cap"] == text_cap and base["text_cap"] is None, (label, i)
         for lr in LRS:
             assert settings[lr] == pytest.approx(scale * base[lr], rel=1e-12), (label, i, lr)
-    assert [len(low_lr[k]) for k in sorted(low_lr)] == [1, 2] and len(capped["standard_periodic+capped"]) == 3
+    assert [len(low_lr[k]) for k in sorted(low_lr)] == [2, 3] and len(capped["standard_periodic+capped"]) == 4
     at_16m |= capped | low_lr
     cost = report.budget_cost({2**20: budget, 2**22: at_4m, 2**24: at_16m})
     for tokens, runs_at, n, devices in (
         (2**20, budget, 12, "NVIDIA H200"),
         (2**22, at_4m, 12, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicates 1's sandwich, 2 and 3: an H100
-        (2**24, at_16m, 22, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
+        (2**24, at_16m, 25, "NVIDIA H100 80GB HBM3, NVIDIA H200"),  # replicate 2: an H200
     ):
         keys = [Path(r.path).name for reps in runs_at.values() for r in reps]
         assert cost.loc[tokens, "students"] == n and cost.loc[tokens, "devices"] == devices

@@ -2,8 +2,9 @@
 
 ``python -m hybridlib.pages.budgets --judge`` finds the budget curve's students in a cache holding only the records
 committed under ``data/gpu_memo/`` (nothing trained, any device), judges standard and reverse periodic at every
-budget with the chapter's rules, the trend rule over the budgets (:func:`~hybridlib.findings.layout.report.
-judge_budgets`, the notebook's own call) and counts which planned students of every arm exist; it writes the result
+budget with the chapter's rules, the trend rule over the budgets and the largest budget's controls (:data:`CONTROLS`)
+once every planned student of their arms is committed (:func:`~hybridlib.findings.layout.report.judge_budgets`, the
+notebook's own call) and counts which planned students of every arm exist; it writes the result
 (:func:`result_path`) and its rules' paper-vs-book record (``paper_vs_book_budgets_gpu.json``, which the scoreboard
 reads beside the chapter's) atomically. A planned student of the judged arms that is missing stops it with its name.
 ``python -m hybridlib.pages.budgets`` (and ``python -m hybridlib.pages``) writes ``book/gpu/layout_budgets.md``
@@ -27,7 +28,7 @@ from hybridlib import carry, provenance, rule_history, style
 from hybridlib.atomic import write_json, write_text
 from hybridlib.findings import chapter
 from hybridlib.findings.layout import replicates, report
-from hybridlib.layouts import BASELINE
+from hybridlib.layouts import BASELINE, LOW_LR_SUFFIX
 from hybridlib.notebook import interval_text, stored_row
 from hybridlib.pages.tables import markdown_table
 from hybridlib.params import RECORDS_ONLY_ENV, check_choice
@@ -38,6 +39,12 @@ from hybridlib.verdicts import Verdict
 CHAPTER = "layout_distillation"
 PRESETS = ("gpu",)
 JUDGED = (BASELINE, report.PAPER_ARM)  # the arms the budget rules and the figure read
+#: the largest budget's controls -> the arms each reads beside :data:`JUDGED`; a control is judged once every
+#: planned replicate of its arms is committed, never below its planned count
+CONTROLS = {
+    report.REPETITION_RULE.id: (report.CAPPED,),
+    report.BUDGET_LR_RULE.id: tuple(f"{name}{LOW_LR_SUFFIX}" for name in JUDGED),
+}
 ARCHIVES = "data/gpu_memo/*/records-*.tgz"  # every campaign's committed student records
 PAGE = Path("book/gpu/layout_budgets.md")
 FIGURE = Path("book/gpu/figures/layout_budgets.png")
@@ -76,6 +83,17 @@ def _present(params: Mapping[str, Any]) -> tuple[dict[int, dict[str, list[int]]]
     return found, runs
 
 
+def control_arms(found: Mapping[str, Sequence[int]], planned: int) -> list[str]:
+    """The arms of the :data:`CONTROLS` whose every arm has all ``planned`` replicates (0 .. planned - 1) in
+    ``found`` (arm -> replicates committed at the largest budget), in :data:`CONTROLS` order."""
+    return [
+        label
+        for labels in CONTROLS.values()
+        if all(list(found.get(label, [])) == list(range(planned)) for label in labels)
+        for label in labels
+    ]
+
+
 def judge(preset: str = "gpu", archives: Sequence[Path] | None = None) -> dict[str, Any]:
     """The budget curve of ``preset`` judged from ``archives`` (default: every committed :data:`ARCHIVES`), in a
     temporary records-only cache whose ``models`` is this machine's (the teacher converted once): rows, the figure's
@@ -97,6 +115,10 @@ def judge(preset: str = "gpu", archives: Sequence[Path] | None = None) -> dict[s
         for archive in archives:
             carry.unpack(archive, Path(tmp))
         runs = replicates.train_budgets(params, labels=list(JUDGED), progress=False)
+        found, every = _present(params)
+        largest = max(runs)
+        complete = control_arms(found[largest], params["budget_seeds"])
+        runs[largest] |= {label: every[largest][label] for label in complete}
         scores = {
             b: {
                 label: [distill.heldout_scores(r, params["test_docs_per_language"]) for r in reps]
@@ -111,13 +133,12 @@ def judge(preset: str = "gpu", archives: Sequence[Path] | None = None) -> dict[s
             n_boot=params["bootstrap"],
             seed=params["data_seed"],
         )
-        found, every = _present(params)
     text = report.repetition_table(runs).xs("all", level="lang")
     cost = report.budget_cost(every)
     return {
         "chapter": CHAPTER,
         "preset": preset,
-        "judged_arms": list(JUDGED),
+        "judged_arms": [*JUDGED, *complete],
         "rows": [_row(row) for row in rows],
         "text": {str(b): {k: _plain(v) for k, v in r.items()} for b, r in text.iterrows()},
         "cost": {str(b): {k: _plain(v) for k, v in r.items()} for b, r in cost.iterrows()},
@@ -177,7 +198,8 @@ def _tokens(tokens: int) -> str:
 
 
 def render(result: Mapping[str, Any], source: str) -> str:
-    """The page's markdown: what was run, the trend verdict, the figure, the per-budget rules, the text and cost
+    """The page's markdown: what was run, the trend verdict, the figure, the per-budget rules, the largest budget's
+    controls, the text and cost
     per budget, the arms found against those planned, the provenance."""
     rows = judged_rows(result)
     trend = next(r["verdict"] for r in rows if r["verdict"].id == report.TREND_RULE.id)
@@ -210,11 +232,31 @@ def render(result: Mapping[str, Any], source: str) -> str:
             for b in budgets
         }
     ).fillna("not an arm")
-    entry = rule_history.load(REPO_ROOT / "data" / "results").get((CHAPTER, trend.id))
-    written = rule_history.describe(entry, prov["date_utc"]) if entry else "Rule history not yet generated."
     judged = {r["verdict"].id for r in rows}
-    controls = (report.REPETITION_RULE, report.BUDGET_LR_RULE)  # the largest budget's controls
-    waiting = [f"`{rule.id}`" for rule in controls if rule.id not in judged]
+    waiting = [f"`{rule_id}`" for rule_id in CONTROLS if rule_id not in judged]
+    history = rule_history.load(REPO_ROOT / "data" / "results")
+
+    def written(rule_id: str) -> str:
+        entry = history.get((CHAPTER, rule_id))
+        return rule_history.describe(entry, prov["date_utc"]) if entry else "Rule history not yet generated."
+
+    controls = pd.DataFrame(
+        [
+            {
+                "rule": f"`{v.id}`",
+                "metric": r["metric"],
+                "book": interval_text(v),
+                "verdict": v.outcome.value,
+                "why": "; ".join(
+                    [v.reason, *(f"{p.name}: {p.why}" for p in v.preconditions if p.name != "replicates")]
+                ),
+                "rule written": written(v.id),
+            }
+            for r in rows
+            if r["tokens"] is None and (v := r["verdict"]).id in CONTROLS
+        ],
+        columns=["rule", "metric", "book", "verdict", "why", "rule written"],
+    ).set_index("rule")
     lines = [
         f"# {TITLE}",
         "",
@@ -234,7 +276,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
         f":class: {'tip' if trend.outcome.value == 'reproduced' else 'note'}",
         f"**Rule** `{trend.id}`: {trend.claim}. **Metric**: {trend.metric}, unit: {trend.unit}. **Estimate**: "
         f"{interval_text(trend, 3)} ({', '.join(f'{v:+.3f}' for v in trend.replicate_values)} per replicate). "
-        f"{trend.reason}. **Tolerance**: {trend.tolerance.reason}. {written}",
+        f"{trend.reason}. **Tolerance**: {trend.tolerance.reason}. {written(trend.id)}",
         "```",
         "",
         f"```{{figure}} {FIGURE.relative_to(PAGE.parent).as_posix()}",
@@ -250,6 +292,20 @@ def render(result: Mapping[str, Any], source: str) -> str:
         "",
         markdown_table(per_budget),
         "",
+        "## The largest budget's controls",
+        "",
+        f"Each control is judged once all {planned} planned replicates of its arms are committed, never below that "
+        f"count"
+        + (
+            f"; {' and '.join(waiting)} still wait{'s' * (len(waiting) == 1)} for "
+            f"{'its' if len(waiting) == 1 else 'their'} arms' students."
+            if waiting
+            else "."
+        )
+        + " A control binds only where its condition holds (the capped text smaller than the uncapped).",
+        "",
+        markdown_table(controls) if len(controls) else "None judged yet.",
+        "",
         "## Training text and cost per budget",
         "",
         "Tokens trained per student, unique tokens of the training text, passes over it; the budget's students found "
@@ -260,8 +316,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
         "## Students found of those planned",
         "",
         f"Replicates whose record is committed, of the {planned} planned per arm and budget. The rules above read "
-        f"{' and '.join(result['judged_arms'])}"
-        + (f"; {' and '.join(waiting)} wait for their arms' students." if waiting else "."),
+        f"{', '.join(result['judged_arms'])}.",
         "",
         markdown_table(arms, "arm"),
         "",
