@@ -178,10 +178,18 @@ def test_the_scoreboard_shows_the_trend_row_and_folds_the_per_budget_rows():
     )  # its run's date
     assert f"{scoreboard.BUDGET_ROWS}: 12 rules" in layout
     assert layout[fold:].count("tokens | ") == 12
+    assert "| R, reverse_periodic at 16,777,216 tokens |" in layout[fold:]
+    assert (
+        "| repetition control: ln(KL capped / uncapped), standard_periodic at 16,777,216 tokens |"
+        in layout[:fold]
+    )
     cpu = page[page.index("(scoreboard-cpu)=") :]
     assert f"{scoreboard.BUDGET_ROWS}: 12 rules, not reported in this run." in cpu
     summary = scoreboard.render_summary(
         scoreboard.CHAPTERS["layout_distillation"], REPO_ROOT / "data" / "results"
     )
     assert f"{scoreboard.BUDGET_ROWS}: 12 rules, on the scoreboard." in summary
-    assert "| trend of 1 - R, reverse periodic |" in summary and "at 16,777,216 tokens |" not in summary
+    assert (
+        "| trend of 1 - R, reverse periodic |" in summary
+        and "| R, reverse_periodic at 16,777,216 tokens |" not in summary
+    )

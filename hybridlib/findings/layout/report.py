@@ -856,7 +856,7 @@ def judge_budgets(
     if CAPPED in runs[largest]:
         rows.append(
             {
-                "metric": f"repetition control: KL capped / uncapped, {BASELINE} at {largest:,} tokens",
+                "metric": f"repetition control: ln(KL capped / uncapped), {BASELINE} at {largest:,} tokens",
                 "paper": "not measured in the paper",
                 "verdict": repetition_verdict(
                     runs[largest], scores[largest], baseline=baseline, n_boot=n_boot, seed=seed
