@@ -148,6 +148,15 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     assert f"| {repetition.outcome.value} |" in row and "1,046,528 vs 14,471,418" in row  # the cap binds
     assert "Rule written 2026-12-03 (67225b8), before the runs it judges" in row
     assert f"`{LOW_LR}` still waits for its arms' students." in page
+    ratio = [
+        math.exp(x) for x in (repetition.estimate, repetition.low, repetition.high)
+    ]  # ln ratio read as a ratio
+    assert "capped students' KL to the teacher is {:.2f}x [{:.2f}x, {:.2f}x]".format(*ratio) in page
+    assert "16,744,448 tokens trained over the 1,046,528 unique tokens of the 1M budget (~16 passes)" in page
+    others = [r for r in budgets.judged_rows(COMMITTED) if r["verdict"].id != REPETITION]
+    assert (
+        budgets._repetition_ratio(others, COMMITTED["text"], [2**20, 2**24]) == []
+    )  # not judged: nothing said
     width, _ = png_size(tmp_path / budgets.FIGURE)
     assert width <= 800  # the text column at the book's DPI
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -197,6 +198,24 @@ def _tokens(tokens: int) -> str:
     return f"{tokens:,} ({report.tokens_label(tokens)})"
 
 
+def _repetition_ratio(
+    rows: Sequence[Mapping[str, Any]], text: Mapping[str, Mapping[str, float]], budgets: list[int]
+) -> list[str]:
+    """The repetition control's ln KL ratio read as a ratio beside the text each arm saw (a paragraph and a blank
+    line); [] while it is not judged."""
+    v = next((r["verdict"] for r in rows if r["verdict"].id == report.REPETITION_RULE.id), None)
+    if v is None or v.estimate is None:
+        return []
+    large, small = text[str(budgets[-1])], text[str(budgets[0])]
+    return [
+        f"Read as a ratio, the capped students' KL to the teacher is {math.exp(v.estimate):.2f}x "
+        f"[{math.exp(v.low):.2f}x, {math.exp(v.high):.2f}x] their uncapped pairs': {large['tokens']:,.0f} tokens "
+        f"trained over the {small['unique_tokens']:,.0f} unique tokens of the {report.tokens_label(budgets[0])} "
+        f"budget (~{large['tokens'] / small['unique_tokens']:.0f} passes) against {large['unique_tokens']:,.0f}.",
+        "",
+    ]
+
+
 def render(result: Mapping[str, Any], source: str) -> str:
     """The page's markdown: what was run, the trend verdict, the figure, the per-budget rules, the largest budget's
     controls, the text and cost
@@ -306,6 +325,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
         "",
         markdown_table(controls) if len(controls) else "None judged yet.",
         "",
+        *_repetition_ratio(rows, result["text"], budgets),
         "## Training text and cost per budget",
         "",
         "Tokens trained per student, unique tokens of the training text, passes over it; the budget's students found "
