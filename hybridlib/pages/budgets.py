@@ -218,8 +218,7 @@ def _repetition_ratio(
 
 def render(result: Mapping[str, Any], source: str) -> str:
     """The page's markdown: what was run, the trend verdict, the figure, the per-budget rules, the largest budget's
-    controls, the text and cost
-    per budget, the arms found against those planned, the provenance."""
+    controls, the text and cost per budget, the arms found against those planned, the provenance."""
     rows = judged_rows(result)
     trend = next(r["verdict"] for r in rows if r["verdict"].id == report.TREND_RULE.id)
     budgets = sorted(int(b) for b in result["arms"])
@@ -321,7 +320,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
             if waiting
             else "."
         )
-        + " A control binds only where its condition holds (the capped text smaller than the uncapped).",
+        + " The repetition control binds only where every capped student saw less unique text than its uncapped pair.",
         "",
         markdown_table(controls) if len(controls) else "None judged yet.",
         "",
