@@ -69,7 +69,7 @@ def test_the_committed_budget_curve_is_what_the_records_give_and_matches_raw_sco
     assert rows[TREND]["estimate"] == pytest.approx(np.mean(slopes), rel=1e-9)
     assert COMMITTED["arms"]["16777216"]["sandwich"] == [0, 1, 2, 3]  # the sandwich students at 16M
     assert COMMITTED["arms"]["16777216"]["standard_periodic+low_lr"] == [0, 1, 2]
-    assert COMMITTED["arms"]["16777216"]["reverse_periodic+low_lr"] == [0, 1]
+    assert COMMITTED["arms"]["16777216"]["reverse_periodic+low_lr"] == [0, 1, 2, 3]
     assert COMMITTED["arms"]["16777216"][CAPPED] == [0, 1, 2, 3]  # the repetition control complete: judged
     assert COMMITTED["judged_arms"] == [BASELINE, PAPER_ARM, CAPPED] and LOW_LR not in rows
     capped = replicates.train_budgets(params, [2**24], labels=[CAPPED], progress=False)[2**24][CAPPED]
@@ -131,7 +131,7 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     assert f"{trend.estimate:.3g} [{trend.low:.3g}, {trend.high:.3g}], 4 runs" in page
     assert ", ".join(f"{v:+.3f}" for v in trend.replicate_values) in page
     assert "Rule written 2026-12-03 (7c1d767), before the runs it judges" in page  # the rule history's entry
-    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 25 archives" in page
+    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 28 archives" in page
     assert (
         page.index("| 1,048,576 (1M) |")
         < page.index("| 4,194,304 (4M) |")
@@ -139,7 +139,7 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     )
     assert "| sandwich | 4 of 4 | 4 of 4 | 4 of 4 |" in page
     assert "| standard_periodic+swa | not an arm | not an arm | 4 of 4 |" in page
-    assert "| reverse_periodic+low_lr | not an arm | not an arm | 2 of 4 |" in page  # the check's pair
+    assert "| reverse_periodic+low_lr | not an arm | not an arm | 4 of 4 |" in page  # the check's pair
     assert "| standard_periodic+low_lr | not an arm | not an arm | 3 of 4 |" in page
     assert "| standard_periodic+capped | not an arm | not an arm | 4 of 4 |" in page
     repetition = Verdict.from_dict(by_id(COMMITTED)[REPETITION])
