@@ -108,12 +108,12 @@ def independent_r(scores: list[dict], base: list[dict]) -> float:
 def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, monkeypatch):
     """Records only (no GPU, nothing trained): the gpu preset's layout students of replicate 0 and the budget students
     (1M and 4M: 4 replicates; 16M: replicates 0-3 of standard and reverse periodic, sandwich and the SWA control,
-    of the learning-rate check replicates 0-2 of its baseline and 0-1 of reverse periodic at its factor x both
+    of the learning-rate check replicates 0-2 of its baseline and 0-3 of reverse periodic at its factor x both
     learning rates, replicates 0-3 of the repetition control at the smallest budget's text) and the layout chapter's
-    replicates 0 and 1 (its three layouts and the SWA control) are found in a cache holding only
-    the committed records, with the devices and training minutes they recorded; the chapter's R of reverse periodic
-    equals R computed from the raw scores, one replicate leaves it not tested; a replicate not carried stops with its
-    name."""
+    replicates 0 and 1 (its three layouts and the SWA control) and 2 (standard and reverse periodic) are found in a
+    cache holding only the committed records, with the devices and training minutes they recorded; the chapter's R
+    of reverse periodic equals R computed from the raw scores, one replicate leaves it not tested; a replicate not
+    carried stops with its name."""
     models = cache_dir("models")  # the teacher as converted here (test above), not converted again
     monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
     monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
@@ -211,7 +211,10 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
         label: [(r.tokens_trained, records[Path(r.path).name]["settings"]["data_seed"]) for r in reps]
         for label, reps in both.items()
     } == dict.fromkeys([*three, "standard_periodic+swa"], [(2**20, 0), (2**20, 1)])
-    with pytest.raises(
-        FileNotFoundError, match=r"student standard_periodic \(gdn, 1,048,576 tokens, data_seed=2"
-    ):
-        replicates.train(params | {"seeds": 3, "layouts": ["standard_periodic", "reverse_periodic"]}, [2])
+    pair = replicates.train(params | {"seeds": 3, "layouts": ["standard_periodic", "reverse_periodic"]}, [2])
+    assert {
+        label: [(r.tokens_trained, records[Path(r.path).name]["settings"]["data_seed"]) for r in reps]
+        for label, reps in pair.items()
+    } == dict.fromkeys(["standard_periodic", "reverse_periodic"], [(2**20, 2)])
+    with pytest.raises(FileNotFoundError, match=r"student sandwich \(gdn, 1,048,576 tokens, data_seed=2"):
+        replicates.train(params | {"seeds": 3, "layouts": ["sandwich"]}, [2])
