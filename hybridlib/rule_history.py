@@ -162,7 +162,12 @@ SOURCES: tuple[Source, ...] = (
             "_unique_tokens",
         ),
     ),
-    Source("layout_distillation", "layout.lower_lr.reverse_periodic", _LAY, ("BUDGET_LR_RULE", "UNIT")),
+    Source(
+        "layout_distillation",
+        "layout.lower_lr.reverse_periodic",
+        _LAY,
+        ("BUDGET_LR_RULE", "UNIT", "_lr_verdict"),
+    ),
     Source("lolcats", "lolcats.table2", _LOL, ("table2_rule", *_T2)),
     Source("lolcats", "lolcats.table5", _LOL, ("table5_rows", "_cloze_metric", "_nll_metric", *_DIR)),
     Source("lolcats", "lolcats.table18", _LOL, ("table18_rows", "_cloze_metric", "_nll_metric", *_DIR)),
