@@ -24,6 +24,7 @@ COMMITTED = json.loads(budgets.result_path("gpu").read_text())
 TREND = "layout.budget_trend.reverse_periodic"
 REPETITION = "layout.budget_repetition.standard_periodic"
 LOW_LR = "layout.lower_lr.reverse_periodic"
+LOW_LR_ARMS = ["standard_periodic+low_lr", "reverse_periodic+low_lr"]
 
 
 def by_id(result: dict) -> dict[str, dict]:
@@ -36,7 +37,9 @@ def test_the_committed_budget_curve_is_what_the_records_give_and_matches_raw_sco
     at each budget is R computed here from the students' raw test scores, and its trend value is the least-squares
     slope of 1 - R against log2 tokens; the repetition control, complete at 4 replicates, is judged: each replicate's
     value is ln R of the capped student against its uncapped pair from the raw scores, and its cap binds; the
-    learning-rate check, short of its plan, is not; the students found per arm are those the records hold."""
+    learning-rate check, complete at 4 replicates, is judged: each replicate's value is R of reverse periodic against
+    standard periodic, both at the lower learning rates, from the raw scores; the students found per arm are those
+    the records hold."""
     fresh = budgets.judge("gpu")
     assert by_id(fresh) == by_id(COMMITTED) and fresh["arms"] == COMMITTED["arms"]
     models = cache_dir("models")  # judge() above converted the teacher there
@@ -68,10 +71,10 @@ def test_the_committed_budget_curve_is_what_the_records_give_and_matches_raw_sco
     assert rows[TREND]["replicate_values"] == pytest.approx(slopes, rel=1e-9)
     assert rows[TREND]["estimate"] == pytest.approx(np.mean(slopes), rel=1e-9)
     assert COMMITTED["arms"]["16777216"]["sandwich"] == [0, 1, 2, 3]  # the sandwich students at 16M
-    assert COMMITTED["arms"]["16777216"]["standard_periodic+low_lr"] == [0, 1, 2]
+    assert COMMITTED["arms"]["16777216"]["standard_periodic+low_lr"] == [0, 1, 2, 3]
     assert COMMITTED["arms"]["16777216"]["reverse_periodic+low_lr"] == [0, 1, 2, 3]
     assert COMMITTED["arms"]["16777216"][CAPPED] == [0, 1, 2, 3]  # the repetition control complete: judged
-    assert COMMITTED["judged_arms"] == [BASELINE, PAPER_ARM, CAPPED] and LOW_LR not in rows
+    assert COMMITTED["judged_arms"] == [BASELINE, PAPER_ARM, CAPPED, *LOW_LR_ARMS]
     capped = replicates.train_budgets(params, [2**24], labels=[CAPPED], progress=False)[2**24][CAPPED]
     ln_ratio = [math.log(independent_r(raw(c), raw(s))) for c, s in zip(capped, runs[2**24][BASELINE])]
     assert rows[REPETITION]["replicate_values"] == pytest.approx(ln_ratio, rel=1e-9)
@@ -82,6 +85,11 @@ def test_the_committed_budget_curve_is_what_the_records_give_and_matches_raw_sco
         for c, s in unique
     )  # the control binds: the capped text is smaller in every replicate
     assert all(COMMITTED["arms"][str(b)][a] == [0, 1, 2, 3] for b in tokens for a in (BASELINE, PAPER_ARM))
+    low = replicates.train_budgets(params, [2**24], labels=LOW_LR_ARMS, progress=False)[2**24]
+    std_low, rev_low = (low[a] for a in LOW_LR_ARMS)
+    low_r = [independent_r(raw(rev), raw(std)) for rev, std in zip(rev_low, std_low)]
+    assert len(low_r) == 4 and rows[LOW_LR]["replicate_values"] == pytest.approx(low_r, rel=1e-9)
+    assert rows[LOW_LR]["estimate"] == pytest.approx(np.mean(low_r), rel=1e-9)
 
 
 def test_bad_input_is_refused_before_any_work(tmp_path):
@@ -131,7 +139,7 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     assert f"{trend.estimate:.3g} [{trend.low:.3g}, {trend.high:.3g}], 4 runs" in page
     assert ", ".join(f"{v:+.3f}" for v in trend.replicate_values) in page
     assert "Rule written 2026-12-03 (7c1d767), before the runs it judges" in page  # the rule history's entry
-    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 28 archives" in page
+    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 31 archives" in page
     assert (
         page.index("| 1,048,576 (1M) |")
         < page.index("| 4,194,304 (4M) |")
@@ -140,14 +148,21 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     assert "| sandwich | 4 of 4 | 4 of 4 | 4 of 4 |" in page
     assert "| standard_periodic+swa | not an arm | not an arm | 4 of 4 |" in page
     assert "| reverse_periodic+low_lr | not an arm | not an arm | 4 of 4 |" in page  # the check's pair
-    assert "| standard_periodic+low_lr | not an arm | not an arm | 3 of 4 |" in page
+    assert "| standard_periodic+low_lr | not an arm | not an arm | 4 of 4 |" in page
     assert "| standard_periodic+capped | not an arm | not an arm | 4 of 4 |" in page
     repetition = Verdict.from_dict(by_id(COMMITTED)[REPETITION])
     row = next(line for line in page.splitlines() if line.startswith(f"| `{REPETITION}` |"))
     assert f"| {repetition.estimate:.3g} [{repetition.low:.3g}, {repetition.high:.3g}], 4 runs | " in row
     assert f"| {repetition.outcome.value} |" in row and "1,046,528 vs 14,471,418" in row  # the cap binds
     assert "Rule written 2026-12-03 (67225b8), before the runs it judges" in row
-    assert f"`{LOW_LR}` still waits for its arms' students." in page
+    low_lr = Verdict.from_dict(by_id(COMMITTED)[LOW_LR])
+    row = next(line for line in page.splitlines() if line.startswith(f"| `{LOW_LR}` |"))
+    assert (
+        f"| {low_lr.estimate:.3g} [{low_lr.low:.3g}, {low_lr.high:.3g}], 4 runs | {low_lr.outcome.value} |"
+        in row
+    )
+    assert "Rule written 2026-12-04 (3326c83), before the runs it judges" in row
+    assert "still waits" not in page  # every control is at its plan
     ratio = [
         math.exp(x) for x in (repetition.estimate, repetition.low, repetition.high)
     ]  # ln ratio read as a ratio
@@ -169,7 +184,7 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_the_scoreboard_shows_the_trend_row_and_folds_the_per_budget_rows():
     record = budgets.rows_record(COMMITTED)
     ids = [row["id"] for row in record["rows"]]
-    assert ids[-2:] == [TREND, REPETITION] and len(ids) == 14 and len(set(ids)) == 14
+    assert ids[-3:] == [TREND, REPETITION, LOW_LR] and len(ids) == 15 and len(set(ids)) == 15
     assert record["page"]["doc"] == "gpu/layout_budgets"
     committed = json.loads(
         (budgets.result_path("gpu").with_name("paper_vs_book_budgets_gpu.json")).read_text()

@@ -58,9 +58,9 @@ def test_the_committed_results_hold_rule_rows():
     assert counted["lolcats/paper_vs_book_gpu.json"] == 34  # 33 rows and the dropped repeat
     assert counted["softcka/seminar.json"] == 20
     assert (
-        counted["layout_distillation/paper_vs_book_budgets_gpu.json"] == 14
-    )  # 12 budget rows, trend, repetition
-    assert sum(counted.values()) == 413
+        counted["layout_distillation/paper_vs_book_budgets_gpu.json"] == 15
+    )  # 12 budget rows, trend, repetition, learning-rate check
+    assert sum(counted.values()) == 414
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.relative_to(RESULTS).as_posix())
