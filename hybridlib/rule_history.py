@@ -179,6 +179,27 @@ SOURCES: tuple[Source, ...] = (
     Source("softcka", "softcka.jagged", _CKA, ("JAGGED", "jagged_verdict", "jaggedness", *_HOLM)),
     Source(
         "softcka",
+        "softcka.jumps",
+        _CKA,
+        ("JUMPS", "jumps_verdict", "fa_jumps", "_has_jump", "_jumps_at", *_HOLM),
+    ),
+    Source(
+        "softcka",
+        "softcka.jumps_vs_swa",
+        _CKA,
+        (
+            "JUMPS_VS_SWA",
+            "jumps_vs_swa_verdict",
+            "fa_jumps",
+            "_has_jump",
+            "_jumps_at",
+            "swa_binds",
+            "SWA_SHARE",
+            *_HOLM,
+        ),
+    ),
+    Source(
+        "softcka",
         "softcka.jagged_vs_swa",
         _CKA,
         ("JAGGED_VS_SWA", "jagged_vs_swa_verdict", "jaggedness", "swa_binds", "SWA_SHARE", *_HOLM),

@@ -164,6 +164,11 @@ def budget_of(rule_id: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def unqualified(rule_id: str) -> str:
+    """``rule_id`` without its training budget (:func:`at_tokens`): the claim's id on a chapter's own students."""
+    return _AT_TOKENS.sub("", rule_id)
+
+
 def under(rule_id: str, prefix: str) -> bool:
     """Whether ``rule_id`` is ``prefix`` or an id below it (``layout.speedup.sandwich`` is under
     ``layout.speedup``; ``layout.speedups`` is not)."""

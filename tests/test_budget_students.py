@@ -11,7 +11,7 @@ from test_softcka_report import _students, _teacher
 from hybridlib.findings import chapter, students
 from hybridlib.findings.first_fa import claims
 from hybridlib.findings.softcka import report as softcka
-from hybridlib.verdicts import Outcome, Rule, Tolerance
+from hybridlib.verdicts import Outcome, Rule, Tolerance, unqualified
 
 LARGEST = 2**24  # the gpu preset's largest budget
 
@@ -83,6 +83,9 @@ def test_rows_at_a_budget_carry_it_in_their_id_and_metric():
     assert rows[0]["verdict"].id == "chapter.claim.standard_periodic.16777216_tokens"
     assert rows[0]["metric"] == "the claim, standard_periodic at 16,777,216 tokens" and rows[0]["note"] == "n"
     assert rows[0]["verdict"].outcome == verdict.outcome == Outcome.DIRECTION_ONLY  # all above 0, below 0.5
+    assert unqualified(rows[0]["verdict"].id) == "chapter.claim.standard_periodic"  # the chapter's own id
+    assert unqualified("layout.r.reverse_periodic") == "layout.r.reverse_periodic"
+    assert unqualified("a.16777216_tokens.b") == "a.16777216_tokens.b"  # a budget only at the end
 
 
 def test_softcka_rows_mark_each_claims_primary_rule():
@@ -162,3 +165,61 @@ def test_event_rules_read_later_replicates_only_where_the_first_fa_layer_follows
     }
     got = claims.event_students(models, {})
     assert [len(v) for v in got.values()] == [3, 1]
+
+
+def test_softcka_budget_rows_judge_the_primary_rules_on_the_budget_students(monkeypatch):
+    """Each budget student measured as the chapter measures its own, the teacher's measurement first; the primary
+    rows of the same students judged by paper_rows, their ids and metrics carrying the budget; none without
+    students."""
+    teacher = _teacher(0.1, softcka.SEEN + softcka.UNSEEN)
+    measured = {
+        "standard_periodic": _students([0.05, 0.04, 0.06, 0.05], "standard_periodic"),
+        "reverse_periodic": _students([0.03, 0.02, 0.04, 0.03], "reverse_periodic"),
+        "standard_periodic+swa": _students([0.1] * 4, "standard_periodic+swa", "hybrid SWA"),
+    }
+    models = {label: [SimpleNamespace(label=label, r=r) for r in range(4)] for label in measured}
+    asked = []
+
+    def chapter_measure(m, params):
+        asked.append((m.label, m.r))
+        return measured[m.label][m.r]
+
+    monkeypatch.setattr(softcka.alignment, "chapter_measure", chapter_measure)
+    params = {"max_tokens": 96}
+    budget = students.BudgetStudents(LARGEST, "3 students x 4 replicates", models)
+    rows = softcka.budget_rows(teacher, budget, params, 16)
+    assert asked == [(label, r) for label in measured for r in range(4)]
+    direct = [
+        r
+        for r in softcka.paper_rows(
+            [teacher, *(al for als in measured.values() for al in als)], window=16, probe_tokens=96
+        )
+        if r["primary"]
+    ]
+    assert [r["verdict"].id for r in rows] == [f"{r['verdict'].id}.16777216_tokens" for r in direct]
+    assert [r["verdict"].estimate for r in rows] == [r["verdict"].estimate for r in direct]
+    assert all(r["metric"].endswith(" at 16,777,216 tokens") for r in rows) and len(rows) == 3
+    assert rows[0]["verdict"].n_replicates == 4
+    assert softcka.budget_rows(teacher, students.BudgetStudents(LARGEST, "not here"), params, 16) == []
+
+
+def test_first_fa_budget_rows_are_the_chapter_rules_at_the_budget(monkeypatch):
+    rule = Rule("a claim", "a metric", "run", 1, Tolerance(0.5, 2.0, "why"), id="first_fa.event")
+    verdict = rule.at("standard_periodic").judge_repeats([0.6, 0.7, 0.65, 0.8])
+    seen = []
+
+    def judge(teacher, models, params, *, swa_window, swa_share):
+        seen.append((list(models), swa_window, swa_share))
+        return [{"metric": "the event, standard_periodic", "verdict": verdict}]
+
+    monkeypatch.setattr(claims, "judge", judge)
+    budget = students.BudgetStudents(LARGEST, "found", {"standard_periodic": [None] * 4})
+    rows = claims.budget_rows(None, budget, {}, swa_window=64, swa_share=0.9)
+    assert seen == [(["standard_periodic"], 64, 0.9)]
+    assert rows[0]["verdict"].id == "first_fa.event.standard_periodic.16777216_tokens"
+    assert rows[0]["verdict"].outcome == Outcome.REPRODUCED  # all four inside [0.5, 2.0]
+    assert (
+        claims.budget_rows(None, students.BudgetStudents(None, "no curve"), {}, swa_window=64, swa_share=0.9)
+        == []
+    )
+    assert len(seen) == 1  # nothing judged without students

@@ -42,6 +42,7 @@ def test_the_committed_budget_curve_is_what_the_records_give_and_matches_raw_sco
     the records hold."""
     fresh = budgets.judge("gpu")
     assert by_id(fresh) == by_id(COMMITTED) and fresh["arms"] == COMMITTED["arms"]
+    assert fresh["alignment"] == COMMITTED["alignment"]  # the SoftCKA and first-FA rows at the largest budget
     models = cache_dir("models")  # judge() above converted the teacher there
     monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
     monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
@@ -217,3 +218,43 @@ def test_the_scoreboard_shows_the_trend_row_and_folds_the_per_budget_rows():
         "| trend of 1 - R, reverse periodic |" in summary
         and "| R, reverse_periodic at 16,777,216 tokens |" not in summary
     )
+
+
+def test_the_alignment_chapters_rows_at_the_largest_budget_are_on_the_page_and_beside_their_chapters(
+    tmp_path,
+):
+    """Every SoftCKA and first-FA row judged on the 16M students is on the page with its verdict, beside the same
+    rule's row on the chapter's own H200 page where that page has it, and in the chapter's budgets record."""
+    page = (REPO_ROOT / budgets.PAGE).read_text()
+    section = page[
+        page.index("## The alignment chapters at the largest budget") : page.index("## Training text")
+    ]
+    for name in budgets.ALIGNMENT:
+        entry = COMMITTED["alignment"][name]
+        assert entry["tokens"] == 2**24 and entry["why"] == "3 students x 4 replicates at 16,777,216 tokens"
+        own = json.loads((REPO_ROOT / "data" / "results" / name / "paper_vs_book_gpu.json").read_text())
+        own = {row["id"]: row for row in own["rows"]}
+        record = json.loads(
+            (REPO_ROOT / "data" / "results" / name / "paper_vs_book_budgets_gpu.json").read_text()
+        )
+        assert record == budgets.alignment_record(COMMITTED, name)
+        assert [row["id"] for row in record["rows"]] == [row["verdict"]["id"] for row in entry["rows"]]
+        assert record["page"]["doc"] == "gpu/layout_budgets"
+        for row in budgets.judged_rows(entry):
+            v = row["verdict"]
+            assert v.id.endswith(".16777216_tokens") and v.n_replicates in (1, 4)
+            line = next(x for x in section.splitlines() if x.startswith(f"| `{v.id}` |"))
+            mine = own.get(v.id.removesuffix(".16777216_tokens"))
+            beside = f"{mine['book']}: {mine['verdict']}" if mine else "not on it"
+            assert f"| {v.outcome.value} | {beside} |" in line
+    assert "| `first_fa.event.standard_periodic.16777216_tokens` |" in section
+    assert "| `softcka.jumps.standard_periodic.seen_in_distillation.16777216_tokens` |" in section
+    result = {
+        "arms": {"1048576": {}, "16777216": {}},
+        "alignment": {
+            name: {"tokens": None, "why": "the layout chapter has one budget", "rows": []}
+            for name in budgets.ALIGNMENT
+        },
+    }
+    lines = budgets._alignment_section(result, lambda rule_id, chapter: "", tmp_path)
+    assert "**SoftCKA**: the layout chapter has one budget." in lines and "| rule |" not in "\n".join(lines)

@@ -7,7 +7,7 @@ import pytest
 from hybridlib import rule_history as rh
 from hybridlib.paths import REPO_ROOT
 from hybridlib.planning import rule_rows
-from hybridlib.verdicts import under
+from hybridlib.verdicts import budget_of, under
 
 OLD = "X = Rule('c', 'm', 1, Tolerance(0.5, 2.0, 'why'))\n"
 REFORMATTED = "X = Rule(\n    'c',\n    'm',  # a comment\n    1,\n    Tolerance(0.5, 2.0, 'wh' 'y'),\n)\n"
@@ -115,7 +115,8 @@ def test_every_h200_rule_row_has_one_source_and_a_committed_history():
 def test_softcka_rows_are_dated_by_the_code_that_judges_them():
     """SoftCKA's rows are judged through the teacher's per-language precondition, the primary rules and Holm over the
     secondary ones (c97a2a9, after the H200 run of 2026-11-30): their sources name that code, so every SoftCKA row
-    of the committed history reads *changed after the run it judges*."""
+    of the chapter's committed run reads *changed after the run it judges*, and every row judged on the layout
+    chapter's 16M students (trained and measured from 2026-12-05 at 3713393) *written before* it."""
     judging = {
         "_tested",
         "resolves",
@@ -129,8 +130,13 @@ def test_softcka_rows_are_dated_by_the_code_that_judges_them():
     assert sources and all(judging <= set(s.names) for s in sources)
     committed = json.loads((REPO_ROOT / "data" / "results" / rh.FILE).read_text())
     rows = [r for r in committed["rows"] if r["chapter"] == "softcka"]
-    assert len(rows) == 18
+    own = [r for r in rows if budget_of(r["id"]) is None]
+    at_16m = [r for r in rows if budget_of(r["id"]) == 2**24]
+    assert len(own) == 18 and len(at_16m) == 3
     for entry in rows:
-        assert entry["status"] != rh.BEFORE
         assert entry["written"]["date_utc"] >= "2026-12-03T14:12:27+00:00"  # c97a2a9 or later
+    for entry in own:
+        assert entry["status"] != rh.BEFORE
         assert entry["written"]["date_utc"] > entry["judged_run"]["date_utc"]
+    for entry in at_16m:
+        assert entry["status"] == rh.BEFORE and entry["written"]["date_utc"] < "2026-12-05T12:08:35+00:00"

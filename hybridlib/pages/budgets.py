@@ -4,9 +4,11 @@
 committed under ``data/gpu_memo/`` (nothing trained, any device), judges standard and reverse periodic at every
 budget with the chapter's rules, the trend rule over the budgets and the largest budget's controls (:data:`CONTROLS`)
 once every planned student of their arms is committed (:func:`~hybridlib.findings.layout.report.judge_budgets`, the
-notebook's own call) and counts which planned students of every arm exist; it writes the result
-(:func:`result_path`) and its rules' paper-vs-book record (``paper_vs_book_budgets_gpu.json``, which the scoreboard
-reads beside the chapter's) atomically. A planned student of the judged arms that is missing stops it with its name.
+notebook's own call), judges the SoftCKA and first-FA chapters' rules on the largest budget's students from the
+measurements the records carry (:data:`ALIGNMENT`, each chapter notebook's own call) and counts which planned
+students of every arm exist; it writes the result (:func:`result_path`) and the paper-vs-book records of its rules
+(``paper_vs_book_budgets_gpu.json`` in the layout, SoftCKA and first-FA folders, which the scoreboard reads beside
+each chapter's own) atomically. A planned student of the judged arms that is missing stops it with its name.
 ``python -m hybridlib.pages.budgets`` (and ``python -m hybridlib.pages``) writes ``book/gpu/layout_budgets.md``
 and its figure from the committed result; nothing without one.
 """
@@ -18,24 +20,27 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
 import pandas as pd
 
-from hybridlib import carry, provenance, rule_history, style
+from hybridlib import alignment, carry, provenance, rule_history, style
 from hybridlib.atomic import write_json, write_text
-from hybridlib.findings import chapter
+from hybridlib.findings import chapter, students
+from hybridlib.findings.first_fa import claims as first_fa_claims
+from hybridlib.findings.first_fa import report as first_fa_report
 from hybridlib.findings.layout import replicates, report
+from hybridlib.findings.softcka import report as softcka_report
 from hybridlib.layouts import BASELINE, LOW_LR_SUFFIX
 from hybridlib.notebook import interval_text, stored_row
 from hybridlib.pages.tables import markdown_table
 from hybridlib.params import RECORDS_ONLY_ENV, check_choice
 from hybridlib.paths import REPO_ROOT, cache_dir
 from hybridlib.train import distill
-from hybridlib.verdicts import Verdict
+from hybridlib.verdicts import Verdict, unqualified
 
 CHAPTER = "layout_distillation"
 PRESETS = ("gpu",)
@@ -46,6 +51,9 @@ CONTROLS = {
     report.REPETITION_RULE.id: (report.CAPPED,),
     report.BUDGET_LR_RULE.id: tuple(f"{name}{LOW_LR_SUFFIX}" for name in JUDGED),
 }
+#: the chapters that judge their rules again on the largest budget's students, as they measure their own (the
+#: campaign measured those students on the GPU; the records carry the measurements) -> the page's name for each
+ALIGNMENT = {"softcka": "SoftCKA", "first_fa": "First FA"}
 ARCHIVES = "data/gpu_memo/*/records-*.tgz"  # every campaign's committed student records
 PAGE = Path("book/gpu/layout_budgets.md")
 FIGURE = Path("book/gpu/figures/layout_budgets.png")
@@ -64,7 +72,8 @@ def _row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def judged_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The result's rows with their :class:`~hybridlib.verdicts.Verdict` back, as ``judge_budgets`` returned them."""
+    """The rows of ``result`` (or of one of its ``alignment`` chapters) with their :class:`~hybridlib.verdicts.Verdict`
+    back, as the judging call returned them."""
     return [{**row, "verdict": Verdict.from_dict(row["verdict"])} for row in result["rows"]]
 
 
@@ -134,6 +143,7 @@ def judge(preset: str = "gpu", archives: Sequence[Path] | None = None) -> dict[s
             n_boot=params["bootstrap"],
             seed=params["data_seed"],
         )
+        aligned = {name: _alignment(name, preset) for name in ALIGNMENT}
     text = report.repetition_table(runs).xs("all", level="lang")
     cost = report.budget_cost(every)
     return {
@@ -141,6 +151,7 @@ def judge(preset: str = "gpu", archives: Sequence[Path] | None = None) -> dict[s
         "preset": preset,
         "judged_arms": [*JUDGED, *complete],
         "rows": [_row(row) for row in rows],
+        "alignment": aligned,
         "text": {str(b): {k: _plain(v) for k, v in r.items()} for b, r in text.iterrows()},
         "cost": {str(b): {k: _plain(v) for k, v in r.items()} for b, r in cost.iterrows()},
         "arms": {
@@ -156,6 +167,24 @@ def judge(preset: str = "gpu", archives: Sequence[Path] | None = None) -> dict[s
             ],
         },
     }
+
+
+def _alignment(name: str, preset: str) -> dict[str, Any]:
+    """Chapter ``name``'s rules on the layout chapter's largest-budget students, found in the current cache and
+    measured as the chapter measures its own (the chapter notebook's call): the budget's ``tokens``, ``why``
+    (what was found) and the rows (verdicts as dicts)."""
+    p = chapter(name).resolve(preset)
+    teacher = students.teacher_probed(p["teacher"], "cpu")
+    budget = students.budget_students(teacher, preset, p["layouts"], p["swa_control"], "cpu")
+    window = students.student_args(preset)["swa_window"]
+    if name == "softcka":
+        rows = softcka_report.budget_rows(alignment.chapter_measure(teacher, p), budget, p, window)
+    else:
+        texts = alignment.udhr_texts(p["languages"], p["articles"])
+        lengths = first_fa_report.compared_lengths(teacher.tokenizer, teacher.card, texts, p["max_tokens"])
+        share = first_fa_report.beyond_window(lengths, window)
+        rows = first_fa_claims.budget_rows(teacher, budget, p, swa_window=window, swa_share=share)
+    return {"tokens": budget.tokens, "why": budget.why, "rows": [_row(row) for row in rows]}
 
 
 def _plain(value: Any) -> Any:
@@ -177,13 +206,31 @@ def rows_record(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def alignment_record(result: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """Chapter ``name``'s rows of ``result`` as its paper-vs-book record beside its own
+    (``<name>/paper_vs_book_budgets_<preset>.json``; the scoreboard reads the chapter's own row of an id first)."""
+    return {
+        "chapter": name,
+        "status": None,
+        "rows": [stored_row(row) for row in judged_rows(result["alignment"][name])],
+        "page": {"doc": "gpu/" + PAGE.stem, "title": f"{ALIGNMENT[name]} at the largest training budget"},
+        "provenance": result["provenance"],
+        "source": str(result_path(result["preset"]).relative_to(REPO_ROOT)),
+    }
+
+
 def write_result(result: Mapping[str, Any], root: Path = REPO_ROOT) -> list[Path]:
-    """Write ``result`` and its rules' record under ``root``'s results, atomically; returns the paths."""
+    """Write ``result``, its rules' record and each :data:`ALIGNMENT` chapter's record under ``root``'s results,
+    atomically; returns the paths."""
     path = result_path(result["preset"], root)
     write_json(path, result)
-    record = path.with_name(f"paper_vs_book_budgets_{result['preset']}.json")
-    write_json(record, rows_record(result))
-    return [path, record]
+    name = f"paper_vs_book_budgets_{result['preset']}.json"
+    written = [path, path.with_name(name)]
+    write_json(written[1], rows_record(result))
+    for chapter_name in ALIGNMENT:
+        written.append(path.parent.parent / chapter_name / name)
+        write_json(written[-1], alignment_record(result, chapter_name))
+    return written
 
 
 def _archives(paths: Sequence[str]) -> str:
@@ -214,6 +261,47 @@ def _repetition_ratio(
         f"budget (~{large['tokens'] / small['unique_tokens']:.0f} passes) against {large['unique_tokens']:,.0f}.",
         "",
     ]
+
+
+def _alignment_section(
+    result: Mapping[str, Any], written: Callable[[str, str], str], results: Path
+) -> list[str]:
+    """The :data:`ALIGNMENT` chapters' rules at the largest budget beside the same rule on each chapter's own H200
+    page (``results/<chapter>/paper_vs_book_gpu.json``), a table per chapter (lines, ending blank); ``written``:
+    (rule id, chapter) -> when the rule took its form."""
+    first = min(int(b) for b in result["arms"])
+    lines = [
+        "## The alignment chapters at the largest budget",
+        "",
+        f"The SoftCKA and first-FA chapters' rules judged again on the layout chapter's largest-budget students, "
+        f"measured on the GPU as those chapters measure their own and read here from the records. Beside each, the "
+        f"same rule on the chapter's own H200 page, whose students saw {report.tokens_label(first)} tokens (its "
+        f"committed run, with its own replicates): where the two verdicts differ, the claim moved with the budget "
+        f"or with the runs.",
+        "",
+    ]
+    for name, title in ALIGNMENT.items():
+        entry = result["alignment"][name]
+        own_path = results / name / "paper_vs_book_gpu.json"
+        own = {r["id"]: r for r in json.loads(own_path.read_text())["rows"]} if own_path.is_file() else {}
+        table = []
+        for row in judged_rows(entry):
+            v = row["verdict"]
+            mine = own.get(unqualified(v.id))
+            table.append(
+                {
+                    "rule": f"`{v.id}`",
+                    "metric": row["metric"],
+                    "book": interval_text(v),
+                    "verdict": v.outcome.value,
+                    "chapter page": f"{mine['book']}: {mine['verdict']}" if mine else "not on it",
+                    "rule written": written(v.id, name),
+                }
+            )
+        lines += [f"**{title}**: {entry['why']}.", ""]
+        if table:
+            lines += [markdown_table(pd.DataFrame(table).set_index("rule")), ""]
+    return lines
 
 
 def render(result: Mapping[str, Any], source: str) -> str:
@@ -254,8 +342,8 @@ def render(result: Mapping[str, Any], source: str) -> str:
     waiting = [f"`{rule_id}`" for rule_id in CONTROLS if rule_id not in judged]
     history = rule_history.load(REPO_ROOT / "data" / "results")
 
-    def written(rule_id: str) -> str:
-        entry = history.get((CHAPTER, rule_id))
+    def written(rule_id: str, chapter_name: str = CHAPTER) -> str:
+        entry = history.get((chapter_name, rule_id))
         return rule_history.describe(entry, prov["date_utc"]) if entry else "Rule history not yet generated."
 
     controls = pd.DataFrame(
@@ -325,6 +413,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
         markdown_table(controls) if len(controls) else "None judged yet.",
         "",
         *_repetition_ratio(rows, result["text"], budgets),
+        *_alignment_section(result, written, REPO_ROOT / "data" / "results"),
         "## Training text and cost per budget",
         "",
         "Tokens trained per student, unique tokens of the training text, passes over it; the budget's students found "

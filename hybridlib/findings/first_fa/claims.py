@@ -17,6 +17,7 @@ import pandas as pd
 from hybridlib import alignment
 from hybridlib.alignment import Alignment, Probed
 from hybridlib.findings.first_fa import measures, report
+from hybridlib.findings.students import BudgetStudents, at_budget
 
 DETOK_ARTICLES = 30  # UDHR articles a language of the detokenisation probe reads
 
@@ -129,3 +130,20 @@ def judge(
     rows += report.judge_locality(locality_distances(locality_table(teacher, models, params), gdn), **boot)
     rows.append(report.judge_detokenisation(*detok_margins(models, params), **boot))
     return rows
+
+
+def budget_rows(
+    teacher: Probed,
+    budget: BudgetStudents,
+    params: Mapping[str, Any],
+    *,
+    swa_window: int,
+    swa_share: float,
+) -> list[dict[str, Any]]:
+    """:func:`judge` on the layout chapter's largest-budget students (``budget``,
+    :func:`~hybridlib.findings.students.budget_students`), ids qualified by the budget
+    (:func:`~hybridlib.findings.students.at_budget`); [] without those students."""
+    if not budget.models:
+        return []
+    rows = judge(teacher, budget.models, params, swa_window=swa_window, swa_share=swa_share)
+    return at_budget(rows, budget.tokens)

@@ -39,13 +39,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from hybridlib import softcka
+from hybridlib import alignment, softcka
 from hybridlib.alignment import Alignment
 from hybridlib.data.languages import BIBLE_LANGUAGES, ENGLISH, UDHR_LANGUAGES
+from hybridlib.findings.students import BudgetStudents, at_budget
 from hybridlib.layouts import BASELINE
 from hybridlib.verdicts import (
     Precondition,
@@ -470,6 +472,20 @@ def paper_rows(
         )
     rows[0]["note"] += f"; models: {MODELS_NOTE}"
     return rows
+
+
+def budget_rows(
+    teacher: Alignment, budget: BudgetStudents, params: Mapping[str, Any], window: int
+) -> list[dict]:
+    """The primary rows of :func:`paper_rows` on the layout chapter's largest-budget students (``budget``,
+    :func:`~hybridlib.findings.students.budget_students`), measured as the chapter (``params``) measures its own
+    (:func:`hybridlib.alignment.chapter_measure`) beside ``teacher``'s measurement, ids qualified by the budget
+    (:func:`~hybridlib.findings.students.at_budget`); [] without those students."""
+    if not budget.models:
+        return []
+    measured = [alignment.chapter_measure(m, params) for reps in budget.models.values() for m in reps]
+    rows = paper_rows([teacher, *measured], window=window, probe_tokens=params["max_tokens"])
+    return at_budget([r for r in rows if r["primary"]], budget.tokens)
 
 
 def lower_counts(teacher: Alignment, students: Sequence[Alignment], group: Sequence[str]) -> str:
