@@ -240,6 +240,7 @@ def test_the_alignment_chapters_rows_at_the_largest_budget_are_on_the_page_and_b
         assert record == budgets.alignment_record(COMMITTED, name)
         assert [row["id"] for row in record["rows"]] == [row["verdict"]["id"] for row in entry["rows"]]
         assert record["page"]["doc"] == "gpu/layout_budgets"
+        same = []
         for row in budgets.judged_rows(entry):
             v = row["verdict"]
             assert v.id.endswith(".16777216_tokens") and v.n_replicates in (1, 4)
@@ -247,6 +248,9 @@ def test_the_alignment_chapters_rows_at_the_largest_budget_are_on_the_page_and_b
             mine = own.get(v.id.removesuffix(".16777216_tokens"))
             beside = f"{mine['book']}: {mine['verdict']}" if mine else "not on it"
             assert f"| {v.outcome.value} | {beside} |" in line
+            same += [mine["verdict"] == v.outcome.value] if mine else []
+        summary = f"{len(same)} of them on the chapter's own page, {sum(same)} with the same verdict there."
+        assert f"{len(entry['rows'])} rules: " in section and summary in section
     assert "| `first_fa.event.standard_periodic.16777216_tokens` |" in section
     assert "| `softcka.jumps.standard_periodic.seen_in_distillation.16777216_tokens` |" in section
     result = {

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -267,8 +268,8 @@ def _alignment_section(
     result: Mapping[str, Any], written: Callable[[str, str], str], results: Path
 ) -> list[str]:
     """The :data:`ALIGNMENT` chapters' rules at the largest budget beside the same rule on each chapter's own H200
-    page (``results/<chapter>/paper_vs_book_gpu.json``), a table per chapter (lines, ending blank); ``written``:
-    (rule id, chapter) -> when the rule took its form."""
+    page (``results/<chapter>/paper_vs_book_gpu.json``): per chapter its verdicts counted, its table folded (lines,
+    ending blank); ``written``: (rule id, chapter) -> when the rule took its form."""
     first = min(int(b) for b in result["arms"])
     lines = [
         "## The alignment chapters at the largest budget",
@@ -284,10 +285,11 @@ def _alignment_section(
         entry = result["alignment"][name]
         own_path = results / name / "paper_vs_book_gpu.json"
         own = {r["id"]: r for r in json.loads(own_path.read_text())["rows"]} if own_path.is_file() else {}
-        table = []
+        table, beside = [], []
         for row in judged_rows(entry):
             v = row["verdict"]
             mine = own.get(unqualified(v.id))
+            beside += [mine["verdict"] == v.outcome.value] if mine else []
             table.append(
                 {
                     "rule": f"`{v.id}`",
@@ -298,9 +300,22 @@ def _alignment_section(
                     "rule written": written(v.id, name),
                 }
             )
-        lines += [f"**{title}**: {entry['why']}.", ""]
+        counts = Counter(row["verdict"] for row in table)
+        tally = ", ".join(f"{n} {word}" for word, n in counts.items())
+        same = f"; {len(beside)} of them on the chapter's own page, {sum(beside)} with the same verdict there"
+        lines += [
+            f"**{title}**: {entry['why']}" + (f"; {len(table)} rules: {tally}{same}." if table else "."),
+            "",
+        ]
         if table:
-            lines += [markdown_table(pd.DataFrame(table).set_index("rule")), ""]
+            lines += [
+                f":::{{dropdown}} {title}: each rule at {entry['tokens']:,} tokens and on the chapter's own page",
+                "",
+                markdown_table(pd.DataFrame(table).set_index("rule")),
+                "",
+                ":::",
+                "",
+            ]
     return lines
 
 
@@ -396,7 +411,14 @@ def render(result: Mapping[str, Any], source: str) -> str:
         "",
         "## Every budget's rules",
         "",
+        f"The chapter's rules at each budget, the figure's points: "
+        f"{', '.join(f'{n} {word}' for word, n in Counter(per_budget['verdict']).items())}.",
+        "",
+        f":::{{dropdown}} The {len(per_budget)} rules, budget by budget",
+        "",
         markdown_table(per_budget),
+        "",
+        ":::",
         "",
         "## The largest budget's controls",
         "",
