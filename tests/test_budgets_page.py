@@ -238,6 +238,7 @@ def test_the_alignment_chapters_rows_at_the_largest_budget_are_on_the_page_and_b
             (REPO_ROOT / "data" / "results" / name / "paper_vs_book_budgets_gpu.json").read_text()
         )
         assert record == budgets.alignment_record(COMMITTED, name)
+        assert record["provenance"]["params"] == chapter(name).resolve("gpu")  # what judged these rows
         assert [row["id"] for row in record["rows"]] == [row["verdict"]["id"] for row in entry["rows"]]
         assert record["page"]["doc"] == "gpu/layout_budgets"
         same = []

@@ -173,7 +173,7 @@ def judge(preset: str = "gpu", archives: Sequence[Path] | None = None) -> dict[s
 def _alignment(name: str, preset: str) -> dict[str, Any]:
     """Chapter ``name``'s rules on the layout chapter's largest-budget students, found in the current cache and
     measured as the chapter measures its own (the chapter notebook's call): the budget's ``tokens``, ``why``
-    (what was found) and the rows (verdicts as dicts)."""
+    (what was found), the rows (verdicts as dicts) and the chapter's ``params`` they were judged with."""
     p = chapter(name).resolve(preset)
     teacher = students.teacher_probed(p["teacher"], "cpu")
     budget = students.budget_students(teacher, preset, p["layouts"], p["swa_control"], "cpu")
@@ -185,7 +185,12 @@ def _alignment(name: str, preset: str) -> dict[str, Any]:
         lengths = first_fa_report.compared_lengths(teacher.tokenizer, teacher.card, texts, p["max_tokens"])
         share = first_fa_report.beyond_window(lengths, window)
         rows = first_fa_claims.budget_rows(teacher, budget, p, swa_window=window, swa_share=share)
-    return {"tokens": budget.tokens, "why": budget.why, "rows": [_row(row) for row in rows]}
+    return {
+        "tokens": budget.tokens,
+        "why": budget.why,
+        "rows": [_row(row) for row in rows],
+        "params": dict(p),
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -209,13 +214,15 @@ def rows_record(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def alignment_record(result: Mapping[str, Any], name: str) -> dict[str, Any]:
     """Chapter ``name``'s rows of ``result`` as its paper-vs-book record beside its own
-    (``<name>/paper_vs_book_budgets_<preset>.json``; the scoreboard reads the chapter's own row of an id first)."""
+    (``<name>/paper_vs_book_budgets_<preset>.json``; the scoreboard reads the chapter's own row of an id first), its
+    provenance the judgement's with the chapter's parameters."""
+    entry = result["alignment"][name]
     return {
         "chapter": name,
         "status": None,
-        "rows": [stored_row(row) for row in judged_rows(result["alignment"][name])],
+        "rows": [stored_row(row) for row in judged_rows(entry)],
         "page": {"doc": "gpu/" + PAGE.stem, "title": f"{ALIGNMENT[name]} at the largest training budget"},
-        "provenance": result["provenance"],
+        "provenance": {**result["provenance"], "params": entry["params"]},
         "source": str(result_path(result["preset"]).relative_to(REPO_ROOT)),
     }
 
