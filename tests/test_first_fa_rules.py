@@ -195,3 +195,32 @@ def test_swa_no_event_is_a_contrast_with_the_gdn_event():
     ]  # no GDN student with FA first at 3
     reason = _rows(elsewhere, swa)[SWA_EVENT].reason
     assert "GDN event at layer 3 established failed: nothing to contrast with" in reason
+
+
+@pytest.mark.parametrize(
+    ("distances", "outcome"),
+    [
+        ([-9.2, -6.3, -13.9, -6.4], Outcome.REPRODUCED),  # the 16M standard-periodic pattern: all more local
+        ([-22.3, -2.4, -6.0, 5.4], Outcome.INCONCLUSIVE),  # one replicate less local
+        ([-9.2, -6.3, 0.0, -6.4], Outcome.INCONCLUSIVE),  # a tie with the teacher in one replicate
+        ([4.0, 6.5, 3.1, 5.2], Outcome.CONTRADICTED),  # the FA layers attend further than the teacher's
+    ],
+)
+def test_locality_rule_at_four_replicates_each_outcome_ties_included(distances, outcome):
+    row = report.judge_locality({"standard_periodic": distances}, n_boot=300)[0]
+    assert row["verdict"].outcome == outcome, row["verdict"].reason
+    assert row["verdict"].replicate_values == pytest.approx(distances)
+
+
+@pytest.mark.parametrize(
+    ("margins", "outcome"),
+    [
+        ([0.014, 0.013, 0.014, 0.025], Outcome.REPRODUCED),
+        ([-0.014, -0.013, -0.014, -0.025], Outcome.CONTRADICTED),  # the 16M pattern: FA at 0 gains less
+        ([-0.014, 0.013, -0.004, 0.010], Outcome.INCONCLUSIVE),
+        ([-0.014, -0.013, 0.0, -0.025], Outcome.INCONCLUSIVE),  # a tie in one replicate
+    ],
+)
+def test_detokenisation_rule_at_four_replicates_each_outcome_ties_included(margins, outcome):
+    row = report.judge_detokenisation(margins, "reverse_periodic vs standard_periodic", n_boot=300)
+    assert row["verdict"].outcome == outcome, row["verdict"].reason
