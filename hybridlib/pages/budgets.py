@@ -21,7 +21,7 @@ import math
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -271,6 +271,11 @@ def _repetition_ratio(
     ]
 
 
+def _tally(words: Iterable[str]) -> str:
+    """``"2 contradicted, 1 inconclusive"``: each verdict word with its count, in first-seen order."""
+    return ", ".join(f"{n} {word}" for word, n in Counter(words).items())
+
+
 def _alignment_section(
     result: Mapping[str, Any], written: Callable[[str, str], str], results: Path
 ) -> list[str]:
@@ -307,8 +312,7 @@ def _alignment_section(
                     "rule written": written(v.id, name),
                 }
             )
-        counts = Counter(row["verdict"] for row in table)
-        tally = ", ".join(f"{n} {word}" for word, n in counts.items())
+        tally = _tally(row["verdict"] for row in table)
         same = f"; {len(beside)} of them on the chapter's own page, {sum(beside)} with the same verdict there"
         lines += [
             f"**{title}**: {entry['why']}" + (f"; {len(table)} rules: {tally}{same}." if table else "."),
@@ -418,8 +422,7 @@ def render(result: Mapping[str, Any], source: str) -> str:
         "",
         "## Every budget's rules",
         "",
-        f"The chapter's rules at each budget, the figure's points: "
-        f"{', '.join(f'{n} {word}' for word, n in Counter(per_budget['verdict']).items())}.",
+        f"The chapter's rules at each budget, the figure's points: {_tally(per_budget['verdict'])}.",
         "",
         f":::{{dropdown}} The {len(per_budget)} rules, budget by budget",
         "",
