@@ -97,3 +97,30 @@ def test_more_than_ten_parts_reassemble_in_order(tmp_path):
     assert hashlib.sha256(whole).hexdigest() == sha
     with tarfile.open(fileobj=io.BytesIO(whole)) as tar:
         assert tar.getnames() == ["site.tar.xz", "wheels.tar", "cache.tar.xz", "pkgs.tar"]
+
+
+def test_staged_records_travel_with_the_first_call_and_the_last_installs_them(tmp_path):
+    """Archives ``light.sh on`` staged in .gpu/records/ (here 6 MiB, more than the 2 MiB frozen tree): the first call
+    carries them within 64 MiB, the parts leave room for the larger of the two, the last call installs each."""
+    repo = checkout(tmp_path, tree_mib=40, frozen_mib=2)
+    sparse(repo / ".gpu" / "records" / "records-r0.tgz", 4 * MIB)
+    sparse(repo / ".gpu" / "records" / "records-r0-partial.tgz", 2 * MIB)
+    got = parts(repo)
+    assert got.returncode == 0, got.stderr
+    assert re.match(r"3 parts of 15 MiB \(working tree 40 MiB", got.stdout)  # 64 - 2 - (40 + 6) - 1
+    calls = got.stdout.splitlines()[1:]
+    assert calls[0].startswith(
+        '  carry [".gpu/stage-0", ".gpu/records"]: mkdir -p /tmp/stage && cp .gpu/stage-0/* '
+    )
+    assert ".gpu/records/*" in calls[0] and all(".gpu/records" not in c for c in calls[1:])
+    installs = re.findall(r"install\.sh records /tmp/stage/([^ ;]+)", calls[-1])
+    assert sorted(installs) == ["records-r0-partial.tgz", "records-r0.tgz"]
+    tree = size(repo) - size(repo / ".gpu") - size(repo / ".git")
+    first = size(repo / ".gpu" / "stage-0") + tree + size(repo / ".gpu" / "records")
+    assert first <= LIMIT, first / MIB
+
+
+def test_without_staged_records_no_call_names_them(tmp_path):
+    got = parts(checkout(tmp_path, tree_mib=20, frozen_mib=2))
+    assert got.returncode == 0, got.stderr
+    assert "records" not in got.stdout
