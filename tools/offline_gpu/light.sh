@@ -3,7 +3,7 @@
 # (data/gpu_memo/<commit>/: float64 measurements that do not compress) are most of it.
 #   on   takes the record folders out of the index for the GPU calls (the files stay, ignored through
 #        .git/info/exclude) and copies the archives a machine installs (ARCHIVE..., paths under data/gpu_memo/) to
-#        .gpu/records/, for the first call to carry: `install.sh records /tmp/stage/<archive>` on the machine
+#        .gpu/records/: parts.sh then prints the first call carrying them and the last installing each
 #   off  puts the folders back in the index and drops the exclude line: `git status` as before `on`
 # Run parts.sh after `on` (the parts grow into the room the records leave). Commit nothing while on: the records
 # would leave the branch; `on` refuses a checkout with staged changes, `off` one that still has them.
