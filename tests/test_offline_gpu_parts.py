@@ -124,3 +124,12 @@ def test_without_staged_records_no_call_names_them(tmp_path):
     got = parts(checkout(tmp_path, tree_mib=20, frozen_mib=2))
     assert got.returncode == 0, got.stderr
     assert "records" not in got.stdout
+
+
+def test_no_room_beside_staged_records_is_refused_naming_them(tmp_path):
+    repo = checkout(tmp_path, tree_mib=57, frozen_mib=1)
+    sparse(repo / ".gpu" / "records" / "records-r0.tgz", 5 * MIB)
+    got = parts(repo)
+    assert got.returncode == 2
+    assert "the working tree (57 MiB) and .gpu/records (5 MiB) leave no room in a 64 MiB call" in got.stderr
+    assert not list((repo / ".gpu").glob("stage-*"))

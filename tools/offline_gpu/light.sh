@@ -29,9 +29,7 @@ case ${1-} in
     [ -z "$dirs" ] || git rm -r -q --cached -- $dirs
     rm -f .gpu/records/*.tgz
     [ $# -eq 0 ] || cp "$@" .gpu/records/
-    echo "light.sh: records out of the upload; tracked tree now" \
-      "$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -cb --files0-from=- | tail -1 | cut -f1)" \
-      "bytes; .gpu/records: $(ls .gpu/records | tr '\n' ' ')" ;;
+    echo "light.sh: records out of the upload (parts.sh next); .gpu/records: $(ls .gpu/records | tr '\n' ' ')" ;;
   off)
     git reset -q -- data/gpu_memo
     [ ! -f "$exclude" ] || { grep -vxF "$line" "$exclude" > "$exclude.new" || true; mv "$exclude.new" "$exclude"; }

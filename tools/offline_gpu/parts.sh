@@ -19,8 +19,10 @@ records= held=0  # archives light.sh staged: the first call carries .gpu/records
 for f in .gpu/records/*.tgz; do
   if [ -f "$f" ]; then records+=" $(basename "$f")" held=$((held + $(stat -c %s "$f"))); fi
 done
-part=$(( (64 - 2 - ((tree + (frozen > held ? frozen : held)) >> 20) - 1) << 20 ))
-[ "$part" -gt 0 ] || { echo "parts.sh: the working tree ($((tree >> 20)) MiB) and .gpu/frozen ($((frozen >> 20)) MiB) leave no room in a 64 MiB call" >&2; exit 2; }
+beside=.gpu/frozen extra=$frozen  # the larger of what the last and the first call carry besides a part
+[ "$held" -le "$frozen" ] || beside=.gpu/records extra=$held
+part=$(( (64 - 2 - ((tree + extra) >> 20) - 1) << 20 ))
+[ "$part" -gt 0 ] || { echo "parts.sh: the working tree ($((tree >> 20)) MiB) and $beside ($((extra >> 20)) MiB) leave no room in a 64 MiB call" >&2; exit 2; }
 tar -C "$payload" -cf .gpu/payload.tar site.tar.xz wheels.tar cache.tar.xz pkgs.tar
 first=$(( ($(stat -c %s "$payload/site.tar.xz") + $(stat -c %s "$payload/wheels.tar") + 4096) / part + 1 ))  # + tar headers
 split -b "$part" -d -a 3 .gpu/payload.tar .gpu/pchunk.
