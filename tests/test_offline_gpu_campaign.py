@@ -23,6 +23,7 @@ SLOT = "97"  # a slot no real share uses: /tmp/tree-97, /tmp/campaign-97.log
 REPLICATE = "97"  # its archive /tmp/gpu-out/records-r97-slot97.tgz (a second share names its slot)
 FOUND = "96"  # a replicate whose every record the stand-in finds carried: it packs nothing
 FAILS = "95"  # a replicate whose campaign step the stand-in fails
+BROKEN = "94"  # a replicate whose records the stand-in's carry fails to pack (another error than nothing new)
 
 
 def campaign(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -44,7 +45,8 @@ def campaign(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
         (["--tree", "frozen.tar.gz", "1"], "--tree must name a file tree-<40-hex commit>.tar.gz"),
         (
             ["--fast", "1"],
-            "unknown option '--fast' (allowed: --tree FILE, --slot S, --budget N, --arms A,B,...)",
+            "unknown option '--fast' (allowed: --tree FILE, --slot S, --budget N, --lr-check, --other-teachers, "
+            "--arms A,B,...)",
         ),
         (
             ["--arms", "standard periodic", "1"],
@@ -81,10 +83,31 @@ def test_bad_options_are_refused_before_any_work(args, message):
         (
             [],
             {"HYBRIDLIB_GIT_COMMIT": "abc"},
-            "usage: campaign.sh [--tree FILE] [--slot S] [--budget N] [--arms A,B,...] REPLICATE",
+            "usage: campaign.sh [--tree FILE] [--slot S] [--budget N | --lr-check | --other-teachers] "
+            "[--arms A,B,...] REPLICATE",
         ),
         (["--tree", "tree-abc.tar.gz", "0"], {}, "--tree must name a file tree-<40-hex commit>"),
         (["0", "x"], {"HYBRIDLIB_GIT_COMMIT": "abc"}, "replicates are indices 0, 1, ..., got 'x'"),
+        (
+            ["--lr-check", "--other-teachers", "0"],
+            {"HYBRIDLIB_GIT_COMMIT": "abc"},
+            "--lr-check and --other-teachers are two shares: give one",
+        ),
+        (
+            ["--lr-check", "--arms", "reverse_periodic", "0"],
+            {"HYBRIDLIB_GIT_COMMIT": "abc"},
+            "--lr-check trains its own arms: not with --budget or --arms",
+        ),
+        (
+            ["--other-teachers", "--budget", "1048576", "0"],
+            {"HYBRIDLIB_GIT_COMMIT": "abc"},
+            "--other-teachers trains its own arms: not with --budget or --arms",
+        ),
+        (
+            ["--other-teachers", "1"],
+            {"HYBRIDLIB_GIT_COMMIT": "abc"},
+            "--other-teachers trains two students with replicate 0's seeds: give replicate 0, got '1'",
+        ),
     ],
 )
 def test_campaign_refuses_bad_input_before_any_work(args, env, named, tmp_path):
@@ -102,19 +125,25 @@ def test_campaign_refuses_bad_input_before_any_work(args, env, named, tmp_path):
 
 def stand_in_tree(tmp_path: Path) -> tuple[Path, Path]:
     """A frozen tree whose env.sh points the cache into ``tmp_path`` and replaces python3 with a shell function
-    that prints its arguments (and the arm list for ``-c``) and writes the archive --pack names, except for
-    replicate :data:`FOUND` (every record found in carried ones: nothing new to pack) and :data:`FAILS` (it fails);
-    (tree, cache)."""
+    that prints its arguments (for ``-c``: the arm list, or with HYBRIDLIB_RECORDS_ONLY the best FA-first layout,
+    failing when $MISSING names a student) and writes the archive --pack or ``carry pack`` names, except for
+    replicate :data:`FOUND` (every record found in carried ones: nothing new to pack), :data:`FAILS` (it fails)
+    and :data:`BROKEN` (carry fails to pack); (tree, cache)."""
     cache = tmp_path / "hlcache"
     (cache / "students" / "s0").mkdir(parents=True)
     (cache / "students" / "s0" / "run.json").write_text("{}")
     env = tmp_path / "tree" / "tools" / "offline_gpu" / "env.sh"
     env.parent.mkdir(parents=True)
     env.write_text(
-        f"export HYBRIDLIB_CACHE={cache} FOUND={FOUND} FAILS={FAILS}\n"
-        'python3() { [ "$1" != -c ] || { echo arm_a arm_b; return; };'
+        f"export HYBRIDLIB_CACHE={cache} FOUND={FOUND} FAILS={FAILS} BROKEN={BROKEN}\n"
+        'python3() { if [ "$1" = -c ]; then [ -n "${HYBRIDLIB_RECORDS_ONLY-}" ] || { echo arm_a arm_b; return; };'
+        ' [ -z "${MISSING-}" ] || { echo "FileNotFoundError: student $MISSING is not in the cache" >&2; return 1; };'
+        " echo reverse_periodic; return; fi;"
         ' echo "python3 $* | cache $HYBRIDLIB_CACHE | commit $HYBRIDLIB_GIT_COMMIT | $(pwd)";'
         ' [[ " $* " != *" --replicates $FAILS "* ]] || return 1;'
+        ' if [ "${2-}" = hybridlib.carry ]; then case ${@: -1} in'
+        ' *-r$FOUND-*) echo "ValueError: no records newer than the mark" >&2; return 1 ;;'
+        ' *-r$BROKEN-*) echo "OSError: no space left on device" >&2; return 1 ;; esac; touch "${@: -1}"; fi;'
         ' [ "${2-}" != hybridlib.campaign ] || [[ " $* " == *" --replicates $FOUND "* ]] || touch "${@: -1}"; }\n'
         "export -f python3\n"
     )
@@ -338,5 +367,73 @@ def test_a_second_slot_starts_training_when_the_kernel_warm_up_has_ended(tmp_pat
             Path(f"/tmp/gpu-out/records-r{REPLICATE}-slot{SLOT}.tgz"),
             Path(f"/tmp/campaign-{SLOT}.mark"),
         ):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("check", "name", "replicates"),
+    [("--lr-check", "records-lr-r", [FOUND, REPLICATE]), ("--other-teachers", "records-teachers-r", ["0"])],
+)
+def test_a_learning_rate_or_teachers_share_trains_scores_and_packs_each_replicate(
+    tmp_path, check, name, replicates
+):
+    """--lr-check (--other-teachers: replicate 0 only) runs the layout chapter's replicates tool for that check and
+    replicate with --score, then packs what it wrote since the mark into <name><R>-partial.tgz, renamed when done;
+    a replicate whose students were all carried packs nothing and the share goes on. The best FA-first layout it
+    names comes from the records alone (HYBRIDLIB_RECORDS_ONLY): when a student of those arms is missing the share
+    is refused with its name before the slot's cache is copied or anything runs."""
+    tree, cache = stand_in_tree(tmp_path)
+    last = replicates[-1]
+    log, archive = Path(f"/tmp/campaign-{SLOT}.log"), Path(f"/tmp/gpu-out/{name}{last}-slot{SLOT}.tgz")
+    log.unlink(missing_ok=True)
+    archive.unlink(missing_ok=True)
+    try:
+        missing = "sandwich (gdn, 1,048,576 tokens, data_seed=9, init_seed=9)"
+        bad = campaign("--tree", str(tree), "--slot", SLOT, check, *replicates, env={"MISSING": missing})
+        assert bad.returncode == 2, bad.stderr
+        assert f"the cache lacks one: FileNotFoundError: student {missing} is not in the cache" in bad.stderr
+        assert not Path(f"{cache}-{SLOT}").exists() and not log.exists()
+        got = campaign("--tree", str(tree), "--slot", SLOT, check, *replicates)
+        assert got.returncode == 0, got.stderr
+        assert f"of the {check[2:]} (best FA-first: reverse_periodic)" in got.stdout
+        text = wait_for_share(log)
+        mark = f"/tmp/campaign-{SLOT}.mark"
+        for r in replicates:
+            assert (
+                f"python3 -m hybridlib.findings.layout.replicates --preset gpu {check} --replicates {r} --score "
+                f"| cache {cache}-{SLOT} | commit {COMMIT} | /tmp/tree-{SLOT}" in text
+            ), text
+            assert (
+                f"python3 -m hybridlib.carry pack --newer {mark} /tmp/gpu-out/{name}{r}-slot{SLOT}-partial.tgz"
+                in text
+            )
+        assert (f"replicate {FOUND}: every record found, nothing new" in text) == (FOUND in replicates), text
+        assert "share done" in text and archive.exists() and "hybridlib.campaign" not in text
+    finally:
+        for path in (
+            log,
+            archive,
+            Path(f"/tmp/campaign-{SLOT}.mark"),
+            Path(f"/tmp/campaign-{SLOT}.mark.err"),
+        ):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)
+
+
+def test_a_pack_that_fails_otherwise_stops_the_share(tmp_path):
+    """carry's failure to pack for another reason than nothing new ends the share with "share failed" and its
+    error in the log; the next replicate never starts."""
+    tree, _ = stand_in_tree(tmp_path)
+    log = Path(f"/tmp/campaign-{SLOT}.log")
+    log.unlink(missing_ok=True)
+    try:
+        got = campaign("--tree", str(tree), "--slot", SLOT, "--lr-check", BROKEN, REPLICATE)
+        assert got.returncode == 0, got.stderr
+        text = wait_for_share(log)
+        assert "OSError: no space left on device" in text and text.rstrip().endswith("share failed"), text
+        assert f"--replicates {REPLICATE} " not in text
+    finally:
+        for path in (log, Path(f"/tmp/campaign-{SLOT}.mark"), Path(f"/tmp/campaign-{SLOT}.mark.err")):
             path.unlink(missing_ok=True)
         shutil.rmtree(f"/tmp/tree-{SLOT}", ignore_errors=True)

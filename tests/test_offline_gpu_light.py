@@ -4,11 +4,15 @@ checkout as it was. Run on a scratch git repository holding two record folders a
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
+
+from hybridlib import carry
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMIT = "a" * 40
@@ -86,7 +90,8 @@ def test_on_leaves_the_records_out_of_the_upload_and_off_restores_the_checkout(r
             "ARCHIVE must be a records archive under data/gpu_memo/<commit>/, got 'notes.txt'",
         ),
         (["on", f"data/gpu_memo/{COMMIT}/records-r9.tgz"], "ARCHIVE must be a records archive"),
-        (["sideways"], "usage: light.sh on [ARCHIVE...] | off (got 'sideways')"),
+        (["sideways"], "usage: light.sh on [ARCHIVE...] [--runs ARCHIVE...] | off (got 'sideways')"),
+        (["on", "--runs", "notes.txt"], "ARCHIVE must be a records archive under data/gpu_memo/<commit>/"),
         (
             ["on", f"data/gpu_memo/{COMMIT}/records-r0.tgz", f"data/gpu_memo/{'b' * 40}/records-r0.tgz"],
             "two ARCHIVEs share the name records-r0.tgz",
@@ -110,3 +115,58 @@ def test_on_refuses_staged_changes_and_a_second_on(repo):
     assert light(repo, "on").returncode == 0
     got = light(repo, "on")
     assert got.returncode == 2 and "'on' ran already" in got.stderr
+
+
+def records_archive(path: Path, files: dict[str, bytes]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_runs_stages_only_the_students_run_records_as_one_archive_carry_installs(repo, tmp_path):
+    """`on A --runs B C` stages A whole and, in runs.tgz, exactly the students' run.json of B and C (their scores,
+    SoftCKA and first-FA records left out), which carry.unpack installs as carried students; an archive staged
+    whole under the name runs.tgz is refused."""
+    memo = repo / "data" / "gpu_memo" / COMMIT
+    runs = {f"students/k{i}/run.json": f'{{"key": "k{i}"}}'.encode() for i in range(3)}
+    records_archive(
+        memo / "records-r2.tgz",
+        {
+            "students/k0/run.json": runs["students/k0/run.json"],
+            "students/k0/test-16.json": b"[]",
+            "alignment/a.npz": b"npz",
+        },
+    )
+    records_archive(
+        memo / "records-r3.tgz",
+        {
+            "students/k1/run.json": runs["students/k1/run.json"],
+            "students/k2/run.json": runs["students/k2/run.json"],
+            "memo/first_fa_locality/m.pkl": b"pkl",
+        },
+    )
+    records_archive(memo / "runs.tgz", {"students/k9/run.json": b"{}"})
+    clash = light(
+        repo, "on", f"data/gpu_memo/{COMMIT}/runs.tgz", "--runs", f"data/gpu_memo/{COMMIT}/records-r2.tgz"
+    )
+    assert clash.returncode == 2 and "two ARCHIVEs share the name runs.tgz" in clash.stderr
+    got = light(
+        repo,
+        "on",
+        f"data/gpu_memo/{COMMIT}/records-r0.tgz",
+        "--runs",
+        f"data/gpu_memo/{COMMIT}/records-r2.tgz",
+        f"data/gpu_memo/{COMMIT}/records-r3.tgz",
+    )
+    assert got.returncode == 0, got.stderr
+    staged = repo / ".gpu" / "records"
+    assert sorted(p.name for p in staged.iterdir()) == ["records-r0.tgz", "runs.tgz"]
+    with tarfile.open(staged / "runs.tgz") as tar:
+        assert {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()} == runs
+    cache = tmp_path / "cache"
+    assert sorted(map(str, carry.unpack(staged / "runs.tgz", cache))) == sorted(runs)
+    assert all((cache / "students" / f"k{i}" / carry.CARRIED).is_file() for i in range(3))
+    assert light(repo, "off").returncode == 0
