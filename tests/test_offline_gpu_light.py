@@ -170,3 +170,13 @@ def test_runs_stages_only_the_students_run_records_as_one_archive_carry_installs
     assert sorted(map(str, carry.unpack(staged / "runs.tgz", cache))) == sorted(runs)
     assert all((cache / "students" / f"k{i}" / carry.CARRIED).is_file() for i in range(3))
     assert light(repo, "off").returncode == 0
+
+
+def test_runs_refuses_an_archive_without_run_records_before_anything_changes(repo):
+    memo = repo / "data" / "gpu_memo" / COMMIT
+    records_archive(memo / "records-m.tgz", {"memo/first_fa_locality/m.pkl": b"pkl"})
+    index = git(repo, "ls-files")
+    got = light(repo, "on", "--runs", f"data/gpu_memo/{COMMIT}/records-m.tgz")
+    assert got.returncode == 2
+    assert f"--runs: 'data/gpu_memo/{COMMIT}/records-m.tgz' holds no student's run record" in got.stderr
+    assert git(repo, "ls-files") == index and not (repo / ".gpu").exists()

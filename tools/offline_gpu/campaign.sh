@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Usage: campaign.sh [--tree FILE] [--slot S] [--budget N | --lr-check | --other-teachers] [--arms A,B,...] REPLICATE...
-# : one machine's share of the
-# layout campaign (gpu preset), in the background (setsid): for each replicate in order, every arm of the layout
-# chapter is trained, scored and measured as the SoftCKA and first-FA chapters will measure it (python -m
-# hybridlib.campaign), then that replicate's new records (what python -m hybridlib.carry packs: run records, scores,
-# measurements, memo; ~5 MB) go to /tmp/gpu-out/records-r<R>.tgz, one file a replicate within the 16 MiB a file that
-# comes back, so a machine taken back mid-share loses at most the replicate under way. Run from the frozen tree
-# (freeze.sh) after install.sh (site, assets, and `records` of replicate 0's archive when this share starts later),
-# replicate 0 first. With --tree .gpu/frozen/tree-<commit>.tar.gz the share runs that tree, unpacked into /tmp/tree,
-# and records <commit>.
+# Usage: campaign.sh [--tree FILE] [--slot S] [--budget N | --lr-check | --other-teachers] [--arms A,B,...]
+# REPLICATE... : one machine's share of the layout campaign (gpu preset), in the background (setsid): for each
+# replicate in order, every arm of the layout chapter is trained, scored and measured as the SoftCKA and first-FA
+# chapters will measure it (python -m hybridlib.campaign), then that replicate's new records (what python -m
+# hybridlib.carry packs: run records, scores, measurements, memo; ~5 MB) go to /tmp/gpu-out/records-r<R>.tgz, one file
+# a replicate within the 16 MiB a file that comes back, so a machine taken back mid-share loses at most the replicate
+# under way. Run from the frozen tree (freeze.sh) after install.sh (site, assets, and `records` of replicate 0's
+# archive when this share starts later), replicate 0 first. With --tree .gpu/frozen/tree-<commit>.tar.gz the share
+# runs that tree, unpacked into /tmp/tree, and records <commit>.
 # --slot S (S >= 1) runs a second share beside slot 0 on the same GPU: its own tree (/tmp/tree-S), log
 # (/tmp/campaign-S.log), archives (records-...-r<R>-slotS.tgz) and cache (a copy of the cache as it is when the slot
 # starts, $HYBRIDLIB_CACHE-S), since a share packs the records written after its start; start slot S first, then

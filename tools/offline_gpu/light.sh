@@ -29,17 +29,18 @@ case ${1-} in
     dup=$(for a in "${whole[@]}" ${runs[@]:+runs.tgz}; do basename "$a"; done | sort | uniq -d)
     [ -z "$dup" ] || { echo "light.sh: two ARCHIVEs share the name $dup (.gpu/records/ holds one of each name)" >&2
       exit 2; }
+    slim=$(mktemp -d); trap 'rm -rf "$slim"' EXIT  # each --runs archive's students/<key>/run.json, one tree
+    for a in "${runs[@]}"; do
+      tar -C "$slim" -xzf "$a" --wildcards 'students/*/run.json' 2>/dev/null || { echo "light.sh: --runs: '$a'" \
+        "holds no student's run record (students/<key>/run.json)" >&2; exit 2; }
+    done
     mkdir -p "$(dirname "$exclude")" .gpu/records
     grep -qxF "$line" "$exclude" 2>/dev/null || echo "$line" >> "$exclude"
     dirs=$(git ls-files -- 'data/gpu_memo/*/*' | xargs -r -n1 dirname | sort -u)
     [ -z "$dirs" ] || git rm -r -q --cached -- $dirs
     rm -f .gpu/records/*.tgz
     [ ${#whole[@]} -eq 0 ] || cp "${whole[@]}" .gpu/records/
-    if [ ${#runs[@]} -gt 0 ]; then  # each archive's students/<key>/run.json, one tree, one archive
-      slim=$(mktemp -d)
-      for a in "${runs[@]}"; do tar -C "$slim" -xzf "$a" --wildcards 'students/*/run.json'; done
-      tar -C "$slim" -czf .gpu/records/runs.tgz students && rm -rf "$slim"
-    fi
+    [ ${#runs[@]} -eq 0 ] || tar -C "$slim" -czf .gpu/records/runs.tgz students
     echo "light.sh: records out of the upload (parts.sh next); .gpu/records: $(ls .gpu/records | tr '\n' ' ')" ;;
   off)
     git reset -q -- data/gpu_memo
