@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from hybridlib.findings.layout.spec import LAYOUTS
+from hybridlib.layouts import SWA_ARM
+
 ROOT = Path(__file__).resolve().parents[1]
 TODO = ROOT / "tools" / "offline_gpu" / "todo.py"
 FROZEN = ROOT / "data" / "gpu_memo" / "3713393063e5efbb8429c420751e28f7dc6c08ba"
@@ -17,15 +20,7 @@ REPLICATE_0 = [
     FROZEN / "records-r0.tgz",
     ROOT / "data/gpu_memo/a6122238cd42f4fa447ed2d896307cb5b7af7edd/records-r0-partial.tgz",
 ]
-ARMS = [
-    "standard_periodic",
-    "reverse_periodic",
-    "sandwich",
-    "interleaved_sandwich",
-    "endpoint_spread",
-    "periodic_first_at_0",
-    "standard_periodic+swa",
-]
+ARMS = [*LAYOUTS, SWA_ARM]  # the gpu preset's arms, in the order the tool prints them
 #: the four arms the committed replicate 1 archive holds
 FOUR = ["standard_periodic", "reverse_periodic", "sandwich", "standard_periodic+swa"]
 
