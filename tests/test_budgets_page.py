@@ -140,7 +140,7 @@ def test_the_page_and_its_figure_come_from_the_committed_result(tmp_path):
     assert f"{trend.estimate:.3g} [{trend.low:.3g}, {trend.high:.3g}], 4 runs" in page
     assert ", ".join(f"{v:+.3f}" for v in trend.replicate_values) in page
     assert "Rule written 2026-12-03 (7c1d767), before the runs it judges" in page  # the rule history's entry
-    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 37 archives" in page
+    assert "`data/gpu_memo/3713393063e5efbb8429c420751e28f7dc6c08ba/`: 42 archives" in page
     assert (
         page.index("| 1,048,576 (1M) |")
         < page.index("| 4,194,304 (4M) |")

@@ -74,7 +74,7 @@ def test_every_student_is_committed_once():
         with tarfile.open(archive) as tar:
             for key in run_members(tar):
                 where.setdefault(key, []).append(f"{archive.parent.name[:8]}/{archive.name}")
-    assert len(where) >= 92
+    assert len(where) >= 109
     assert {k: v for k, v in where.items() if len(v) > 1} == {}
 
 
@@ -131,10 +131,10 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
     students (1M and 4M: 4 replicates; 16M: replicates 0-3 of standard and reverse periodic, sandwich and the SWA
     control, of the learning-rate check replicates 0-3 of its baseline and of reverse periodic at its factor x both
     learning rates, replicates 0-3 of the repetition control at the smallest budget's text) and the layout chapter's
-    replicates 0-8 (its three layouts and the SWA control) and replicate 9's standard periodic student are found in
-    a cache holding only the committed records, with the devices and training minutes they recorded; the chapter's R
-    of reverse periodic equals R computed from the raw scores, one replicate leaves it not tested; a replicate not
-    carried stops with its name."""
+    replicates 0-9 of standard and reverse periodic, sandwich and the SWA control, 0-4 of interleaved sandwich and
+    endpoint spread and 0-3 of periodic_first_at_0 are found in a cache holding only the committed records, with the
+    devices and training minutes they recorded; the chapter's R of reverse periodic equals R computed from the raw
+    scores, one replicate leaves it not tested; a replicate not carried stops with its name."""
     models = cache_dir("models")  # the teacher as converted here (test above), not converted again
     monkeypatch.setenv("HYBRIDLIB_CACHE", str(tmp_path))
     monkeypatch.setenv(RECORDS_ONLY_ENV, "1")
@@ -227,14 +227,16 @@ def test_the_gpu_layout_rules_judge_the_committed_records_on_a_cpu(tmp_path, mon
             sum(records[k]["wall_s"] for k in keys) / 60, rel=1e-12
         )
     three = ["standard_periodic", "reverse_periodic", "sandwich"]
-    nine = replicates.train(params | {"seeds": 9, "layouts": three, "swa_control": True})
+    ten = replicates.train(params | {"seeds": 10, "layouts": three, "swa_control": True})
     assert {
         label: [(r.tokens_trained, records[Path(r.path).name]["settings"]["data_seed"]) for r in reps]
-        for label, reps in nine.items()
-    } == dict.fromkeys([*three, "standard_periodic+swa"], [(2**20, seed) for seed in range(9)])
-    tenth = replicates.train(params | {"seeds": 10, "layouts": ["standard_periodic"]}, [9])[
-        "standard_periodic"
-    ]
-    assert [records[Path(r.path).name]["settings"]["data_seed"] for r in tenth] == [9]
-    with pytest.raises(FileNotFoundError, match=r"student sandwich \(gdn, 1,048,576 tokens, data_seed=9"):
-        replicates.train(params | {"seeds": 10, "layouts": ["sandwich"]}, [9])
+        for label, reps in ten.items()
+    } == dict.fromkeys([*three, "standard_periodic+swa"], [(2**20, seed) for seed in range(10)])
+    others = {"interleaved_sandwich": 5, "endpoint_spread": 5, "periodic_first_at_0": 4}  # replicates found
+    for label, n in others.items():
+        found = replicates.train(params | {"seeds": 10, "layouts": [label]}, list(range(n)))[label]
+        assert [records[Path(r.path).name]["settings"]["data_seed"] for r in found] == list(range(n)), label
+    with pytest.raises(
+        FileNotFoundError, match=r"student periodic_first_at_0 \(gdn, 1,048,576 tokens, data_seed=4"
+    ):
+        replicates.train(params | {"seeds": 10, "layouts": ["periodic_first_at_0"]}, [4])

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from hybridlib.findings.layout.spec import LAYOUTS
+from hybridlib.layouts import SWA_ARM
+
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGN = ROOT / "tools" / "offline_gpu" / "campaign.sh"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -74,6 +77,14 @@ def test_bad_options_are_refused_before_any_work(args, message):
     assert got.returncode == 2
     assert message in got.stderr
     assert not Path(f"/tmp/tree-{SLOT}").exists()
+
+
+def test_every_arm_label_of_the_gpu_preset_passes_the_option_check():
+    """Each arm of the layout chapter (a label with a digit too, ``periodic_first_at_0``) gets past --arms' syntax to
+    the next check (the commit the tree was sent from: none here)."""
+    got = campaign("--arms", ",".join([*LAYOUTS, SWA_ARM]), "1", env={"HYBRIDLIB_GIT_COMMIT": ""})
+    assert got.returncode != 0 and "separated by commas" not in got.stderr
+    assert "HYBRIDLIB_GIT_COMMIT" in got.stderr
 
 
 @pytest.mark.parametrize(
