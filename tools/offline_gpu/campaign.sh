@@ -42,8 +42,9 @@ while [ $# -gt 0 ]; do
         "(one of the gpu preset's budgets), got '$budget'" >&2; exit 2; } ;;
     --arms)
       arms=${2-}; shift $(($# > 1 ? 2 : 1))
-      [[ $arms =~ ^[a-z0-9_+]+(,[a-z0-9_+]+)*$ ]] || { echo "campaign.sh: --arms takes arm labels separated by commas" \
-        "(e.g. standard_periodic,reverse_periodic), got '$arms'" >&2; exit 2; } ;;
+      # only the separators here; the labels are checked against the chapter's plan below
+      [[ $arms =~ ^[^,[:space:]]+(,[^,[:space:]]+)*$ ]] || { echo "campaign.sh: --arms takes arm labels" \
+        "separated by commas (e.g. standard_periodic,reverse_periodic), got '$arms'" >&2; exit 2; } ;;
     --lr-check|--other-teachers)
       [ -z "$check" ] || [ "$check" = "${1#--}" ] || { echo "campaign.sh: --lr-check and --other-teachers are" \
         "two shares: give one" >&2; exit 2; }
